@@ -1,0 +1,99 @@
+package bus
+
+import (
+	"time"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// InboundMessage is one thing a user (or the scheduler) said to the agent (S-F1).
+type InboundMessage struct {
+	// Channel is the channel's name: "telegram", "discord", "cli", "system".
+	Channel string
+	// SenderID is the platform's stable user id (numeric for Telegram/Discord).
+	SenderID string
+	// SenderName is a display name or @username, for logs and the prompt.
+	SenderName string
+	// ChatID is where replies go (a DM, group or channel id).
+	ChatID string
+	// MessageID is the platform's id of this message, for replies and dedupe.
+	MessageID string
+	Content   string
+	// Media holds images and files already fetched by the channel.
+	Media []llm.Part
+	// Metadata carries channel-specific routing facts (thread id, topic id,
+	// is_group...) that must come back unchanged on the replies.
+	Metadata map[string]string
+	// SessionKey overrides the default "channel:chat_id" key, e.g. for a
+	// Telegram forum topic or a Discord thread.
+	SessionKey string
+	Time       time.Time
+	// Ack, when set, is called once the message is durably recorded (its user
+	// message persisted in the session) or deliberately dropped. A channel
+	// that can be redelivered messages confirms them to the platform only then.
+	Ack func()
+}
+
+// Key returns the session key: SessionKey if set, otherwise "channel:chat_id".
+func (m InboundMessage) Key() string {
+	if m.SessionKey != "" {
+		return m.SessionKey
+	}
+	return m.Channel + ":" + m.ChatID
+}
+
+// Kind says what an OutboundMessage is for.
+type Kind uint8
+
+const (
+	// KindMessage is a complete message that is not a turn's answer: the
+	// message tool, a cron reminder, a subagent announcement.
+	KindMessage Kind = iota
+	// KindDraft carries the turn's reply so far (cumulative, not a delta);
+	// channels that can edit show it growing in one message.
+	KindDraft
+	// KindStatus is a short progress line while tools run ("reading notes.md").
+	KindStatus
+	// KindFinal is the turn's answer. It replaces any draft of the same turn
+	// and ends the turn (stop typing). Empty Content just ends the turn. Every
+	// turn that published KindStart publishes exactly one KindFinal.
+	KindFinal
+	// KindStart says a turn began for the chat: channels show "typing" until
+	// the turn's KindFinal arrives. It carries no content.
+	KindStart
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindMessage:
+		return "message"
+	case KindDraft:
+		return "draft"
+	case KindStatus:
+		return "status"
+	case KindFinal:
+		return "final"
+	case KindStart:
+		return "start"
+	}
+	return "unknown"
+}
+
+// OutboundMessage is something the agent wants a channel to show (S-F3).
+type OutboundMessage struct {
+	Channel string
+	ChatID  string
+	Kind    Kind
+	// Content is Markdown; channels render it for their platform.
+	Content string
+	// Media are images or files to send (outbound attachments).
+	Media []llm.Part
+	// ReplyTo is the platform message id being answered, if any.
+	ReplyTo string
+	// TurnID groups the drafts, statuses and final message of one turn.
+	TurnID string
+	// Metadata is the inbound message's metadata, echoed back.
+	Metadata map[string]string
+	// IsError marks a final message that reports a failure.
+	IsError bool
+}

@@ -1,0 +1,207 @@
+// Package config defines nanobot's configuration: the structs every component
+// receives its own part of, their defaults, loading from YAML and the
+// environment with viper, and validation that names the offending key.
+//
+// viper is used here and nowhere else; components receive plain structs.
+package config
+
+import "time"
+
+// Config is the whole configuration file (S-G1, S-G1a).
+type Config struct {
+	Agents    AgentsConfig              `mapstructure:"agents"`
+	Providers map[string]ProviderConfig `mapstructure:"providers"`
+	Routes    map[string]RouteConfig    `mapstructure:"routes"`
+	Channels  ChannelsConfig            `mapstructure:"channels"`
+	Tools     ToolsConfig               `mapstructure:"tools"`
+	Gateway   GatewayConfig             `mapstructure:"gateway"`
+	Log       LogConfig                 `mapstructure:"log"`
+}
+
+// AgentsConfig configures the agent loop.
+type AgentsConfig struct {
+	// Workspace is the directory holding AGENTS.md, memory/, skills/, sessions/.
+	Workspace string `mapstructure:"workspace"`
+	// Model is "provider/model" or the name of an entry under routes.
+	Model string `mapstructure:"model"`
+	// Fallbacks are tried in order when Model fails with a retryable error.
+	Fallbacks         []string `mapstructure:"fallbacks"`
+	MaxToolIterations int      `mapstructure:"max_tool_iterations"`
+	// MemoryWindow is how many unconsolidated messages trigger consolidation.
+	MemoryWindow int `mapstructure:"memory_window"`
+	// MaxConcurrentTurns caps model calls in flight across all sessions.
+	MaxConcurrentTurns int `mapstructure:"max_concurrent_turns"`
+	// MaxTokens caps each reply; 0 uses the provider's default.
+	MaxTokens int `mapstructure:"max_tokens"`
+	// Temperature is used when set; models that reject it never get it.
+	Temperature *float64 `mapstructure:"temperature"`
+	// ToolTimeout bounds one tool call (exec has its own timeout).
+	ToolTimeout time.Duration `mapstructure:"tool_timeout"`
+	// MaxToolOutput caps tool output (characters) before it enters history.
+	MaxToolOutput int `mapstructure:"max_tool_output"`
+	// BootstrapMaxChars caps each bootstrap file in the system prompt.
+	BootstrapMaxChars int `mapstructure:"bootstrap_max_chars"`
+	// MaxInputChars caps one inbound message; longer input is cut with a note.
+	MaxInputChars int `mapstructure:"max_input_chars"`
+	// SessionCache is how many sessions stay loaded in memory.
+	SessionCache int `mapstructure:"session_cache"`
+}
+
+// ProviderConfig is one LLM endpoint under providers.<name>.
+type ProviderConfig struct {
+	// Kind is the wire API: "openai" or "anthropic". It defaults to the
+	// provider's name for the names "openai" and "anthropic".
+	Kind         string            `mapstructure:"kind"`
+	APIKey       string            `mapstructure:"api_key"`
+	BaseURL      string            `mapstructure:"base_url"`
+	ExtraHeaders map[string]string `mapstructure:"extra_headers"`
+	// Timeout bounds one whole model call (connect to last token).
+	Timeout time.Duration `mapstructure:"timeout"`
+	// MaxRetries is how many times a retryable failure is retried.
+	MaxRetries int `mapstructure:"max_retries"`
+}
+
+// RouteConfig is a named route: a model with its own fallbacks and limits.
+type RouteConfig struct {
+	Model         string   `mapstructure:"model"`
+	Fallbacks     []string `mapstructure:"fallbacks"`
+	ContextWindow int      `mapstructure:"context_window"`
+	MaxTokens     int      `mapstructure:"max_tokens"`
+}
+
+// ChannelsConfig holds every chat channel.
+type ChannelsConfig struct {
+	Telegram TelegramConfig `mapstructure:"telegram"`
+	Discord  DiscordConfig  `mapstructure:"discord"`
+	// Transcription turns voice messages into text (OpenAI-compatible
+	// /audio/transcriptions); empty base_url disables it.
+	Transcription TranscriptionConfig `mapstructure:"transcription"`
+}
+
+// Access is the part every channel shares: who may talk to the bot (S-H1).
+type Access struct {
+	// Policy is "allowlist" (default), "open" or "pairing".
+	Policy string `mapstructure:"policy"`
+	// AllowFrom lists user ids ("*" allows everyone).
+	AllowFrom []string `mapstructure:"allow_from"`
+	// GroupPolicy is "mention" (default) or "open".
+	GroupPolicy string `mapstructure:"group_policy"`
+}
+
+// OutputConfig is the part every channel shares about replies.
+type OutputConfig struct {
+	// Streaming shows the reply growing by editing one message.
+	Streaming bool `mapstructure:"streaming"`
+	// ToolHints shows a short status line while tools run.
+	ToolHints bool `mapstructure:"tool_hints"`
+	// EditInterval is the minimum time between edits of one message.
+	EditInterval time.Duration `mapstructure:"edit_interval"`
+}
+
+// TelegramConfig configures the Telegram channel (S-H2).
+type TelegramConfig struct {
+	Enabled      bool   `mapstructure:"enabled"`
+	Token        string `mapstructure:"token"`
+	APIURL       string `mapstructure:"api_url"`
+	Access       `mapstructure:",squash"`
+	OutputConfig `mapstructure:",squash"`
+	// Mode is "polling" (default) or "webhook".
+	Mode string `mapstructure:"mode"`
+	// WebhookURL is the public URL Telegram posts to (webhook mode).
+	WebhookURL string `mapstructure:"webhook_url"`
+	// WebhookSecret is checked against X-Telegram-Bot-Api-Secret-Token.
+	WebhookSecret string `mapstructure:"webhook_secret"`
+	// Proxy is an http(s) or socks5 URL for all Bot API traffic.
+	Proxy string `mapstructure:"proxy"`
+	// PollTimeout is getUpdates' long-poll timeout.
+	PollTimeout time.Duration `mapstructure:"poll_timeout"`
+	// MaxMediaBytes caps a downloaded photo or document.
+	MaxMediaBytes int64 `mapstructure:"max_media_bytes"`
+}
+
+// DiscordConfig configures the Discord channel (S-H3).
+type DiscordConfig struct {
+	Enabled      bool   `mapstructure:"enabled"`
+	Token        string `mapstructure:"token"`
+	APIURL       string `mapstructure:"api_url"`
+	Access       `mapstructure:",squash"`
+	OutputConfig `mapstructure:",squash"`
+	// AllowGuilds and AllowChannels restrict where the bot answers in guilds
+	// (empty: anywhere it is allowed by user).
+	AllowGuilds   []string `mapstructure:"allow_guilds"`
+	AllowChannels []string `mapstructure:"allow_channels"`
+	AllowRoles    []string `mapstructure:"allow_roles"`
+	MaxMediaBytes int64    `mapstructure:"max_media_bytes"`
+}
+
+// TranscriptionConfig points at an OpenAI-compatible transcription endpoint.
+type TranscriptionConfig struct {
+	BaseURL string `mapstructure:"base_url"`
+	APIKey  string `mapstructure:"api_key"`
+	Model   string `mapstructure:"model"`
+}
+
+// ToolsConfig configures the built-in and MCP tools.
+type ToolsConfig struct {
+	// RestrictToWorkspace confines file and shell tools to the workspace (S-T3).
+	RestrictToWorkspace bool                       `mapstructure:"restrict_to_workspace"`
+	Exec                ExecConfig                 `mapstructure:"exec"`
+	Web                 WebConfig                  `mapstructure:"web"`
+	MCPServers          map[string]MCPServerConfig `mapstructure:"mcp_servers"`
+}
+
+// ExecConfig configures the exec tool.
+type ExecConfig struct {
+	Enabled bool          `mapstructure:"enabled"`
+	Timeout time.Duration `mapstructure:"timeout"`
+	// MaxOutput caps captured output in characters.
+	MaxOutput int `mapstructure:"max_output"`
+	// DenyPatterns are extra regular expressions refused on top of the built-in list.
+	DenyPatterns []string `mapstructure:"deny_patterns"`
+}
+
+// WebConfig configures web_search and web_fetch.
+type WebConfig struct {
+	// SearchProvider is "duckduckgo" (keyless, default) or "brave".
+	SearchProvider string `mapstructure:"search_provider"`
+	BraveAPIKey    string `mapstructure:"brave_api_key"`
+	MaxResults     int    `mapstructure:"max_results"`
+	// FetchMaxBytes caps a fetched response body.
+	FetchMaxBytes int64 `mapstructure:"fetch_max_bytes"`
+}
+
+// MCPServerConfig is one Model Context Protocol server.
+type MCPServerConfig struct {
+	// Command/Args/Env/Cwd start a stdio server; URL/Headers reach an HTTP one.
+	Command      string            `mapstructure:"command"`
+	Args         []string          `mapstructure:"args"`
+	Env          map[string]string `mapstructure:"env"`
+	Cwd          string            `mapstructure:"cwd"`
+	URL          string            `mapstructure:"url"`
+	Headers      map[string]string `mapstructure:"headers"`
+	ToolTimeout  time.Duration     `mapstructure:"tool_timeout"`
+	EnabledTools []string          `mapstructure:"enabled_tools"`
+	Disabled     bool              `mapstructure:"disabled"`
+}
+
+// GatewayConfig configures the long-running daemon.
+type GatewayConfig struct {
+	// Listen is the address of /healthz, /readyz, /metrics and webhooks.
+	Listen        string          `mapstructure:"listen"`
+	Heartbeat     HeartbeatConfig `mapstructure:"heartbeat"`
+	ShutdownGrace time.Duration   `mapstructure:"shutdown_grace"`
+}
+
+// HeartbeatConfig configures the periodic HEARTBEAT.md check (S-R1).
+type HeartbeatConfig struct {
+	Enabled  bool          `mapstructure:"enabled"`
+	Interval time.Duration `mapstructure:"interval"`
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	// Level is debug, info, warn or error.
+	Level string `mapstructure:"level"`
+	// Format is "auto" (console on a TTY, JSON otherwise), "console" or "json".
+	Format string `mapstructure:"format"`
+}

@@ -1,0 +1,12 @@
+// Package fakes is the one place where fake platform servers live. Each
+// subpackage speaks a real wire protocol over real HTTP or WebSocket (httptest,
+// gorilla/websocket) so adapters are tested exactly as they run:
+//
+//	fakellm      the scripted model shared by the LLM fakes
+//	openaifake   OpenAI Chat Completions (SSE) and /audio/transcriptions
+//	anthropicfake Anthropic Messages (SSE)
+//	telegramfake Telegram Bot API
+//	discordfake  Discord REST and gateway
+//
+// Test code only: nothing outside _test files and other fakes imports them.
+package fakes

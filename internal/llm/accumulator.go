@@ -1,0 +1,231 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Accumulator turns one provider stream into one assistant Message and
+// enforces the delta contract (S-V2): start first, seq strictly increasing,
+// exactly one terminal, argument fragments joined per call id even when calls
+// interleave. Violations are returned as *ContractError; it never panics.
+// The zero value is ready to use.
+type Accumulator struct {
+	started bool
+	ended   bool
+	lastSeq int
+	msg     Message
+	usage   Usage
+	stop    string
+	err     error
+	// open maps a call id to its part index and argument buffer.
+	open map[string]*openCall
+	seen map[string]bool
+	// text collects the last part's text while it grows, so a long stream is
+	// not copied once per token; it is flushed into the part when it closes.
+	text    strings.Builder
+	growing int // index of the part text belongs to, or -1
+}
+
+type openCall struct {
+	part int
+	args strings.Builder
+}
+
+// Add feeds one delta. After an error the accumulator refuses further input.
+func (a *Accumulator) Add(d Delta) error {
+	if a.err != nil {
+		return a.err
+	}
+	if err := a.add(d); err != nil {
+		a.err = err
+		return err
+	}
+	return nil
+}
+
+func (a *Accumulator) violation(d Delta, format string, args ...any) error {
+	return &ContractError{Seq: d.Seq, Kind: d.Kind, Reason: fmt.Sprintf(format, args...)}
+}
+
+func (a *Accumulator) add(d Delta) error {
+	switch {
+	case a.ended:
+		return a.violation(d, "delta after terminal")
+	case !a.started && d.Kind != DeltaStart:
+		return a.violation(d, "first delta must be start")
+	case a.started && d.Kind == DeltaStart:
+		return a.violation(d, "second start")
+	case a.started && d.Seq <= a.lastSeq:
+		return a.violation(d, "seq %d not after %d", d.Seq, a.lastSeq)
+	}
+	a.lastSeq = d.Seq
+	switch d.Kind {
+	case DeltaStart:
+		a.started = true
+		a.growing = -1
+		a.msg = Message{Role: RoleAssistant}
+		if d.Meta != nil {
+			m := *d.Meta
+			a.msg.Meta = &m
+		}
+	case DeltaText:
+		a.appendText(PartText, d)
+	case DeltaThinking:
+		a.appendText(PartThinking, d)
+	case DeltaToolCallStart:
+		return a.startCall(d)
+	case DeltaToolCallArgs:
+		c, ok := a.open[d.CallID]
+		if !ok {
+			return a.violation(d, "arguments for unknown or closed call %q", d.CallID)
+		}
+		c.args.WriteString(d.Args)
+	case DeltaToolCallEnd:
+		return a.endCall(d)
+	case DeltaUsage:
+		a.usage = a.usage.Add(d.Usage)
+	case DeltaDone:
+		if len(a.open) > 0 {
+			return a.violation(d, "done with %d tool call(s) still open", len(a.open))
+		}
+		a.ended = true
+		a.stop = d.StopReason
+		a.flush()
+	case DeltaError:
+		a.ended = true
+		if d.Err == nil {
+			return a.violation(d, "error terminal without an error")
+		}
+		a.err = d.Err
+		return nil
+	default:
+		return a.violation(d, "unknown kind")
+	}
+	return nil
+}
+
+// appendText concatenates onto the last part when it is of the same kind;
+// a signed thinking part is closed, so the next thinking starts a new block.
+func (a *Accumulator) appendText(kind PartKind, d Delta) {
+	parts := a.msg.Parts
+	if n := len(parts); n > 0 && a.growing == n-1 && parts[n-1].Kind == kind && !d.Redacted {
+		a.text.WriteString(d.Text)
+		if d.Signature != "" {
+			parts[n-1].Signature = d.Signature
+			a.flush()
+		}
+		return
+	}
+	if d.Text == "" && d.Signature == "" {
+		return
+	}
+	a.flush()
+	a.msg.Parts = append(parts, Part{Kind: kind, Signature: d.Signature, Redacted: d.Redacted})
+	if d.Redacted || d.Signature != "" {
+		a.msg.Parts[len(a.msg.Parts)-1].Text = d.Text
+		return
+	}
+	a.growing = len(a.msg.Parts) - 1
+	a.text.WriteString(d.Text)
+}
+
+// flush moves the growing text into its part.
+func (a *Accumulator) flush() {
+	if a.growing >= 0 {
+		a.msg.Parts[a.growing].Text = a.text.String()
+		a.text.Reset()
+		a.growing = -1
+	}
+}
+
+func (a *Accumulator) startCall(d Delta) error {
+	if d.CallID == "" || d.Name == "" {
+		return a.violation(d, "tool call needs id and name")
+	}
+	if a.seen[d.CallID] {
+		return a.violation(d, "duplicate tool call id %q", d.CallID)
+	}
+	if a.open == nil {
+		a.open = make(map[string]*openCall)
+		a.seen = make(map[string]bool)
+	}
+	a.seen[d.CallID] = true
+	a.flush()
+	a.open[d.CallID] = &openCall{part: len(a.msg.Parts)}
+	a.msg.Parts = append(a.msg.Parts, Part{Kind: PartToolCall, Call: &ToolCall{ID: d.CallID, Name: d.Name}})
+	return nil
+}
+
+func (a *Accumulator) endCall(d Delta) error {
+	c, ok := a.open[d.CallID]
+	if !ok {
+		return a.violation(d, "end of unknown or closed call %q", d.CallID)
+	}
+	delete(a.open, d.CallID)
+	call := a.msg.Parts[c.part].Call
+	args, perr := ParseArguments(c.args.String())
+	if perr != nil {
+		call.RawArgs = c.args.String()
+		call.ParseError = perr.Error()
+		return nil
+	}
+	call.Arguments = args
+	return nil
+}
+
+// ParseArguments validates a tool call's argument text: empty means {}, and
+// anything else must be one JSON object.
+func ParseArguments(raw string) (json.RawMessage, error) {
+	trimmed := bytes.TrimSpace([]byte(raw))
+	if len(trimmed) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	if trimmed[0] != '{' {
+		return nil, fmt.Errorf("arguments must be a JSON object, got %s", describeJSONStart(trimmed))
+	}
+	if !json.Valid(trimmed) {
+		var v any
+		err := json.Unmarshal(trimmed, &v)
+		return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, trimmed); err != nil {
+		return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+	}
+	return json.RawMessage(buf.Bytes()), nil
+}
+
+func describeJSONStart(b []byte) string {
+	if len(b) > 20 {
+		b = b[:20]
+	}
+	return fmt.Sprintf("%q", b)
+}
+
+// Started reports whether the start delta was seen.
+func (a *Accumulator) Started() bool { return a.started }
+
+// Ended reports whether a terminal delta was seen.
+func (a *Accumulator) Ended() bool { return a.ended }
+
+// Message returns the assembled assistant message. It fails with the stream's
+// error for an error terminal, ErrIncomplete without a terminal, or the first
+// contract violation; in those cases no message is produced.
+func (a *Accumulator) Message() (Message, error) {
+	if a.err != nil {
+		return Message{}, a.err
+	}
+	if !a.ended {
+		return Message{}, ErrIncomplete
+	}
+	m := a.msg
+	if m.Meta == nil {
+		m.Meta = &Meta{}
+	}
+	m.Meta.Usage = a.usage
+	m.Meta.StopReason = a.stop
+	return m, nil
+}

@@ -1,0 +1,128 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DeltaKind names the kind of a streamed Delta (S-V2).
+type DeltaKind uint8
+
+const (
+	// DeltaStart opens a stream; it carries Meta (provider, api, model).
+	DeltaStart DeltaKind = iota + 1
+	// DeltaText appends Text to the reply.
+	DeltaText
+	// DeltaThinking appends Text to the reasoning and may carry its Signature
+	// (or, with Redacted, an opaque payload).
+	DeltaThinking
+	// DeltaToolCallStart opens tool call CallID named Name.
+	DeltaToolCallStart
+	// DeltaToolCallArgs appends the fragment Args to CallID's arguments.
+	DeltaToolCallArgs
+	// DeltaToolCallEnd closes CallID; its arguments are parsed then.
+	DeltaToolCallEnd
+	// DeltaUsage reports token usage; several are summed.
+	DeltaUsage
+	// DeltaDone ends the stream successfully, with StopReason.
+	DeltaDone
+	// DeltaError ends the stream with Err.
+	DeltaError
+)
+
+var deltaKindNames = [...]string{
+	DeltaStart: "start", DeltaText: "text", DeltaThinking: "thinking",
+	DeltaToolCallStart: "tool_call_start", DeltaToolCallArgs: "tool_call_args",
+	DeltaToolCallEnd: "tool_call_end", DeltaUsage: "usage", DeltaDone: "done", DeltaError: "error",
+}
+
+func (k DeltaKind) String() string {
+	if int(k) < len(deltaKindNames) && deltaKindNames[k] != "" {
+		return deltaKindNames[k]
+	}
+	return fmt.Sprintf("DeltaKind(%d)", uint8(k))
+}
+
+// Terminal reports whether k ends a stream.
+func (k DeltaKind) Terminal() bool { return k == DeltaDone || k == DeltaError }
+
+// Delta is one event of a provider stream. Only the fields of its Kind are set.
+type Delta struct {
+	Seq        int
+	Kind       DeltaKind
+	Text       string
+	Signature  string
+	Redacted   bool
+	CallID     string
+	Name       string
+	Args       string
+	Usage      Usage
+	Meta       *Meta
+	StopReason string
+	Err        error
+}
+
+// ErrIncomplete means a stream ended without a terminal delta.
+var ErrIncomplete = errors.New("stream ended without a terminal delta")
+
+// ErrTruncated means the provider's stream stopped before it said it was
+// finished (no finish reason / message_stop). It is retryable.
+var ErrTruncated = errors.New("provider stream truncated")
+
+// ContractError reports a stream that broke the delta contract.
+type ContractError struct {
+	Seq    int
+	Kind   DeltaKind
+	Reason string
+}
+
+func (e *ContractError) Error() string {
+	return fmt.Sprintf("delta contract violated at seq %d (%s): %s", e.Seq, e.Kind, e.Reason)
+}
+
+// APIError is a provider's refusal, classified so the router knows whether
+// to retry, fall back or give up.
+type APIError struct {
+	Provider string
+	// Status is the HTTP status, 0 when the failure was not an HTTP answer.
+	Status  int
+	Type    string // provider's error type/code, e.g. "overloaded_error"
+	Message string
+	// RetryAfter is the server's requested wait (Retry-After header or body).
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *APIError) Error() string {
+	msg := e.Message
+	if msg == "" && e.Err != nil {
+		msg = e.Err.Error()
+	}
+	if e.Status == 0 {
+		return fmt.Sprintf("%s: %s", e.Provider, msg)
+	}
+	if e.Type != "" {
+		return fmt.Sprintf("%s: status %d %s: %s", e.Provider, e.Status, e.Type, msg)
+	}
+	return fmt.Sprintf("%s: status %d: %s", e.Provider, e.Status, msg)
+}
+
+func (e *APIError) Unwrap() error { return e.Err }
+
+// Retryable reports whether the same request may succeed later: rate limits,
+// server errors and overload, but never authentication or validation errors.
+func (e *APIError) Retryable() bool {
+	switch {
+	case e.Status == 429, e.Status == 408, e.Status == 409, e.Status >= 500:
+		return true
+	case e.Type == "overloaded_error", e.Type == "rate_limit_error":
+		return true
+	case e.Status == 0:
+		return true // transport failure
+	}
+	return false
+}
+
+// Auth reports whether the key was refused; fallbacks are not tried for it.
+func (e *APIError) Auth() bool { return e.Status == 401 || e.Status == 403 }

@@ -1,0 +1,31 @@
+package llm
+
+import "encoding/json"
+
+// ToolSpec describes a tool to a model: its name, what it does, and a JSON
+// schema object for its parameters.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Request is one provider-neutral model call. Providers translate it to their
+// wire format; Model is the provider's own model id (the route is resolved
+// before a request reaches a provider).
+type Request struct {
+	Model    string
+	System   string
+	Messages []Message
+	Tools    []ToolSpec
+	// ForceTool, when set, requires the model to call that tool.
+	ForceTool string
+	// MaxTokens caps the reply; 0 leaves the provider's default.
+	MaxTokens int
+	// Temperature is nil for the provider's default.
+	Temperature *float64
+	// ReasoningEffort is "", "low", "medium" or "high" for models that reason.
+	ReasoningEffort string
+	// ThinkingBudget enables extended thinking (Anthropic) with this many tokens.
+	ThinkingBudget int
+}
