@@ -1,0 +1,131 @@
+package history
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+func user(s string) llm.Message      { return llm.NewText(llm.RoleUser, s) }
+func assistant(s string) llm.Message { return llm.NewText(llm.RoleAssistant, s) }
+func call(ids ...string) llm.Message {
+	m := llm.Message{Role: llm.RoleAssistant}
+	for _, id := range ids {
+		m.Parts = append(m.Parts, llm.Part{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: id, Name: "read_file", Arguments: json.RawMessage(`{}`)}})
+	}
+	return m
+}
+func results(ids ...string) llm.Message {
+	m := llm.Message{Role: llm.RoleTool}
+	for _, id := range ids {
+		m.Parts = append(m.Parts, llm.Part{Kind: llm.PartToolResult, Result: &llm.ToolResult{ToolCallID: id, Name: "read_file", Content: llm.PlainContent("r" + id)}})
+	}
+	return m
+}
+
+// shape renders a history compactly: u a c(ids) t(ids).
+func shape(msgs []llm.Message) string {
+	var b []string
+	for _, m := range msgs {
+		switch m.Role {
+		case llm.RoleUser:
+			b = append(b, "u")
+		case llm.RoleAssistant:
+			if cs := m.ToolCalls(); len(cs) > 0 {
+				var ids []string
+				for _, c := range cs {
+					ids = append(ids, c.ID)
+				}
+				b = append(b, "c("+strings.Join(ids, ",")+")")
+			} else {
+				b = append(b, "a")
+			}
+		case llm.RoleTool:
+			var ids []string
+			for _, r := range m.ToolResults() {
+				id := r.ToolCallID
+				if r.IsError {
+					id += "!"
+				}
+				ids = append(ids, id)
+			}
+			b = append(b, "t("+strings.Join(ids, ",")+")")
+		}
+	}
+	return strings.Join(b, " ")
+}
+
+func TestRepair(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []llm.Message
+		want string
+	}{
+		{"clean", []llm.Message{user("q"), call("1", "2"), results("1", "2"), assistant("a")}, "u c(1,2) t(1,2) a"},
+		{"leading orphan result and assistant", []llm.Message{results("9"), assistant("x"), user("q"), assistant("a")}, "u a"},
+		{"missing result", []llm.Message{user("q"), call("1", "2"), results("2"), user("q2")}, "u c(1,2) t(1!,2) u"},
+		{"no tool message at all", []llm.Message{user("q"), call("1"), user("q2")}, "u c(1) t(1!) u"},
+		{"results out of order", []llm.Message{user("q"), call("1", "2"), results("2", "1")}, "u c(1,2) t(1,2)"},
+		{"orphan result dropped", []llm.Message{user("q"), call("1"), results("1", "7"), assistant("a")}, "u c(1) t(1) a"},
+		{"tool message after text reply", []llm.Message{user("q"), assistant("a"), results("1"), user("q2")}, "u a u"},
+		{"empty", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Repair(tt.in)
+			if s := shape(got); s != tt.want {
+				t.Fatalf("Repair = %q, want %q", s, tt.want)
+			}
+			for _, m := range got {
+				if err := m.Validate(); err != nil {
+					t.Errorf("invalid message after repair: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestProjectCutsAtUserTurns(t *testing.T) {
+	big := strings.Repeat("x", 400) // ~100 tokens
+	msgs := []llm.Message{
+		user(big), assistant(big), // turn 1
+		user(big), call("1"), results("1"), assistant(big), // turn 2
+		user("newest"), // turn 3
+	}
+	tests := []struct {
+		name    string
+		budget  int
+		want    string
+		omitted int
+	}{
+		{"unlimited keeps all", 0, "u a u c(1) t(1) a u", 0},
+		{"room for two turns", 300, "u c(1) t(1) a u", 2},
+		{"room for newest only", 20, "u", 6},
+		{"newest kept even over budget", 1, "u", 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Project("", msgs, Options{Budget: tt.budget})
+			if s := shape(v.Messages); s != tt.want {
+				t.Fatalf("Project = %q, want %q", s, tt.want)
+			}
+			if v.Omitted != tt.omitted {
+				t.Errorf("omitted = %d, want %d", v.Omitted, tt.omitted)
+			}
+			if tt.budget > 1 && v.Tokens > tt.budget {
+				t.Errorf("tokens %d over budget %d", v.Tokens, tt.budget)
+			}
+		})
+	}
+}
+
+func TestEstimateText(t *testing.T) {
+	if got := EstimateText("hello world, this is text"); got < 5 || got > 8 {
+		t.Errorf("english estimate %d", got)
+	}
+	if got := EstimateText("你好世界你好世界"); got < 8 {
+		t.Errorf("CJK estimate %d, want at least one per rune", got)
+	}
+}
