@@ -176,3 +176,30 @@ func isClean(msgs []llm.Message) bool {
 	}
 	return true
 }
+
+// Window returns the newest part of stored, followed by turn, that is
+// enough to fill budget tokens: it starts at a user message at or before the
+// point where the budget runs out. Projecting a long session therefore costs
+// what its tail costs, not its length. With budget ≤ 0 it returns everything.
+func Window(stored, turn []llm.Message, budget int) []llm.Message {
+	start := 0
+	if budget > 0 {
+		used := 0
+		for _, m := range turn {
+			used += Estimate(m)
+		}
+		for i := len(stored) - 1; i >= 0; i-- {
+			used += Estimate(stored[i])
+			if used > budget && stored[i].Role == llm.RoleUser {
+				start = i
+				break
+			}
+		}
+	}
+	if len(turn) == 0 {
+		return stored[start:]
+	}
+	out := make([]llm.Message, 0, len(stored)-start+len(turn))
+	out = append(out, stored[start:]...)
+	return append(out, turn...)
+}

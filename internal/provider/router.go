@@ -168,3 +168,9 @@ func (r *Router) attempt(ctx context.Context, rt Route, req llm.Request, onDelta
 	}
 	return msg, nil
 }
+
+// Check reports whether route resolves to a configured provider.
+func (r *Router) Check(route string) error {
+	_, err := r.Resolve(route)
+	return err
+}

@@ -1,0 +1,330 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/tools"
+)
+
+// Model is what the agent needs from the provider router.
+type Model interface {
+	// Complete runs one model call on route ("" for the default) and returns
+	// the assistant message; onDelta sees the stream as it arrives. A failed
+	// call returns an error and no message.
+	Complete(ctx context.Context, route string, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error)
+	// ContextWindow is the route's context window in tokens.
+	ContextWindow(route string) int
+	// Default is the default route's name; Routes lists the routes a user may pick.
+	Default() string
+	Routes() []string
+	// Check reports whether route resolves.
+	Check(route string) error
+}
+
+// Sessions is what the agent needs from the session store.
+type Sessions interface {
+	Get(key string) (session.Snapshot, error)
+	Append(key string, msgs ...llm.Message) (session.Snapshot, error)
+	SetMeta(key string, u session.MetaUpdate) error
+	Archive(key string) (string, error)
+}
+
+// Tools is what the agent needs from the tool registry.
+type Tools interface {
+	Specs() []llm.ToolSpec
+	Execute(ctx context.Context, call llm.ToolCall, origin tools.Origin) llm.ToolResult
+}
+
+// readOnlyTools is implemented by registries that know which tools only read,
+// so one model turn's read-only calls may run in parallel.
+type readOnlyTools interface {
+	ReadOnly(name string) bool
+}
+
+// Publisher sends replies to the channels.
+type Publisher interface {
+	PublishOutbound(ctx context.Context, m bus.OutboundMessage) error
+}
+
+// Config is the agent's part of the configuration.
+type Config struct {
+	Workspace          string
+	MaxToolIterations  int
+	MaxConcurrentTurns int
+	MaxTokens          int
+	Temperature        *float64
+	// MaxInputChars cuts longer inbound messages, with a note to the model.
+	MaxInputChars int
+	// MaxQueue is how many messages may wait for a busy session; beyond it
+	// the oldest are dropped and the user told so.
+	MaxQueue int
+	// DraftInterval is the minimum time between two streamed drafts of one
+	// turn published on the bus [250ms]; channels throttle edits further.
+	DraftInterval time.Duration
+	Version       string
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxToolIterations <= 0 {
+		c.MaxToolIterations = 40
+	}
+	if c.MaxConcurrentTurns <= 0 {
+		c.MaxConcurrentTurns = 4
+	}
+	if c.MaxInputChars <= 0 {
+		c.MaxInputChars = 32000
+	}
+	if c.MaxQueue <= 0 {
+		c.MaxQueue = 20
+	}
+	if c.DraftInterval <= 0 {
+		c.DraftInterval = 250 * time.Millisecond
+	}
+	return c
+}
+
+// Deps are the agent's collaborators.
+type Deps struct {
+	Model    Model
+	Sessions Sessions
+	Tools    Tools
+	Out      Publisher
+	Prompt   *PromptBuilder
+	// Now is the clock [time.Now].
+	Now func() time.Time
+}
+
+// Agent serves inbound messages. Create it with New and run it with Run.
+type Agent struct {
+	cfg     Config
+	model   Model
+	store   Sessions
+	tools   Tools
+	out     Publisher
+	prompt  *PromptBuilder
+	now     func() time.Time
+	log     *zap.Logger
+	started time.Time
+
+	// turns caps concurrent turns across sessions.
+	turns chan struct{}
+
+	mu     sync.Mutex
+	active map[string]*sessionQueue
+	wg     sync.WaitGroup
+}
+
+// sessionQueue is one session's pending work and its running turn.
+type sessionQueue struct {
+	pending []bus.InboundMessage
+	cancel  context.CancelFunc // of the running turn, nil when idle
+}
+
+// New returns an agent; it does no I/O.
+func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
+	cfg = cfg.withDefaults()
+	now := deps.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Agent{
+		cfg:     cfg,
+		model:   deps.Model,
+		store:   deps.Sessions,
+		tools:   deps.Tools,
+		out:     deps.Out,
+		prompt:  deps.Prompt,
+		now:     now,
+		log:     log,
+		started: now(),
+		turns:   make(chan struct{}, cfg.MaxConcurrentTurns),
+		active:  make(map[string]*sessionQueue),
+	}
+}
+
+// Run serves messages from in until in is closed (then it finishes the
+// queued and running turns and returns) or ctx ends (then running turns are
+// cancelled; their user messages are already persisted). It always waits for
+// every goroutine it started.
+func (a *Agent) Run(ctx context.Context, in <-chan bus.InboundMessage) error {
+	defer a.wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m, ok := <-in:
+			if !ok {
+				return nil
+			}
+			a.dispatch(ctx, m)
+		}
+	}
+}
+
+// dispatch handles the commands that must not wait behind a running turn
+// and queues everything else on its session.
+func (a *Agent) dispatch(ctx context.Context, m bus.InboundMessage) {
+	if cmd, _, ok := parseCommand(m.Content); ok {
+		switch cmd {
+		case "stop":
+			a.stop(ctx, m)
+			return
+		case "help", "status", "whoami":
+			a.ack(m)
+			a.command(ctx, m)
+			return
+		}
+	}
+	a.enqueue(ctx, m)
+}
+
+func (a *Agent) enqueue(ctx context.Context, m bus.InboundMessage) {
+	key := m.Key()
+	a.mu.Lock()
+	q, ok := a.active[key]
+	if !ok {
+		q = &sessionQueue{}
+		a.active[key] = q
+		a.wg.Add(1)
+		go a.serve(ctx, key, q)
+	}
+	q.pending = append(q.pending, m)
+	var dropped []bus.InboundMessage
+	if over := len(q.pending) - a.cfg.MaxQueue; over > 0 {
+		dropped = append(dropped, q.pending[:over]...)
+		q.pending = append([]bus.InboundMessage(nil), q.pending[over:]...)
+	}
+	a.mu.Unlock()
+	if len(dropped) > 0 {
+		for _, d := range dropped {
+			a.ack(d)
+		}
+		a.log.Warn("session queue full, dropped oldest messages", zap.String("session", key), zap.Int("dropped", len(dropped)))
+		a.notify(ctx, m, "⚠️ You sent messages faster than I can answer; I skipped the oldest "+strconv.Itoa(len(dropped))+" of them.", true)
+	}
+}
+
+// serve runs the session's queued work until the queue is empty. A burst of
+// messages queued during a turn becomes one follow-up turn (S-F2).
+func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
+	defer a.wg.Done()
+	for {
+		a.mu.Lock()
+		if len(q.pending) == 0 || ctx.Err() != nil {
+			delete(a.active, key)
+			a.mu.Unlock()
+			return
+		}
+		batch := q.pending
+		// A command is handled on its own, in order; plain messages that
+		// arrived together are merged up to the next command.
+		n := 1
+		if _, _, isCmd := parseCommand(batch[0].Content); !isCmd {
+			for n < len(batch) {
+				if _, _, c := parseCommand(batch[n].Content); c {
+					break
+				}
+				n++
+			}
+		}
+		q.pending = q.pending[n:]
+		turnCtx, cancel := context.WithCancel(ctx)
+		q.cancel = cancel
+		a.mu.Unlock()
+
+		if _, _, isCmd := parseCommand(batch[0].Content); isCmd {
+			a.ack(batch[0])
+			a.command(turnCtx, batch[0])
+		} else {
+			a.runTurn(turnCtx, key, batch[:n])
+		}
+		cancel()
+		a.mu.Lock()
+		q.cancel = nil
+		a.mu.Unlock()
+	}
+}
+
+// stop cancels the session's running turn and drops what is queued (S-F2).
+func (a *Agent) stop(ctx context.Context, m bus.InboundMessage) {
+	key := m.Key()
+	a.ack(m)
+	a.mu.Lock()
+	var dropped []bus.InboundMessage
+	running := false
+	if q, ok := a.active[key]; ok {
+		dropped, q.pending = q.pending, nil
+		if q.cancel != nil {
+			q.cancel()
+			running = true
+		}
+	}
+	a.mu.Unlock()
+	for _, d := range dropped {
+		a.ack(d)
+	}
+	reply := "Nothing is running."
+	if running || len(dropped) > 0 {
+		reply = "⏹ Stopped."
+	}
+	a.log.Info("stop requested", zap.String("session", key), zap.Bool("running", running), zap.Int("dropped", len(dropped)))
+	a.notify(ctx, m, reply, false)
+}
+
+// ack confirms an inbound message to its channel (see bus.InboundMessage.Ack).
+func (a *Agent) ack(m bus.InboundMessage) {
+	if m.Ack != nil {
+		m.Ack()
+	}
+}
+
+// notify sends a short standalone message to m's chat. It uses a context
+// that outlives a cancelled turn so the user still hears why it ended.
+func (a *Agent) notify(ctx context.Context, m bus.InboundMessage, text string, isErr bool) {
+	a.publish(ctx, bus.OutboundMessage{
+		Channel: m.Channel, ChatID: m.ChatID, Kind: bus.KindMessage, Content: text,
+		ReplyTo: m.MessageID, Metadata: m.Metadata, IsError: isErr,
+	})
+}
+
+// publish sends best effort: a closed bus during shutdown is logged, not fatal.
+func (a *Agent) publish(ctx context.Context, m bus.OutboundMessage) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := a.out.PublishOutbound(pctx, m); err != nil {
+		a.log.Warn("publish reply failed", zap.String("channel", m.Channel), zap.String("chat", m.ChatID),
+			zap.Stringer("kind", m.Kind), zap.Error(err))
+	}
+}
+
+// parseCommand recognises "/name args" and "/name@bot args".
+func parseCommand(s string) (name, args string, ok bool) {
+	s = strings.TrimSpace(s)
+	if len(s) < 2 || s[0] != '/' {
+		return "", "", false
+	}
+	head, rest, _ := strings.Cut(s[1:], " ")
+	head, _, _ = strings.Cut(head, "@")
+	head = strings.ToLower(head)
+	if _, known := commands[head]; !known {
+		return "", "", false
+	}
+	return head, strings.TrimSpace(rest), true
+}
+
+func newTurnID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,456 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/history"
+	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/tools"
+)
+
+// turn is the state of one turn: the messages it produced so far (not yet
+// persisted) and what it will say at the end.
+type turn struct {
+	id     string
+	key    string
+	origin bus.InboundMessage
+	log    *zap.Logger
+	msgs   []llm.Message
+	// callIDs are the tool call ids used in this turn, to keep them unique.
+	callIDs map[string]bool
+	// replied is set when the message tool already answered this chat.
+	replied bool
+}
+
+// runTurn answers one user turn (one message, or several that arrived while
+// the session was busy) with the model-and-tools loop (S-A1).
+func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMessage) {
+	origin := batch[len(batch)-1]
+	t := &turn{id: newTurnID(), key: key, origin: origin, callIDs: map[string]bool{}}
+	t.log = a.log.With(zap.String("turn", t.id), zap.String("session", key))
+	start := a.now()
+	a.publish(ctx, a.outbound(t, bus.KindStart, ""))
+	final := bus.OutboundMessage{}
+	defer func() {
+		if final.Kind != bus.KindFinal {
+			final = a.outbound(t, bus.KindFinal, "")
+		}
+		a.publish(ctx, final)
+		t.log.Info("turn done", zap.Duration("elapsed", a.now().Sub(start)), zap.Int("messages", len(t.msgs)))
+	}()
+
+	select {
+	case a.turns <- struct{}{}:
+		defer func() { <-a.turns }()
+	case <-ctx.Done():
+		return // not persisted, not acked: a redelivering channel asks again
+	}
+
+	user, err := a.userMessage(batch)
+	if err != nil {
+		t.log.Error("prepare user message", zap.Error(err))
+	}
+	snap, err := a.store.Append(key, user)
+	if err != nil {
+		t.log.Error("persist user message", zap.Error(err))
+		final = a.failure(t, "I could not save your message, so I did not answer it. Please try again; the operator should check the daemon log (disk full?).")
+		return
+	}
+	for _, m := range batch {
+		a.ack(m)
+	}
+
+	text, err := a.loop(ctx, t, snap.Messages[snap.Consolidated:], a.routeOf(snap))
+	if perr := a.persist(t); perr != nil {
+		t.log.Error("persist turn", zap.Error(perr))
+		if err == nil {
+			err = perr
+		}
+	}
+	switch {
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		t.log.Info("turn cancelled")
+		return
+	case err != nil:
+		t.log.Error("turn failed", zap.Error(err))
+		final = a.failure(t, userFacing(err))
+		return
+	}
+	if t.replied {
+		text = "" // the message tool already answered (S-A3)
+	}
+	final = a.outbound(t, bus.KindFinal, text)
+}
+
+// loop calls the model and runs tools until the model answers without tool
+// calls or the iteration cap is hit. stored is the persisted history the
+// turn continues (its user message last).
+func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, route string) (string, error) {
+	system, err := a.prompt.Build()
+	if err != nil {
+		return "", fmt.Errorf("build system prompt: %w", err)
+	}
+	specs := a.tools.Specs()
+	budget := a.model.ContextWindow(route) - a.cfg.MaxTokens - specTokens(specs)
+	draft := &drafter{a: a, t: t, ctx: ctx}
+	for iter := 0; iter < a.cfg.MaxToolIterations; iter++ {
+		window := history.Window(stored, t.msgs, budget)
+		view := history.Project(system, window, history.Options{Budget: budget})
+		req := llm.Request{
+			System: system, Messages: a.resolveImages(view.Messages), Tools: specs,
+			MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,
+		}
+		msg, err := a.model.Complete(ctx, route, req, draft.observe)
+		if err != nil {
+			return "", err
+		}
+		msg.Time = a.now()
+		t.uniqueCallIDs(&msg, iter)
+		t.msgs = append(t.msgs, msg)
+		calls := msg.ToolCalls()
+		if len(calls) == 0 {
+			return msg.Text(), nil
+		}
+		draft.flushFinal()
+		results := a.runTools(ctx, t, calls)
+		t.msgs = append(t.msgs, results)
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+	}
+	t.log.Warn("tool iteration limit reached", zap.Int("limit", a.cfg.MaxToolIterations))
+	note := fmt.Sprintf("I stopped after %d tool steps without reaching an answer. Tell me how to continue, or narrow the task down.", a.cfg.MaxToolIterations)
+	t.msgs = append(t.msgs, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text(note)}, Time: a.now(), Meta: &llm.Meta{Synthetic: true}})
+	return note, nil
+}
+
+// persist writes the turn's messages with one append; only complete
+// call/result pairs exist in t.msgs, so a cancelled turn leaves a valid history.
+func (a *Agent) persist(t *turn) error {
+	if len(t.msgs) == 0 {
+		return nil
+	}
+	_, err := a.store.Append(t.key, t.msgs...)
+	return err
+}
+
+// runTools executes one model turn's calls and returns one tool message with
+// their results in call order (S-V3). Read-only calls run in parallel when
+// every call of the batch is read-only.
+func (a *Agent) runTools(ctx context.Context, t *turn, calls []llm.ToolCall) llm.Message {
+	origin := tools.Origin{
+		Channel: t.origin.Channel, ChatID: t.origin.ChatID, SenderID: t.origin.SenderID,
+		SessionKey: t.key, TurnID: t.id, MessageID: t.origin.MessageID, Metadata: t.origin.Metadata,
+	}
+	a.publish(ctx, a.outbound(t, bus.KindStatus, toolHint(calls)))
+	results := make([]llm.ToolResult, len(calls))
+	if a.parallel(calls) {
+		var wg sync.WaitGroup
+		for i, c := range calls {
+			wg.Go(func() { results[i] = a.tools.Execute(ctx, c, origin) })
+		}
+		wg.Wait()
+	} else {
+		for i, c := range calls {
+			results[i] = a.tools.Execute(ctx, c, origin)
+		}
+	}
+	msg := llm.Message{Role: llm.RoleTool, Time: a.now(), Parts: make([]llm.Part, len(calls))}
+	for i, r := range results {
+		r.ToolCallID, r.Name = calls[i].ID, calls[i].Name
+		t.log.Debug("tool call", zap.String("tool", r.Name), zap.Bool("error", r.IsError), zap.Duration("elapsed", r.Elapsed))
+		if r.Name == "message" && !r.IsError && targetsOrigin(calls[i], t.origin) {
+			t.replied = true
+		}
+		msg.Parts[i] = llm.Part{Kind: llm.PartToolResult, Result: &r}
+	}
+	return msg
+}
+
+func (a *Agent) parallel(calls []llm.ToolCall) bool {
+	ro, ok := a.tools.(readOnlyTools)
+	if !ok || len(calls) < 2 {
+		return false
+	}
+	for _, c := range calls {
+		if !ro.ReadOnly(c.Name) || c.ParseError != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// targetsOrigin reports whether a message tool call went to the turn's own
+// chat (no explicit target, or the same one).
+func targetsOrigin(c llm.ToolCall, origin bus.InboundMessage) bool {
+	args := string(c.Arguments)
+	if !strings.Contains(args, `"chat_id"`) && !strings.Contains(args, `"channel"`) {
+		return true
+	}
+	return strings.Contains(args, `"`+origin.ChatID+`"`) &&
+		(!strings.Contains(args, `"channel"`) || strings.Contains(args, `"`+origin.Channel+`"`))
+}
+
+// uniqueCallIDs renames tool call ids that repeat an id used earlier in the
+// turn (some OpenAI-compatible servers number calls from 0 every time).
+func (t *turn) uniqueCallIDs(m *llm.Message, iter int) {
+	for i := range m.Parts {
+		c := m.Parts[i].Call
+		if c == nil {
+			continue
+		}
+		if t.callIDs[c.ID] {
+			renamed := *c
+			renamed.ID = fmt.Sprintf("%s_%d", c.ID, iter)
+			m.Parts[i].Call = &renamed
+		}
+		t.callIDs[m.Parts[i].Call.ID] = true
+	}
+}
+
+// userMessage merges the batch into one user message with a context prefix
+// (S-C1: time, channel and chat go here, not in the system prompt). Inline
+// image data is saved in the workspace inbox so the session stores a path.
+func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
+	last := batch[len(batch)-1]
+	var b strings.Builder
+	now := a.now()
+	fmt.Fprintf(&b, "[%s · %s · chat %s", now.Format("Mon 2006-01-02 15:04 MST"), last.Channel, last.ChatID)
+	if last.SenderName != "" {
+		fmt.Fprintf(&b, " · from %s", last.SenderName)
+	}
+	b.WriteString("]")
+	msg := llm.Message{Role: llm.RoleUser, Time: now}
+	var errs []error
+	for _, m := range batch {
+		content := m.Content
+		if n := len([]rune(content)); n > a.cfg.MaxInputChars {
+			content = string([]rune(content)[:a.cfg.MaxInputChars]) +
+				fmt.Sprintf("\n[… message cut: it was %d characters, the limit is %d]", n, a.cfg.MaxInputChars)
+		}
+		b.WriteString("\n")
+		b.WriteString(content)
+		for _, p := range m.Media {
+			if p.Kind == llm.PartImage && p.Image != nil && len(p.Image.Data) > 0 && p.Image.Path == "" {
+				saved, err := a.saveImage(p.Image)
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					p = llm.Part{Kind: llm.PartImage, Image: saved}
+				}
+			}
+			if p.Validate() == nil {
+				msg.Parts = append(msg.Parts, p)
+			}
+		}
+	}
+	msg.Parts = append([]llm.Part{llm.Text(b.String())}, msg.Parts...)
+	return msg, errors.Join(errs...)
+}
+
+// saveImage writes inline image bytes to <workspace>/inbox and returns a
+// path reference, so sessions never hold base64 blobs.
+func (a *Agent) saveImage(img *llm.Image) (*llm.Image, error) {
+	ext := ".img"
+	if _, sub, ok := strings.Cut(img.MIME, "/"); ok && sub != "" {
+		ext = "." + sub
+	}
+	rel := filepath.Join("inbox", fmt.Sprintf("%s-%s%s", a.now().UTC().Format("20060102-150405"), newTurnID(), ext))
+	abs := filepath.Join(a.cfg.Workspace, rel)
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("save image: %w", err)
+	}
+	if err := os.WriteFile(abs, img.Data, 0o600); err != nil {
+		return nil, fmt.Errorf("save image: %w", err)
+	}
+	return &llm.Image{MIME: img.MIME, Path: filepath.ToSlash(rel)}, nil
+}
+
+// maxImageBytes caps an image loaded from the workspace for a model call.
+const maxImageBytes = 10 << 20
+
+// resolveImages loads the images of the newest user message from the
+// workspace; images of older messages become a short text note, so a
+// picture is paid for once, not on every later turn.
+func (a *Agent) resolveImages(msgs []llm.Message) []llm.Message {
+	lastUser := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == llm.RoleUser {
+			lastUser = i
+			break
+		}
+	}
+	var out []llm.Message
+	for i, m := range msgs {
+		if m.Role != llm.RoleUser || !hasPathImage(m) {
+			continue
+		}
+		if out == nil {
+			out = append([]llm.Message(nil), msgs...)
+		}
+		parts := make([]llm.Part, 0, len(m.Parts))
+		for _, p := range m.Parts {
+			if p.Kind != llm.PartImage || p.Image.Path == "" {
+				parts = append(parts, p)
+				continue
+			}
+			if i == lastUser {
+				data, err := readCapped(filepath.Join(a.cfg.Workspace, filepath.FromSlash(p.Image.Path)), maxImageBytes)
+				if err == nil {
+					parts = append(parts, llm.Part{Kind: llm.PartImage, Image: &llm.Image{MIME: p.Image.MIME, Data: data}})
+					continue
+				}
+				a.log.Warn("image unavailable", zap.String("path", p.Image.Path), zap.Error(err))
+			}
+			parts = append(parts, llm.Text(fmt.Sprintf("[image: %s]", p.Image.Path)))
+		}
+		out[i].Parts = parts
+	}
+	if out == nil {
+		return msgs
+	}
+	return out
+}
+
+func hasPathImage(m llm.Message) bool {
+	for _, p := range m.Parts {
+		if p.Kind == llm.PartImage && p.Image != nil && p.Image.Path != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func readCapped(path string, limit int64) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, over the %d byte limit", path, fi.Size(), limit)
+	}
+	return os.ReadFile(path)
+}
+
+func (a *Agent) outbound(t *turn, kind bus.Kind, content string) bus.OutboundMessage {
+	return bus.OutboundMessage{
+		Channel: t.origin.Channel, ChatID: t.origin.ChatID, Kind: kind, Content: content,
+		ReplyTo: t.origin.MessageID, TurnID: t.id, Metadata: t.origin.Metadata,
+	}
+}
+
+func (a *Agent) failure(t *turn, text string) bus.OutboundMessage {
+	m := a.outbound(t, bus.KindFinal, text)
+	m.IsError = true
+	return m
+}
+
+// userFacing turns a model failure into a short, kind sentence; the full
+// chain goes to the log, never to the chat.
+func userFacing(err error) string {
+	var api *llm.APIError
+	switch {
+	case errors.As(err, &api) && api.Auth():
+		return "⚠️ The model provider refused the API key. The operator needs to check the provider's api_key in the config."
+	case errors.As(err, &api) && api.Status == 429:
+		return "⚠️ The model provider is rate-limiting me right now. Please try again in a minute."
+	case errors.As(err, &api) && api.Retryable():
+		return "⚠️ The model provider is having trouble right now. Please try again in a moment."
+	case errors.As(err, &api):
+		return "⚠️ The model provider rejected the request (" + api.Message + ")."
+	case errors.Is(err, llm.ErrTruncated), errors.Is(err, llm.ErrIncomplete):
+		return "⚠️ The model's answer was cut off. Please try again."
+	case errors.Is(err, context.DeadlineExceeded):
+		return "⚠️ The model took too long to answer. Please try again."
+	}
+	return "⚠️ Something went wrong while answering; the details are in the daemon log."
+}
+
+// toolHint is the status line shown while tools run: `read_file notes.md`.
+func toolHint(calls []llm.ToolCall) string {
+	hints := make([]string, 0, len(calls))
+	for _, c := range calls {
+		h := "🔧 " + c.Name
+		if arg := firstArg(c); arg != "" {
+			h += " " + arg
+		}
+		hints = append(hints, h)
+	}
+	return strings.Join(hints, "\n")
+}
+
+// firstArg is the first string argument of a call, shortened, for hints.
+func firstArg(c llm.ToolCall) string {
+	s := string(c.Arguments)
+	i := strings.Index(s, `":"`)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+3:]
+	if j := strings.IndexByte(s, '"'); j >= 0 {
+		s = s[:j]
+	}
+	if r := []rune(s); len(r) > 40 {
+		s = string(r[:39]) + "…"
+	}
+	return s
+}
+
+func specTokens(specs []llm.ToolSpec) int {
+	n := 0
+	for _, s := range specs {
+		n += history.EstimateText(s.Name) + history.EstimateText(s.Description) + (len(s.Parameters)+3)/4 + 8
+	}
+	return n
+}
+
+// drafter publishes the growing reply as drafts, at most once per
+// DraftInterval, so a fast stream does not flood the bus.
+type drafter struct {
+	a    *Agent
+	t    *turn
+	ctx  context.Context
+	text strings.Builder
+	last time.Time
+	sent int // length of text last published
+}
+
+func (d *drafter) observe(delta llm.Delta) {
+	switch delta.Kind {
+	case llm.DeltaStart:
+		d.text.Reset() // a new call (or a retry) starts a new draft
+		d.sent = 0
+	case llm.DeltaText:
+		d.text.WriteString(delta.Text)
+		if now := d.a.now(); now.Sub(d.last) >= d.a.cfg.DraftInterval {
+			d.publish(now)
+		}
+	}
+}
+
+// flushFinal publishes the last draft text of a call that is followed by
+// tools, so the user sees what the model said before it acts.
+func (d *drafter) flushFinal() {
+	if d.text.Len() != d.sent {
+		d.publish(d.a.now())
+	}
+}
+
+func (d *drafter) publish(now time.Time) {
+	if d.text.Len() == 0 {
+		return
+	}
+	d.last = now
+	d.sent = d.text.Len()
+	d.a.publish(d.ctx, d.a.outbound(d.t, bus.KindDraft, d.text.String()))
+}
