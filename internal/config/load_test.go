@@ -189,6 +189,18 @@ gateway:
 	}
 }
 
+func TestEmptySectionKeepsDefaults(t *testing.T) {
+	isolateEnv(t)
+	cfg := mustLoad(t, "channels:\n  telegram:\n  discord: ~\nagents:\n  fallbacks:\n")
+	if cfg.Channels.Telegram.APIURL != "https://api.telegram.org" || cfg.Channels.Discord.Policy != "allowlist" {
+		t.Errorf("empty sections lost their defaults: %+v", cfg.Channels)
+	}
+	t.Setenv("NANOBOT_CHANNELS_TELEGRAM_TOKEN", "123:tok")
+	if cfg := mustLoad(t, "channels:\n  telegram:\n"); cfg.Channels.Telegram.Token != "123:tok" {
+		t.Errorf("environment override lost under an empty section: %q", cfg.Channels.Telegram.Token)
+	}
+}
+
 func TestEnvironmentOverrides(t *testing.T) {
 	file := `
 agents:
@@ -428,6 +440,7 @@ func TestWrongTypes(t *testing.T) {
 		{"fraction for integer", "agents:\n  memory_window: 10.5\n", "agents.memory_window: expected an integer, got 10.5"},
 		{"bool", "channels:\n  telegram:\n    enabled: maybe\n", `channels.telegram.enabled: expected true or false, got "maybe"`},
 		{"number for bool", "channels:\n  telegram:\n    enabled: 1\n", "channels.telegram.enabled: expected true or false, got 1"},
+		{"yes for bool", "channels:\n  telegram:\n    enabled: yes\n", `channels.telegram.enabled: expected true or false, got "yes"`},
 		{"duration without unit", "agents:\n  tool_timeout: 60\n", `agents.tool_timeout: expected a duration with a unit such as "60s" or "5m", got 60`},
 		{"bad duration", "agents:\n  tool_timeout: soon\n", `agents.tool_timeout: expected a duration such as "60s", "5m" or "1h30m", got "soon"`},
 		{"mapping for string", "agents:\n  model: {a: b}\n", "agents.model: expected a string, got a mapping"},
