@@ -595,3 +595,70 @@ func wildcard(key string) string {
 	}
 	return key
 }
+
+func TestConvert(t *testing.T) {
+	var (
+		s   string
+		i   int
+		i8  int8
+		f   float64
+		b   bool
+		d   time.Duration
+		l   []string
+		m   map[string]string
+		pcs ProviderConfig
+	)
+	tests := []struct {
+		in     any
+		target any // pointer to a value of the target type
+		want   any
+		err    string
+	}{
+		{in: 12345, target: &s, want: "12345"},
+		{in: int64(-7), target: &s, want: "-7"},
+		{in: uint64(1 << 63), target: &s, want: "9223372036854775808"},
+		{in: 1e6, target: &s, want: "1000000"},
+		{in: 1.5, target: &s, want: "1.5"},
+		{in: []any{"a"}, target: &s, err: "expected a string, got a list"},
+		{in: " 42 ", target: &i, want: int64(42)},
+		{in: 42.0, target: &i, want: int64(42)},
+		{in: uint64(1 << 63), target: &i, err: "expected a smaller integer, got 9223372036854775808"},
+		{in: 300, target: &i8, err: "expected a smaller integer, got 300"},
+		{in: true, target: &i, err: "expected an integer, got true"},
+		{in: 2, target: &f, want: 2.0},
+		{in: int64(2), target: &f, want: 2.0},
+		{in: uint64(2), target: &f, want: 2.0},
+		{in: "0.5", target: &f, want: 0.5},
+		{in: "0", target: &b, want: false},
+		{in: nil, target: &b, err: "expected true or false, got nothing"},
+		{in: "1h30m", target: &d, want: 90 * time.Minute},
+		{in: "a, ,b,", target: &l, want: []string{"a", "b"}},
+		{in: "", target: &l, want: []string{}},
+		{in: 5, target: &l, err: "expected a list, got 5"},
+		{in: map[string]any{"A": "b"}, target: &m, want: map[string]any{"A": "b"}},
+		{in: []any{}, target: &pcs, err: "expected a mapping (key: value), got a list"},
+	}
+	for _, tt := range tests {
+		got, err := convert(reflect.ValueOf(tt.in), reflect.ValueOf(tt.target).Elem())
+		switch {
+		case tt.err != "":
+			if err == nil || err.Error() != tt.err {
+				t.Errorf("convert(%#v → %T) error = %v, want %q", tt.in, tt.target, err, tt.err)
+			}
+		case err != nil || !reflect.DeepEqual(got, tt.want):
+			t.Errorf("convert(%#v → %T) = %#v, %v; want %#v", tt.in, tt.target, got, err, tt.want)
+		}
+	}
+}
+
+func TestNonStringKeysAndNulls(t *testing.T) {
+	isolateEnv(t)
+	cfg := mustLoad(t, `
+providers:
+  openai:
+    extra_headers: {1: one, X-Empty: ~}
+`)
+	if got := cfg.Providers["openai"].ExtraHeaders; !reflect.DeepEqual(got, map[string]string{"1": "one"}) {
+		t.Errorf("extra_headers = %#v", got)
+	}
+}

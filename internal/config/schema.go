@@ -181,7 +181,10 @@ func describe(v any) string {
 // this is the only conversion there is: `enabled: 1` or `timeout: 60` are
 // errors instead of silent guesses.
 func convert(from, to reflect.Value) (any, error) {
-	v := from.Interface()
+	var v any
+	if from.IsValid() {
+		v = from.Interface()
+	}
 	t := to.Type()
 	if t == durationType {
 		return toDuration(v)
