@@ -33,6 +33,9 @@ type AgentsConfig struct {
 	MaxConcurrentTurns int `mapstructure:"max_concurrent_turns"`
 	// MaxTokens caps each reply; 0 uses the provider's default.
 	MaxTokens int `mapstructure:"max_tokens"`
+	// ContextWindow is the model's context size in tokens, used to budget
+	// history; a route may set its own.
+	ContextWindow int `mapstructure:"context_window"`
 	// Temperature is used when set; models that reject it never get it.
 	Temperature *float64 `mapstructure:"temperature"`
 	// ToolTimeout bounds one tool call (exec has its own timeout).

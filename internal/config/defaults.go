@@ -2,7 +2,8 @@ package config
 
 // defaults lists every key with its default value, as viper keys. It is the
 // single source of defaults: Load registers them (which also lets NANOBOT_*
-// environment variables override keys the file does not mention).
+// environment variables override keys the file does not mention), together
+// with providerDefaults and mcpServerDefaults for every configured entry.
 var defaults = map[string]any{
 	"agents.workspace":            "~/.nanobot/workspace",
 	"agents.model":                "openai/gpt-4o-mini",
@@ -11,22 +12,19 @@ var defaults = map[string]any{
 	"agents.memory_window":        100,
 	"agents.max_concurrent_turns": 4,
 	"agents.max_tokens":           8192,
+	"agents.context_window":       128000,
 	"agents.tool_timeout":         "120s",
 	"agents.max_tool_output":      16000,
 	"agents.bootstrap_max_chars":  20000,
 	"agents.max_input_chars":      32000,
 	"agents.session_cache":        256,
 
-	"providers.openai.kind":           "openai",
-	"providers.openai.api_key":        "",
-	"providers.openai.base_url":       "https://api.openai.com/v1",
-	"providers.openai.timeout":        "300s",
-	"providers.openai.max_retries":    3,
-	"providers.anthropic.kind":        "anthropic",
-	"providers.anthropic.api_key":     "",
-	"providers.anthropic.base_url":    "https://api.anthropic.com",
-	"providers.anthropic.timeout":     "300s",
-	"providers.anthropic.max_retries": 3,
+	"providers.openai.kind":        "openai",
+	"providers.openai.api_key":     "",
+	"providers.openai.base_url":    "https://api.openai.com/v1",
+	"providers.anthropic.kind":     "anthropic",
+	"providers.anthropic.api_key":  "",
+	"providers.anthropic.base_url": "https://api.anthropic.com",
 
 	"channels.telegram.enabled":         false,
 	"channels.telegram.token":           "",
@@ -79,4 +77,18 @@ var defaults = map[string]any{
 
 	"log.level":  "info",
 	"log.format": "auto",
+}
+
+// providerDefaults apply to every entry under providers, including ones the
+// user adds (ollama, openrouter, ...): Load registers them per configured name,
+// so "providers.<name>.timeout" has a default and an environment override like
+// any other key.
+var providerDefaults = map[string]any{
+	"timeout":     "300s",
+	"max_retries": 3,
+}
+
+// mcpServerDefaults apply to every entry under tools.mcp_servers.
+var mcpServerDefaults = map[string]any{
+	"tool_timeout": "60s",
 }

@@ -1,0 +1,362 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Validate checks that the values make sense, alone and together, and
+// reports every problem at once (errors.Join), one per line in the form
+// "key.path: what is wrong (how to fix it)".
+func (c *Config) Validate() error {
+	var p checker
+	c.validateAgents(&p)
+	c.validateProviders(&p)
+	c.validateRoutes(&p)
+	validateTelegram(&p, &c.Channels.Telegram)
+	validateDiscord(&p, &c.Channels.Discord)
+	validateTranscription(&p, &c.Channels.Transcription)
+	c.validateTools(&p)
+	validateGateway(&p, &c.Gateway)
+	validateLog(&p, &c.Log)
+	return errors.Join(p...)
+}
+
+// checker collects problems; each method adds one when its check fails.
+type checker []error
+
+func (p *checker) add(key, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+func (p *checker) atLeast(key string, v, lo int64) {
+	if v < lo {
+		p.add(key, "must be at least %d, got %d", lo, v)
+	}
+}
+
+func (p *checker) positive(key string, d time.Duration) {
+	if d <= 0 {
+		p.add(key, "must be a positive duration, got %s (write e.g. 30s or 5m)", d)
+	}
+}
+
+func (p *checker) oneOf(key, v string, allowed ...string) {
+	if !slices.Contains(allowed, v) {
+		p.add(key, "must be one of %s, got %q", strings.Join(allowed, ", "), v)
+	}
+}
+
+// httpURL checks an http(s) URL with a host; empty is allowed only when
+// optional.
+func (p *checker) httpURL(key, v string, optional bool) {
+	if v == "" {
+		if !optional {
+			p.add(key, "must not be empty (write an http:// or https:// URL)")
+		}
+		return
+	}
+	if err := checkURL(v, "http", "https"); err != nil {
+		p.add(key, "%v", err)
+	}
+}
+
+func checkURL(v string, schemes ...string) error {
+	u, err := url.Parse(v)
+	if err != nil {
+		return fmt.Errorf("not a valid URL: %v", unwrapURLError(err))
+	}
+	if !slices.Contains(schemes, u.Scheme) || u.Host == "" {
+		return fmt.Errorf("must be a %s URL with a host, got %q", strings.Join(schemes, " or "), redactURL(v))
+	}
+	return nil
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func (p *checker) model(key, s string, c *Config, used map[string][]string) {
+	r, err := c.ResolveRoute(s)
+	if err != nil {
+		p.add(key, "%v", err)
+		return
+	}
+	used[r.Provider] = append(used[r.Provider], key)
+}
+
+func (c *Config) validateAgents(p *checker) {
+	a := &c.Agents
+	if a.Workspace == "" {
+		p.add("agents.workspace", "must not be empty (write e.g. ~/.nanobot/workspace)")
+	}
+	if a.Model == "" {
+		p.add("agents.model", "must not be empty (write provider/model, e.g. openai/gpt-4o-mini, or a name under routes)")
+	}
+	p.atLeast("agents.max_tool_iterations", int64(a.MaxToolIterations), 1)
+	p.atLeast("agents.memory_window", int64(a.MemoryWindow), 10)
+	p.atLeast("agents.max_concurrent_turns", int64(a.MaxConcurrentTurns), 1)
+	p.atLeast("agents.max_tokens", int64(a.MaxTokens), 0)
+	p.atLeast("agents.context_window", int64(a.ContextWindow), 1024)
+	if a.MaxTokens >= a.ContextWindow && a.ContextWindow >= 1024 {
+		p.add("agents.max_tokens", "must be less than agents.context_window (%d), got %d", a.ContextWindow, a.MaxTokens)
+	}
+	if t := a.Temperature; t != nil && (*t < 0 || *t > 2) {
+		p.add("agents.temperature", "must be between 0 and 2, got %g (or remove it to use the model's default)", *t)
+	}
+	p.positive("agents.tool_timeout", a.ToolTimeout)
+	p.atLeast("agents.max_tool_output", int64(a.MaxToolOutput), 100)
+	p.atLeast("agents.bootstrap_max_chars", int64(a.BootstrapMaxChars), 100)
+	p.atLeast("agents.max_input_chars", int64(a.MaxInputChars), 100)
+	p.atLeast("agents.session_cache", int64(a.SessionCache), 1)
+}
+
+// entryName is what provider, route and MCP server names may be: they are
+// written inside model strings and tool names (mcp_<server>_<tool>, which
+// providers restrict to [A-Za-z0-9_-]).
+var entryName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// headerName is an HTTP header field name (RFC 9110 token).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// officialHosts are the endpoints that always need an API key; a custom
+// base_url (Ollama, vLLM, a proxy) may not.
+var officialHosts = map[string]string{"api.openai.com": "OPENAI_API_KEY", "api.anthropic.com": "ANTHROPIC_API_KEY"}
+
+func (c *Config) validateProviders(p *checker) {
+	used := map[string][]string{} // provider → keys that use it
+	if c.Agents.Model != "" {
+		p.model("agents.model", c.Agents.Model, c, used)
+	}
+	for i, f := range c.Agents.Fallbacks {
+		p.model(fmt.Sprintf("agents.fallbacks[%d]", i), f, c, used)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Routes)) {
+		for i, f := range c.Routes[name].Fallbacks {
+			p.model(fmt.Sprintf("routes.%s.fallbacks[%d]", name, i), f, c, used)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Providers)) {
+		pc := c.Providers[name]
+		key := "providers." + name
+		if !entryName.MatchString(name) {
+			p.add(key, "provider names may use only letters, digits, _ and - (they are written as name/model)")
+		}
+		kind := pc.Kind
+		if kind == "" && (name == "openai" || name == "anthropic") {
+			kind = name
+		}
+		switch {
+		case kind == "":
+			p.add(key+".kind", "must be set for a provider not named openai or anthropic (kind: openai for OpenAI-compatible endpoints such as OpenRouter, Ollama or vLLM; kind: anthropic for the Messages API)")
+		case kind != "openai" && kind != "anthropic":
+			p.add(key+".kind", "must be openai or anthropic, got %q", kind)
+		}
+		p.httpURL(key+".base_url", pc.BaseURL, false)
+		for _, h := range slices.Sorted(maps.Keys(pc.ExtraHeaders)) {
+			if !headerName.MatchString(h) {
+				p.add(key+".extra_headers."+h, "is not a valid HTTP header name")
+			}
+		}
+		p.positive(key+".timeout", pc.Timeout)
+		p.atLeast(key+".max_retries", int64(pc.MaxRetries), 0)
+		if pc.APIKey == "" && len(used[name]) > 0 {
+			if u, err := url.Parse(pc.BaseURL); err == nil && officialHosts[u.Hostname()] != "" {
+				env := officialHosts[u.Hostname()]
+				p.add(key+".api_key", "must be set: %s uses %s (write api_key: ${%s} and export %s)",
+					used[name][0], u.Hostname(), env, env)
+			}
+		}
+	}
+}
+
+func (c *Config) validateRoutes(p *checker) {
+	for _, name := range slices.Sorted(maps.Keys(c.Routes)) {
+		rc := c.Routes[name]
+		key := "routes." + name
+		if !entryName.MatchString(name) {
+			p.add(key, "route names may use only letters, digits, _ and - (a name with / would read as provider/model)")
+		}
+		if rc.Model == "" {
+			p.add(key+".model", "must not be empty (write provider/model, e.g. openai/gpt-4o-mini)")
+		} else if _, err := c.resolveDirect(rc.Model); err != nil {
+			p.add(key+".model", "%v (a route's model is provider/model, not another route)", err)
+		}
+		p.atLeast(key+".context_window", int64(rc.ContextWindow), 0)
+		p.atLeast(key+".max_tokens", int64(rc.MaxTokens), 0)
+	}
+}
+
+func validateAccess(p *checker, channel string, a *Access, enabled bool, idHint string) {
+	key := "channels." + channel
+	p.oneOf(key+".policy", a.Policy, "allowlist", "open", "pairing")
+	p.oneOf(key+".group_policy", a.GroupPolicy, "mention", "open")
+	for i, id := range a.AllowFrom {
+		if strings.TrimSpace(id) == "" {
+			p.add(fmt.Sprintf("%s.allow_from[%d]", key, i), "must not be empty (write a user id, or \"*\")")
+		}
+	}
+	// S-H1: an empty allowlist is a configuration error, never silent open
+	// access and never a bot that ignores everyone without saying why.
+	if enabled && a.Policy == "allowlist" && len(a.AllowFrom) == 0 {
+		p.add(key+".allow_from", "must not be empty when policy is allowlist (add your user id — %s — or use \"*\" or policy: pairing)", idHint)
+	}
+}
+
+func validateOutput(p *checker, channel string, o *OutputConfig) {
+	p.positive("channels."+channel+".edit_interval", o.EditInterval)
+}
+
+// telegramSecret is what Telegram accepts as a webhook secret_token.
+var telegramSecret = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+
+func validateTelegram(p *checker, t *TelegramConfig) {
+	const key = "channels.telegram"
+	if t.Enabled && t.Token == "" {
+		p.add(key+".token", "must be set when the channel is enabled (create a bot with @BotFather; write token: ${TELEGRAM_BOT_TOKEN})")
+	}
+	p.httpURL(key+".api_url", t.APIURL, false)
+	validateAccess(p, "telegram", &t.Access, t.Enabled, "the bot answers /whoami with it")
+	validateOutput(p, "telegram", &t.OutputConfig)
+	p.oneOf(key+".mode", t.Mode, "polling", "webhook")
+	if t.Mode == "webhook" {
+		validateWebhook(p, t)
+	}
+	if t.Proxy != "" {
+		if err := checkURL(t.Proxy, "http", "https", "socks5", "socks5h"); err != nil {
+			p.add(key+".proxy", "%v", err)
+		}
+	}
+	if t.PollTimeout < time.Second {
+		p.add(key+".poll_timeout", "must be at least 1s (Telegram counts whole seconds), got %s", t.PollTimeout)
+	}
+	p.atLeast(key+".max_media_bytes", t.MaxMediaBytes, 1)
+}
+
+func validateWebhook(p *checker, t *TelegramConfig) {
+	const key = "channels.telegram"
+	switch u, err := url.Parse(t.WebhookURL); {
+	case t.WebhookURL == "":
+		p.add(key+".webhook_url", "must be set when mode is webhook (the public https URL that reaches gateway.listen)")
+	case err != nil || u.Scheme != "https" || u.Host == "":
+		p.add(key+".webhook_url", "must be an https URL with a host (Telegram only posts to https), got %q", t.WebhookURL)
+	case u.Port() != "" && !slices.Contains([]string{"443", "80", "88", "8443"}, u.Port()):
+		p.add(key+".webhook_url", "port must be 443, 80, 88 or 8443 (the ports Telegram posts to), got %s", u.Port())
+	}
+	switch {
+	case t.WebhookSecret == "":
+		p.add(key+".webhook_secret", "must be set when mode is webhook (1-256 characters A-Z a-z 0-9 _ -; e.g. from `openssl rand -hex 32`)")
+	case !telegramSecret.MatchString(t.WebhookSecret):
+		p.add(key+".webhook_secret", "may use only A-Z a-z 0-9 _ - and at most 256 characters (Telegram's rule; e.g. from `openssl rand -hex 32`)")
+	}
+}
+
+func validateDiscord(p *checker, d *DiscordConfig) {
+	const key = "channels.discord"
+	if d.Enabled && d.Token == "" {
+		p.add(key+".token", "must be set when the channel is enabled (the bot token from the Discord developer portal; write token: ${DISCORD_BOT_TOKEN})")
+	}
+	p.httpURL(key+".api_url", d.APIURL, false)
+	validateAccess(p, "discord", &d.Access, d.Enabled, "the bot answers /whoami with it, or copy it with Developer Mode on")
+	validateOutput(p, "discord", &d.OutputConfig)
+	for _, list := range []struct {
+		name string
+		ids  []string
+	}{{"allow_guilds", d.AllowGuilds}, {"allow_channels", d.AllowChannels}, {"allow_roles", d.AllowRoles}} {
+		for i, id := range list.ids {
+			if strings.TrimSpace(id) == "" {
+				p.add(fmt.Sprintf("%s.%s[%d]", key, list.name, i), "must not be empty (write an id)")
+			}
+		}
+	}
+	p.atLeast(key+".max_media_bytes", d.MaxMediaBytes, 1)
+}
+
+func validateTranscription(p *checker, t *TranscriptionConfig) {
+	const key = "channels.transcription"
+	p.httpURL(key+".base_url", t.BaseURL, true)
+	if t.BaseURL != "" && t.Model == "" {
+		p.add(key+".model", "must be set when base_url is set (e.g. whisper-1)")
+	}
+}
+
+func (c *Config) validateTools(p *checker) {
+	e := &c.Tools.Exec
+	p.positive("tools.exec.timeout", e.Timeout)
+	p.atLeast("tools.exec.max_output", int64(e.MaxOutput), 100)
+	for i, pat := range e.DenyPatterns {
+		if _, err := regexp.Compile(pat); err != nil {
+			p.add(fmt.Sprintf("tools.exec.deny_patterns[%d]", i), "is not a valid regular expression: %v", err)
+		}
+	}
+	w := &c.Tools.Web
+	p.oneOf("tools.web.search_provider", w.SearchProvider, "duckduckgo", "brave")
+	if w.SearchProvider == "brave" && w.BraveAPIKey == "" {
+		p.add("tools.web.brave_api_key", "must be set when search_provider is brave (write brave_api_key: ${BRAVE_API_KEY}, or use duckduckgo)")
+	}
+	if w.MaxResults < 1 || w.MaxResults > 20 {
+		p.add("tools.web.max_results", "must be between 1 and 20, got %d", w.MaxResults)
+	}
+	p.atLeast("tools.web.fetch_max_bytes", w.FetchMaxBytes, 1024)
+	for _, name := range slices.Sorted(maps.Keys(c.Tools.MCPServers)) {
+		validateMCPServer(p, name, c.Tools.MCPServers[name])
+	}
+}
+
+func validateMCPServer(p *checker, name string, s MCPServerConfig) {
+	key := "tools.mcp_servers." + name
+	if !entryName.MatchString(name) {
+		p.add(key, "server names may use only letters, digits, _ and - (tools are named mcp_<server>_<tool>)")
+	}
+	switch {
+	case s.Command == "" && s.URL == "":
+		p.add(key, "needs command (a stdio server) or url (an HTTP server)")
+	case s.Command != "" && s.URL != "":
+		p.add(key, "has both command and url (keep one: command starts a stdio server, url reaches an HTTP one)")
+	case s.URL != "":
+		p.httpURL(key+".url", s.URL, false)
+		if len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" {
+			p.add(key, "args, env and cwd apply only to a command server (remove them, or use command)")
+		}
+	case len(s.Headers) > 0:
+		p.add(key+".headers", "apply only to an url server (remove them, or use url)")
+	}
+	for _, h := range slices.Sorted(maps.Keys(s.Headers)) {
+		if !headerName.MatchString(h) {
+			p.add(key+".headers."+h, "is not a valid HTTP header name")
+		}
+	}
+	p.positive(key+".tool_timeout", s.ToolTimeout)
+}
+
+func validateGateway(p *checker, g *GatewayConfig) {
+	host, port, err := net.SplitHostPort(g.Listen)
+	n, perr := strconv.Atoi(port)
+	switch {
+	case err != nil:
+		p.add("gateway.listen", "must be host:port (e.g. 127.0.0.1:18790, or :18790 for all interfaces), got %q", g.Listen)
+	case perr != nil || n < 0 || n > 65535:
+		p.add("gateway.listen", "port must be a number from 0 to 65535, got %q", port)
+	case strings.ContainsAny(host, " /"):
+		p.add("gateway.listen", "host %q is not a host name or IP address", host)
+	}
+	p.positive("gateway.heartbeat.interval", g.Heartbeat.Interval)
+	p.positive("gateway.shutdown_grace", g.ShutdownGrace)
+}
+
+func validateLog(p *checker, l *LogConfig) {
+	p.oneOf("log.level", l.Level, "debug", "info", "warn", "error")
+	p.oneOf("log.format", l.Format, "auto", "console", "json")
+}

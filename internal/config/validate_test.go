@@ -1,0 +1,324 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// validBase is a configuration that passes Validate; each case below breaks
+// (or legitimately varies) one thing.
+const validBase = `
+agents:
+  workspace: /srv/nanobot
+providers:
+  openai:
+    api_key: sk-test-0123456789
+  ollama:
+    kind: openai
+    base_url: http://localhost:11434/v1
+routes:
+  fast:
+    model: ollama/llama3.2
+    fallbacks: [openai/gpt-4o-mini]
+channels:
+  telegram:
+    enabled: true
+    token: "123:abc"
+    allow_from: ["42"]
+  discord:
+    enabled: true
+    token: discord-token
+    allow_from: ["80351110224678912"]
+tools:
+  mcp_servers:
+    local: {command: mcp-local}
+    remote: {url: "https://mcp.example.com/mcp"}
+`
+
+func baseConfig(t *testing.T) *Config {
+	t.Helper()
+	isolateEnv(t)
+	return mustLoad(t, validBase)
+}
+
+func TestValidBaseIsValid(t *testing.T) {
+	if err := baseConfig(t).Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+}
+
+func TestValidateAcceptsVariations(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+	}{
+		{"model is a route", func(c *Config) { c.Agents.Model = "fast" }},
+		{"model id with slashes", func(c *Config) { c.Agents.Model = "ollama/library/llama3.2:8b" }},
+		{"fallback is a route", func(c *Config) { c.Agents.Fallbacks = []string{"fast"} }},
+		{"unused official provider without key", func(c *Config) {
+			c.Agents.Model = "ollama/llama3.2"
+			c.Routes = nil
+			p := c.Providers["openai"]
+			p.APIKey = ""
+			c.Providers["openai"] = p
+		}},
+		{"open policy without allow_from", func(c *Config) {
+			c.Channels.Telegram.Policy = "open"
+			c.Channels.Telegram.AllowFrom = nil
+		}},
+		{"pairing policy without allow_from", func(c *Config) {
+			c.Channels.Discord.Policy = "pairing"
+			c.Channels.Discord.AllowFrom = nil
+		}},
+		{"star allows everyone", func(c *Config) { c.Channels.Telegram.AllowFrom = []string{"*"} }},
+		{"disabled channel with empty allowlist and no token", func(c *Config) {
+			c.Channels.Telegram = TelegramConfig{Enabled: false, APIURL: "https://api.telegram.org",
+				Access: Access{Policy: "allowlist", GroupPolicy: "mention"}, OutputConfig: OutputConfig{EditInterval: time.Second},
+				Mode: "polling", PollTimeout: 30 * time.Second, MaxMediaBytes: 1}
+		}},
+		{"webhook mode", func(c *Config) {
+			c.Channels.Telegram.Mode = "webhook"
+			c.Channels.Telegram.WebhookURL = "https://bot.example.com:8443/telegram"
+			c.Channels.Telegram.WebhookSecret = "abc_DEF-123"
+		}},
+		{"socks proxy", func(c *Config) { c.Channels.Telegram.Proxy = "socks5://user:pw@127.0.0.1:1080" }},
+		{"listen on all interfaces, any port", func(c *Config) { c.Gateway.Listen = ":0" }},
+		{"brave with key", func(c *Config) {
+			c.Tools.Web.SearchProvider = "brave"
+			c.Tools.Web.BraveAPIKey = "brave-key"
+		}},
+		{"transcription", func(c *Config) { c.Channels.Transcription.BaseURL = "https://api.groq.com/openai/v1" }},
+		{"temperature", func(c *Config) { t := 0.0; c.Agents.Temperature = &t }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := baseConfig(t)
+			tt.mutate(c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate: %v", err)
+			}
+		})
+	}
+}
+
+func TestValidateRules(t *testing.T) {
+	setProvider := func(name string, f func(p *ProviderConfig)) func(c *Config) {
+		return func(c *Config) {
+			p := c.Providers[name]
+			f(&p)
+			c.Providers[name] = p
+		}
+	}
+	setRoute := func(f func(r *RouteConfig)) func(c *Config) {
+		return func(c *Config) {
+			r := c.Routes["fast"]
+			f(&r)
+			c.Routes["fast"] = r
+		}
+	}
+	setMCP := func(name string, f func(s *MCPServerConfig)) func(c *Config) {
+		return func(c *Config) {
+			s := c.Tools.MCPServers[name]
+			f(&s)
+			c.Tools.MCPServers[name] = s
+		}
+	}
+	tg := func(f func(t *TelegramConfig)) func(c *Config) {
+		return func(c *Config) { f(&c.Channels.Telegram) }
+	}
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+		want   string // one line of the error
+	}{
+		// agents
+		{"empty workspace", func(c *Config) { c.Agents.Workspace = "" }, "agents.workspace: must not be empty"},
+		{"empty model", func(c *Config) { c.Agents.Model = "" }, "agents.model: must not be empty (write provider/model"},
+		{"model without provider", func(c *Config) { c.Agents.Model = "gpt-4o" },
+			`agents.model: "gpt-4o" is neither provider/model nor a name under routes (write e.g. openai/gpt-4o, or one of the routes: fast)`},
+		{"model with unknown provider", func(c *Config) { c.Agents.Model = "gemini/pro" },
+			`agents.model: provider "gemini" is not configured (add providers.gemini with kind and base_url, or use one of: anthropic, ollama, openai)`},
+		{"model with empty id", func(c *Config) { c.Agents.Model = "openai/" }, `agents.model: "openai/" is not provider/model`},
+		{"fallback with unknown provider", func(c *Config) { c.Agents.Fallbacks = []string{"openai/x", "nope/x"} },
+			`agents.fallbacks[1]: provider "nope" is not configured`},
+		{"max_tool_iterations", func(c *Config) { c.Agents.MaxToolIterations = 0 }, "agents.max_tool_iterations: must be at least 1, got 0"},
+		{"memory_window", func(c *Config) { c.Agents.MemoryWindow = 9 }, "agents.memory_window: must be at least 10, got 9"},
+		{"max_concurrent_turns", func(c *Config) { c.Agents.MaxConcurrentTurns = 0 }, "agents.max_concurrent_turns: must be at least 1"},
+		{"negative max_tokens", func(c *Config) { c.Agents.MaxTokens = -1 }, "agents.max_tokens: must be at least 0"},
+		{"small context_window", func(c *Config) { c.Agents.ContextWindow = 100 }, "agents.context_window: must be at least 1024"},
+		{"max_tokens over context", func(c *Config) { c.Agents.MaxTokens = 200000 }, "agents.max_tokens: must be less than agents.context_window (128000)"},
+		{"temperature", func(c *Config) { t := 2.5; c.Agents.Temperature = &t }, "agents.temperature: must be between 0 and 2, got 2.5"},
+		{"tool_timeout", func(c *Config) { c.Agents.ToolTimeout = 0 }, "agents.tool_timeout: must be a positive duration, got 0s"},
+		{"max_tool_output", func(c *Config) { c.Agents.MaxToolOutput = 10 }, "agents.max_tool_output: must be at least 100"},
+		{"bootstrap_max_chars", func(c *Config) { c.Agents.BootstrapMaxChars = 0 }, "agents.bootstrap_max_chars: must be at least 100"},
+		{"max_input_chars", func(c *Config) { c.Agents.MaxInputChars = 0 }, "agents.max_input_chars: must be at least 100"},
+		{"session_cache", func(c *Config) { c.Agents.SessionCache = 0 }, "agents.session_cache: must be at least 1"},
+		// providers
+		{"extra provider without kind", setProvider("ollama", func(p *ProviderConfig) { p.Kind = "" }),
+			"providers.ollama.kind: must be set for a provider not named openai or anthropic"},
+		{"unknown kind", setProvider("ollama", func(p *ProviderConfig) { p.Kind = "gemini" }),
+			`providers.ollama.kind: must be openai or anthropic, got "gemini"`},
+		{"base_url scheme", setProvider("ollama", func(p *ProviderConfig) { p.BaseURL = "ftp://host" }),
+			`providers.ollama.base_url: must be a http or https URL with a host, got "ftp://host"`},
+		{"base_url without host", setProvider("ollama", func(p *ProviderConfig) { p.BaseURL = "localhost:11434" }),
+			"providers.ollama.base_url: must be a http or https URL with a host"},
+		{"base_url unparsable", setProvider("ollama", func(p *ProviderConfig) { p.BaseURL = "http://[::1" }),
+			"providers.ollama.base_url: not a valid URL"},
+		{"base_url empty", setProvider("ollama", func(p *ProviderConfig) { p.BaseURL = "" }),
+			"providers.ollama.base_url: must not be empty"},
+		{"header name", setProvider("ollama", func(p *ProviderConfig) { p.ExtraHeaders = map[string]string{"Bad Header": "x"} }),
+			"providers.ollama.extra_headers.Bad Header: is not a valid HTTP header name"},
+		{"provider timeout", setProvider("ollama", func(p *ProviderConfig) { p.Timeout = 0 }), "providers.ollama.timeout: must be a positive duration"},
+		{"max_retries", setProvider("ollama", func(p *ProviderConfig) { p.MaxRetries = -1 }), "providers.ollama.max_retries: must be at least 0"},
+		{"provider name", func(c *Config) { c.Providers["my.llm"] = c.Providers["ollama"] },
+			"providers.my.llm: provider names may use only letters, digits, _ and -"},
+		{"official endpoint in use without key", setProvider("openai", func(p *ProviderConfig) { p.APIKey = "" }),
+			"providers.openai.api_key: must be set: agents.model uses api.openai.com (write api_key: ${OPENAI_API_KEY} and export OPENAI_API_KEY)"},
+		{"official endpoint used by a fallback without key", func(c *Config) { c.Agents.Fallbacks = []string{"anthropic/claude-haiku-4-5"} },
+			"providers.anthropic.api_key: must be set: agents.fallbacks[0] uses api.anthropic.com"},
+		// routes
+		{"route without model", setRoute(func(r *RouteConfig) { r.Model = "" }), "routes.fast.model: must not be empty"},
+		{"route naming a route", func(c *Config) { c.Routes["slow"] = RouteConfig{Model: "fast"} },
+			`routes.slow.model: "fast" is not provider/model (write e.g. openai/gpt-4o-mini) (a route's model is provider/model, not another route)`},
+		{"route with unknown provider", setRoute(func(r *RouteConfig) { r.Model = "nope/x" }), `routes.fast.model: provider "nope" is not configured`},
+		{"route fallback", setRoute(func(r *RouteConfig) { r.Fallbacks = []string{"nope/x"} }), `routes.fast.fallbacks[0]: provider "nope" is not configured`},
+		{"route name", func(c *Config) { c.Routes["a/b"] = RouteConfig{Model: "openai/x"} }, "routes.a/b: route names may use only"},
+		{"route context_window", setRoute(func(r *RouteConfig) { r.ContextWindow = -1 }), "routes.fast.context_window: must be at least 0"},
+		{"route max_tokens", setRoute(func(r *RouteConfig) { r.MaxTokens = -1 }), "routes.fast.max_tokens: must be at least 0"},
+		{"model is a broken route", func(c *Config) { c.Agents.Model = "fast"; c.Routes["fast"] = RouteConfig{Model: "nope/x"} },
+			`agents.model: route fast: provider "nope" is not configured`},
+		// channels
+		{"telegram token", tg(func(t *TelegramConfig) { t.Token = "" }), "channels.telegram.token: must be set when the channel is enabled"},
+		{"telegram empty allowlist", tg(func(t *TelegramConfig) { t.AllowFrom = nil }),
+			`channels.telegram.allow_from: must not be empty when policy is allowlist (add your user id — the bot answers /whoami with it — or use "*" or policy: pairing)`},
+		{"telegram policy", tg(func(t *TelegramConfig) { t.Policy = "closed" }),
+			`channels.telegram.policy: must be one of allowlist, open, pairing, got "closed"`},
+		{"disabled channel policy is still checked", func(c *Config) {
+			c.Channels.Telegram.Enabled = false
+			c.Channels.Telegram.Policy = "allowed"
+		}, `channels.telegram.policy: must be one of allowlist, open, pairing, got "allowed"`},
+		{"telegram group_policy", tg(func(t *TelegramConfig) { t.GroupPolicy = "all" }),
+			`channels.telegram.group_policy: must be one of mention, open, got "all"`},
+		{"blank allow_from entry", tg(func(t *TelegramConfig) { t.AllowFrom = []string{"1", " "} }),
+			"channels.telegram.allow_from[1]: must not be empty"},
+		{"telegram api_url", tg(func(t *TelegramConfig) { t.APIURL = "" }), "channels.telegram.api_url: must not be empty"},
+		{"telegram edit_interval", tg(func(t *TelegramConfig) { t.EditInterval = 0 }), "channels.telegram.edit_interval: must be a positive duration"},
+		{"telegram mode", tg(func(t *TelegramConfig) { t.Mode = "push" }), `channels.telegram.mode: must be one of polling, webhook, got "push"`},
+		{"webhook without url", tg(func(t *TelegramConfig) { t.Mode = "webhook"; t.WebhookSecret = "s" }),
+			"channels.telegram.webhook_url: must be set when mode is webhook"},
+		{"webhook over http", tg(func(t *TelegramConfig) {
+			t.Mode = "webhook"
+			t.WebhookSecret = "s"
+			t.WebhookURL = "http://bot.example.com/tg"
+		}),
+			"channels.telegram.webhook_url: must be an https URL with a host"},
+		{"webhook port", tg(func(t *TelegramConfig) {
+			t.Mode = "webhook"
+			t.WebhookSecret = "s"
+			t.WebhookURL = "https://bot.example.com:8080/tg"
+		}),
+			"channels.telegram.webhook_url: port must be 443, 80, 88 or 8443"},
+		{"webhook without secret", tg(func(t *TelegramConfig) { t.Mode = "webhook"; t.WebhookURL = "https://bot.example.com/tg" }),
+			"channels.telegram.webhook_secret: must be set when mode is webhook"},
+		{"webhook secret characters", tg(func(t *TelegramConfig) {
+			t.Mode = "webhook"
+			t.WebhookURL = "https://bot.example.com/tg"
+			t.WebhookSecret = "has space"
+		}), "channels.telegram.webhook_secret: may use only A-Z a-z 0-9 _ -"},
+		{"proxy scheme", tg(func(t *TelegramConfig) { t.Proxy = "ftp://proxy:21" }),
+			"channels.telegram.proxy: must be a http or https or socks5 or socks5h URL with a host"},
+		{"proxy password not echoed", tg(func(t *TelegramConfig) { t.Proxy = "ftp://u:hunter22@proxy:21" }),
+			`channels.telegram.proxy: must be a http or https or socks5 or socks5h URL with a host, got "ftp://u:***@proxy:21"`},
+		{"poll_timeout", tg(func(t *TelegramConfig) { t.PollTimeout = 500 * time.Millisecond }), "channels.telegram.poll_timeout: must be at least 1s"},
+		{"telegram max_media_bytes", tg(func(t *TelegramConfig) { t.MaxMediaBytes = 0 }), "channels.telegram.max_media_bytes: must be at least 1"},
+		{"discord token", func(c *Config) { c.Channels.Discord.Token = "" }, "channels.discord.token: must be set when the channel is enabled"},
+		{"discord empty allowlist", func(c *Config) { c.Channels.Discord.AllowFrom = []string{} },
+			"channels.discord.allow_from: must not be empty when policy is allowlist"},
+		{"discord group_policy", func(c *Config) { c.Channels.Discord.GroupPolicy = "" }, "channels.discord.group_policy: must be one of mention, open"},
+		{"discord guild id", func(c *Config) { c.Channels.Discord.AllowGuilds = []string{""} }, "channels.discord.allow_guilds[0]: must not be empty"},
+		{"discord api_url", func(c *Config) { c.Channels.Discord.APIURL = "discord.com" }, "channels.discord.api_url: must be a http or https URL"},
+		{"discord max_media_bytes", func(c *Config) { c.Channels.Discord.MaxMediaBytes = -1 }, "channels.discord.max_media_bytes: must be at least 1"},
+		{"transcription url", func(c *Config) { c.Channels.Transcription.BaseURL = "api.openai.com" }, "channels.transcription.base_url: must be a http or https URL"},
+		{"transcription model", func(c *Config) {
+			c.Channels.Transcription.BaseURL = "https://api.openai.com/v1"
+			c.Channels.Transcription.Model = ""
+		}, "channels.transcription.model: must be set when base_url is set"},
+		// tools
+		{"exec timeout", func(c *Config) { c.Tools.Exec.Timeout = -time.Second }, "tools.exec.timeout: must be a positive duration, got -1s"},
+		{"exec max_output", func(c *Config) { c.Tools.Exec.MaxOutput = 0 }, "tools.exec.max_output: must be at least 100"},
+		{"deny pattern", func(c *Config) { c.Tools.Exec.DenyPatterns = []string{`rm\s`, "(unclosed"} },
+			"tools.exec.deny_patterns[1]: is not a valid regular expression"},
+		{"search provider", func(c *Config) { c.Tools.Web.SearchProvider = "google" },
+			`tools.web.search_provider: must be one of duckduckgo, brave, got "google"`},
+		{"brave without key", func(c *Config) { c.Tools.Web.SearchProvider = "brave" }, "tools.web.brave_api_key: must be set when search_provider is brave"},
+		{"max_results low", func(c *Config) { c.Tools.Web.MaxResults = 0 }, "tools.web.max_results: must be between 1 and 20, got 0"},
+		{"max_results high", func(c *Config) { c.Tools.Web.MaxResults = 21 }, "tools.web.max_results: must be between 1 and 20, got 21"},
+		{"fetch_max_bytes", func(c *Config) { c.Tools.Web.FetchMaxBytes = 10 }, "tools.web.fetch_max_bytes: must be at least 1024"},
+		{"mcp with both", setMCP("local", func(s *MCPServerConfig) { s.URL = "https://x" }), "tools.mcp_servers.local: has both command and url"},
+		{"mcp with neither", setMCP("local", func(s *MCPServerConfig) { s.Command = "" }), "tools.mcp_servers.local: needs command (a stdio server) or url"},
+		{"mcp url", setMCP("remote", func(s *MCPServerConfig) { s.URL = "mcp.example.com" }), "tools.mcp_servers.remote.url: must be a http or https URL"},
+		{"mcp url with args", setMCP("remote", func(s *MCPServerConfig) { s.Args = []string{"-v"} }),
+			"tools.mcp_servers.remote: args, env and cwd apply only to a command server"},
+		{"mcp command with headers", setMCP("local", func(s *MCPServerConfig) { s.Headers = map[string]string{"X-A": "b"} }),
+			"tools.mcp_servers.local.headers: apply only to an url server"},
+		{"mcp header name", setMCP("remote", func(s *MCPServerConfig) { s.Headers = map[string]string{"X:A": "b"} }),
+			"tools.mcp_servers.remote.headers.X:A: is not a valid HTTP header name"},
+		{"mcp tool_timeout", setMCP("local", func(s *MCPServerConfig) { s.ToolTimeout = 0 }), "tools.mcp_servers.local.tool_timeout: must be a positive duration"},
+		{"mcp name", func(c *Config) {
+			c.Tools.MCPServers["my server"] = MCPServerConfig{Command: "x", ToolTimeout: time.Second}
+		},
+			"tools.mcp_servers.my server: server names may use only letters, digits, _ and -"},
+		// gateway and log
+		{"listen without port", func(c *Config) { c.Gateway.Listen = "localhost" }, `gateway.listen: must be host:port (e.g. 127.0.0.1:18790, or :18790 for all interfaces), got "localhost"`},
+		{"listen port range", func(c *Config) { c.Gateway.Listen = "127.0.0.1:99999" }, `gateway.listen: port must be a number from 0 to 65535, got "99999"`},
+		{"listen port name", func(c *Config) { c.Gateway.Listen = "127.0.0.1:http" }, `gateway.listen: port must be a number from 0 to 65535, got "http"`},
+		{"heartbeat interval", func(c *Config) { c.Gateway.Heartbeat.Interval = 0 }, "gateway.heartbeat.interval: must be a positive duration"},
+		{"shutdown_grace", func(c *Config) { c.Gateway.ShutdownGrace = 0 }, "gateway.shutdown_grace: must be a positive duration"},
+		{"log level", func(c *Config) { c.Log.Level = "verbose" }, `log.level: must be one of debug, info, warn, error, got "verbose"`},
+		{"log format", func(c *Config) { c.Log.Format = "xml" }, `log.format: must be one of auto, console, json, got "xml"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := baseConfig(t)
+			tt.mutate(c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatalf("Validate passed, want %q", tt.want)
+			}
+			if !hasLine(err.Error(), tt.want) {
+				t.Errorf("Validate:\n%v\nwant a line starting %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// hasLine reports whether one line of msg starts with want.
+func hasLine(msg, want string) bool {
+	for line := range strings.SplitSeq(msg, "\n") {
+		if strings.HasPrefix(line, want) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	c := baseConfig(t)
+	c.Agents.Model = ""
+	c.Channels.Telegram.AllowFrom = nil
+	c.Log.Level = "loud"
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate passed")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("Validate reported %d problems, want 3:\n%v", len(lines), err)
+	}
+	for i, prefix := range []string{"agents.model:", "channels.telegram.allow_from:", "log.level:"} {
+		if !strings.HasPrefix(lines[i], prefix) {
+			t.Errorf("problem %d = %q, want it to start %q", i, lines[i], prefix)
+		}
+	}
+}
