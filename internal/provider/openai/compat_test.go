@@ -196,6 +196,16 @@ func TestCompatibleServers(t *testing.T) {
 			},
 		},
 		{
+			name: "error event whose error is a bare string",
+			body: sse(`data: {"choices":[{"index":0,"delta":{"content":"x"}}]}`, `data: {"error":"model not found"}`),
+			check: func(t *testing.T, r result) {
+				e := mustAPIError(t, r)
+				if e.Type != "stream_error" {
+					t.Errorf("api error = %+v", e)
+				}
+			},
+		},
+		{
 			name:   "non-JSON error page from a proxy with retry-after-ms",
 			status: 503,
 			header: map[string]string{"Content-Type": "text/html", "retry-after-ms": "1500", "Retry-After": "2"},

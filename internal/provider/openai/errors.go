@@ -25,6 +25,15 @@ type doer struct {
 	extra  map[string]string
 	called bool
 	header http.Header
+	body   io.Closer
+}
+
+// closeBody closes the response body go-openai read but did not close when
+// it turned a failure status into an error.
+func (d *doer) closeBody() {
+	if d.body != nil {
+		_ = d.body.Close()
+	}
 }
 
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
@@ -34,7 +43,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := d.client.Do(req)
 	if resp != nil {
-		d.header = resp.Header
+		d.header, d.body = resp.Header, resp.Body
 	}
 	return resp, err
 }

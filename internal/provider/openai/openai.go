@@ -144,22 +144,31 @@ func (s *stream) run(parent context.Context, req llm.Request) {
 	defer cancel()
 
 	d := &doer{client: p.http, extra: p.cfg.ExtraHeaders}
-	cc := goopenai.DefaultConfig(p.cfg.APIKey)
-	cc.BaseURL = p.baseURL
-	cc.HTTPClient = d
-	cc.EmptyMessagesLimit = maxEmptyLines
-	client := goopenai.NewClientWithConfig(cc)
-
 	body := p.chatRequest(req)
 	p.log.Debug("chat completion", zap.String("provider", p.name), zap.String("model", req.Model),
 		zap.Int("messages", len(body.Messages)), zap.Int("tools", len(body.Tools)))
-	cs, err := client.CreateChatCompletionStream(ctx, body)
+	cs, err := p.client(d).CreateChatCompletionStream(ctx, body)
 	if err != nil {
+		d.closeBody()
 		s.fail(p.callError(parent, ctx, d, err))
 		return
 	}
 	defer cs.Close()
+	s.read(parent, ctx, cs, d)
+}
 
+// client is a go-openai client for one call, sending through d.
+func (p *Provider) client(d *doer) *goopenai.Client {
+	cc := goopenai.DefaultConfig(p.cfg.APIKey)
+	cc.BaseURL = p.baseURL
+	cc.HTTPClient = d
+	cc.EmptyMessagesLimit = maxEmptyLines
+	return goopenai.NewClientWithConfig(cc)
+}
+
+// read turns the response's chunks into deltas until the stream ends.
+func (s *stream) read(parent, ctx context.Context, cs *goopenai.ChatCompletionStream, d *doer) {
+	p := s.p
 	s.calls.newID = p.newID
 	var c wireChunk // reused: one stream decodes thousands of small chunks
 	for {
@@ -172,7 +181,8 @@ func (s *stream) run(parent context.Context, req llm.Request) {
 			s.fail(p.callError(parent, ctx, d, err))
 			return
 		case raw == nil:
-			// go-openai saw a `data: {"error":` line it could not decode.
+			// go-openai saw a `data: {"error":` line it could not decode
+			// (e.g. a bare string); it does not hand over the text.
 			s.fail(&llm.APIError{Provider: p.name, Type: "stream_error", Message: "unreadable error event in stream"})
 			return
 		}

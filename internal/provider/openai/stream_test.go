@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -500,5 +502,37 @@ func TestConnectionRefused(t *testing.T) {
 	e := mustAPIError(t, r)
 	if e.Status != 0 || e.Type != "transport" || !e.Retryable() {
 		t.Errorf("api error = %+v", e)
+	}
+}
+
+// TestConcurrentStreams: one Provider serves many calls at once (run with
+// -race); each gets its own answer.
+func TestConcurrentStreams(t *testing.T) {
+	script := &fakellm.Script{Func: func(r fakellm.Request) fakellm.Reply {
+		return fakellm.Reply{Text: "echo: " + r.LastUserText(), Chunk: 3}
+	}}
+	fake := openaifake.New(t, script)
+	p := newProvider(t, fake, nil)
+	const n = 8
+	got := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var acc llm.Accumulator
+			for d := range p.Stream(context.Background(), userRequest("gpt-4o-mini", fmt.Sprintf("message %d", i))) {
+				if err := acc.Add(d); err != nil {
+					errs[i] = err
+				}
+			}
+			msg, err := acc.Message()
+			got[i], errs[i] = msg.Text(), errors.Join(errs[i], err)
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || got[i] != fmt.Sprintf("echo: message %d", i) {
+			t.Errorf("stream %d: %q, %v", i, got[i], errs[i])
+		}
 	}
 }
