@@ -27,6 +27,9 @@ type Reply struct {
 	// InputTokens and OutputTokens are reported as usage (defaults derived
 	// from the sizes when zero).
 	InputTokens, OutputTokens int
+	// CachedTokens is reported as the part of the input served from the
+	// provider's prompt cache (OpenAI cached_tokens).
+	CachedTokens int
 
 	// Status, when non-zero, answers the request with this HTTP status and an
 	// error body of the API's shape (ErrorType, ErrorMessage) instead of a stream.

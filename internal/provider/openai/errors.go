@@ -1,0 +1,195 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// doer is the HTTP seam handed to go-openai for one call. It adds the
+// configured extra headers and keeps the response header, which go-openai
+// drops when it turns a failed response into an error, so Retry-After can
+// still be read. One doer serves one call on one goroutine.
+type doer struct {
+	client *http.Client
+	extra  map[string]string
+	called bool
+	header http.Header
+	body   io.Closer
+}
+
+// closeBody closes the response body go-openai read but did not close when
+// it turned a failure status into an error.
+func (d *doer) closeBody() {
+	if d.body != nil {
+		_ = d.body.Close()
+	}
+}
+
+func (d *doer) Do(req *http.Request) (*http.Response, error) {
+	d.called = true
+	for k, v := range d.extra {
+		req.Header.Set(k, v)
+	}
+	resp, err := d.client.Do(req)
+	if resp != nil {
+		d.header, d.body = resp.Header, resp.Body
+	}
+	return resp, err
+}
+
+// callError classifies a failure of the request or of reading the stream.
+// Cancellation by the caller is returned as ctx.Err() itself: it is not the
+// provider's failure.
+func (p *Provider) callError(parent, ctx context.Context, d *doer, err error) error {
+	if perr := parent.Err(); perr != nil {
+		return perr
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return p.timeoutError(cerr)
+	}
+	if !d.called {
+		// go-openai refused the request before sending it (its own model
+		// checks); retrying the same request cannot help.
+		return fmt.Errorf("%s: build request: %w", p.name, err)
+	}
+	retry := retryAfter(d.header, p.now())
+	var apiErr *goopenai.APIError
+	if errors.As(err, &apiErr) {
+		status := apiErr.HTTPStatusCode
+		if status == 0 {
+			status = statusFromCode(apiErr.Code)
+		}
+		return &llm.APIError{
+			Provider:   p.name,
+			Status:     status,
+			Type:       errorType(apiErr.Type, apiErr.Code),
+			Message:    p.scrub(apiErr.Message),
+			RetryAfter: retry,
+			Err:        err,
+		}
+	}
+	var reqErr *goopenai.RequestError
+	if errors.As(err, &reqErr) {
+		// A failure status whose body is not OpenAI's error object (a proxy's
+		// HTML page, a bare string from a compatible server).
+		msg := strings.TrimSpace(string(clip(reqErr.Body, 300)))
+		if msg == "" {
+			msg = http.StatusText(reqErr.HTTPStatusCode)
+		}
+		return &llm.APIError{
+			Provider:   p.name,
+			Status:     reqErr.HTTPStatusCode,
+			Message:    p.scrub(msg),
+			RetryAfter: retry,
+			Err:        reqErr,
+		}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%s: connection closed mid-stream: %w (%w)", p.name, llm.ErrTruncated, err)
+	}
+	return &llm.APIError{Provider: p.name, Type: "transport", Message: p.scrub(err.Error()), Err: err}
+}
+
+func (p *Provider) timeoutError(err error) error {
+	return &llm.APIError{
+		Provider: p.name,
+		Type:     "timeout",
+		Message:  fmt.Sprintf("no complete answer within %s", p.cfg.Timeout),
+		Err:      err,
+	}
+}
+
+// bodyError converts the "error" member of a stream chunk. It may be OpenAI's
+// object or, from some compatible servers, a bare string.
+func (p *Provider) bodyError(raw json.RawMessage) error {
+	var e struct {
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Code    json.RawMessage `json:"code"`
+	}
+	if err := json.Unmarshal(raw, &e); err != nil {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			s = string(clip(raw, 300))
+		}
+		e.Message = s
+	}
+	var code any
+	if len(e.Code) > 0 {
+		_ = json.Unmarshal(e.Code, &code) // best effort; the message is what matters
+	}
+	if f, ok := code.(float64); ok {
+		code = int(f)
+	}
+	return &llm.APIError{
+		Provider: p.name,
+		Status:   statusFromCode(code),
+		Type:     errorType(e.Type, code),
+		Message:  p.scrub(e.Message),
+	}
+}
+
+// statusFromCode reads an HTTP status some servers (OpenRouter) put in the
+// error's code when the error arrives inside a 200 stream.
+func statusFromCode(code any) int {
+	if n, ok := code.(int); ok && n >= 400 && n < 600 {
+		return n
+	}
+	return 0
+}
+
+func errorType(typ string, code any) string {
+	if typ != "" {
+		return typ
+	}
+	if s, ok := code.(string); ok {
+		return s
+	}
+	return ""
+}
+
+// scrub removes the API key from text a server echoed back.
+func (p *Provider) scrub(s string) string {
+	if k := p.cfg.APIKey; len(k) >= 8 {
+		s = strings.ReplaceAll(s, k, "[redacted]")
+	}
+	return s
+}
+
+// retryAfter reads the server's requested wait: OpenAI's retry-after-ms
+// (milliseconds) first, then Retry-After as seconds or an HTTP date.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs < 0 {
+			return 0
+		}
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
