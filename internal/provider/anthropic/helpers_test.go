@@ -36,8 +36,8 @@ func newFixture(t testing.TB, mutate ...func(*config.ProviderConfig)) *fixture {
 	return &fixture{script: script, srv: srv, p: New("claude", cfg, srv.Client(), zaptest.NewLogger(t))}
 }
 
-// result is one stream run through the Accumulator.
-type result struct {
+// outcome is one stream run through the Accumulator.
+type outcome struct {
 	deltas []llm.Delta
 	msg    llm.Message
 	err    error // the accumulated outcome: the terminal error, if any
@@ -45,10 +45,10 @@ type result struct {
 
 // run streams req and feeds every delta to an Accumulator, failing the test
 // on any contract violation (start first, one terminal, increasing seq...).
-func run(t testing.TB, p *Provider, ctx context.Context, req llm.Request) result {
+func run(t testing.TB, p *Provider, ctx context.Context, req llm.Request) outcome {
 	t.Helper()
 	var acc llm.Accumulator
-	var res result
+	var res outcome
 	for d := range p.Stream(ctx, req) {
 		res.deltas = append(res.deltas, d)
 		if err := acc.Add(d); err != nil && !errors.Is(err, d.Err) {
