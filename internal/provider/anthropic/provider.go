@@ -48,10 +48,14 @@ type Provider struct {
 
 // New builds the adapter for providers.<name>. It does no I/O. A nil
 // httpClient means a client of its own; cfg.Timeout, when set, bounds each
-// call from connect to last event.
+// call from connect to last event. cfg.MaxRetries is the router's business:
+// the adapter makes exactly one attempt per Stream.
 func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *zap.Logger) *Provider {
 	if httpClient == nil {
 		httpClient = &http.Client{}
+	}
+	if log == nil {
+		log = zap.NewNop()
 	}
 	opts := []option.RequestOption{
 		// Only the config counts: no ANTHROPIC_* variables, no profile files.

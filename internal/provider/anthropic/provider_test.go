@@ -3,14 +3,17 @@ package anthropic
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	sdk "github.com/anthropics/anthropic-sdk-go"
 	"go.uber.org/goleak"
 
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -220,5 +223,53 @@ func TestModels(t *testing.T) {
 	var apiErr *llm.APIError
 	if !errors.As(err, &apiErr) || !apiErr.Auth() {
 		t.Fatalf("err = %v, want an auth APIError", err)
+	}
+}
+
+// TestConcurrentStreams: one Provider serves many calls at once (the agent
+// runs several sessions); run with -race.
+func TestConcurrentStreams(t *testing.T) {
+	f := newFixture(t)
+	f.script.Func = func(r fakellm.Request) fakellm.Reply { return fakellm.Reply{Text: "echo " + r.LastUserText()} }
+	const n = 8
+	got := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var acc llm.Accumulator
+			for d := range f.p.Stream(context.Background(), ask(fmt.Sprint("q", i))) {
+				if err := acc.Add(d); err != nil {
+					t.Errorf("call %d: %v", i, err)
+					return
+				}
+			}
+			msg, err := acc.Message()
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+				return
+			}
+			got[i] = msg.Text()
+		}()
+	}
+	wg.Wait()
+	for i, text := range got {
+		if want := fmt.Sprint("echo q", i); text != want {
+			t.Errorf("call %d answered %q, want %q", i, text, want)
+		}
+	}
+}
+
+// TestRetryAfterWhenTheSDKErrorHasNoResponse: the header is still read from
+// the response the call recorded.
+func TestRetryAfterWhenTheSDKErrorHasNoResponse(t *testing.T) {
+	p := New("claude", config.ProviderConfig{}, nil, nil)
+	httpReq := httptest.NewRequest(http.MethodPost, "https://api.anthropic.com/v1/messages", nil)
+	resp := &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"4"}}}
+	err := p.apiError(&sdk.Error{StatusCode: 429, Request: httpReq}, resp)
+	var apiErr *llm.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != 429 || apiErr.RetryAfter != 4*time.Second || !apiErr.Retryable() {
+		t.Fatalf("err = %#v, want a retryable 429 waiting 4s", err)
 	}
 }
