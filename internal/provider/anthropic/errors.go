@@ -51,8 +51,8 @@ func (p *Provider) streamError(ctx, callCtx context.Context, err error, resp *ht
 	}
 }
 
-// isDecodeError recognises the SDK's wording for an event it could not decode
-// when the JSON error is not wrapped.
+// isDecodeError recognises an event whose JSON parsed but does not fit the
+// event's shape.
 func isDecodeError(err error) bool {
 	var typeErr *json.UnmarshalTypeError
 	return errors.As(err, &typeErr)

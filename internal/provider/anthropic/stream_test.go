@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"testing"
 	"time"
+
+	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
@@ -270,3 +275,44 @@ func TestRetryAfter(t *testing.T) {
 }
 
 const http1123 = "Mon, 02 Jan 2006 15:04:05 GMT"
+
+// TestTransportFailures: a connection that cannot be made is a retryable
+// APIError; one that drops after the stream began is a truncation.
+func TestTransportFailures(t *testing.T) {
+	t.Run("connection refused", func(t *testing.T) {
+		closed := httptest.NewServer(http.NotFoundHandler())
+		url := closed.URL
+		closed.Close()
+		client := &http.Client{Transport: &http.Transport{}}
+		t.Cleanup(client.CloseIdleConnections)
+		p := New("claude", config.ProviderConfig{APIKey: "k", BaseURL: url}, client, zaptest.NewLogger(t))
+		res := run(t, p, context.Background(), ask("hi"))
+		var apiErr *llm.APIError
+		if !errors.As(res.err, &apiErr) || apiErr.Status != 0 || !apiErr.Retryable() {
+			t.Fatalf("err = %v, want a retryable APIError without status", res.err)
+		}
+	})
+	t.Run("connection dropped mid-stream", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			conn, buf, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Errorf("hijack: %v", err)
+				return
+			}
+			defer conn.Close()
+			// A chunked response cut inside a chunk: the client sees an
+			// unexpected EOF, not a clean end.
+			event := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n"
+			fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n400\r\nevent: content_bl", len(event), event)
+			buf.Flush()
+		}))
+		t.Cleanup(srv.Close)
+		client := &http.Client{Transport: &http.Transport{}}
+		t.Cleanup(client.CloseIdleConnections)
+		p := New("claude", config.ProviderConfig{APIKey: "k", BaseURL: srv.URL}, client, zaptest.NewLogger(t))
+		res := run(t, p, context.Background(), ask("hi"))
+		if !errors.Is(res.err, llm.ErrTruncated) {
+			t.Fatalf("err = %v, want llm.ErrTruncated", res.err)
+		}
+	})
+}
