@@ -53,6 +53,15 @@ type Reply struct {
 	Delay time.Duration
 	// ChunkDelay is slept between deltas.
 	ChunkDelay time.Duration
+
+	// RedactedThinking, when set, is sent (Anthropic) as one redacted_thinking
+	// block carrying this opaque data, before any thinking.
+	RedactedThinking string
+	// CacheReadTokens and CacheWriteTokens are reported as prompt-cache usage
+	// (Anthropic cache_read_input_tokens / cache_creation_input_tokens).
+	CacheReadTokens, CacheWriteTokens int
+	// RetryAfterMS sets the retry-after-ms header (milliseconds, as a string).
+	RetryAfterMS string
 }
 
 // Message is one message of a request, as the fake understood it.
@@ -62,6 +71,11 @@ type Message struct {
 	Images      int
 	ToolCalls   []Call
 	ToolResults []Result
+
+	// Thinking is the reasoning replayed in the message (Anthropic thinking
+	// blocks), concatenated; RedactedThinking counts redacted blocks.
+	Thinking         string
+	RedactedThinking int
 }
 
 // Result is a tool result inside a request.
@@ -83,6 +97,9 @@ type Request struct {
 	ToolChoice string // forced tool name, if any
 	MaxTokens  int
 	Stream     bool
+
+	// ThinkingBudget is the requested extended-thinking budget (0: off).
+	ThinkingBudget int
 }
 
 // LastUserText returns the text of the last user message that has text.

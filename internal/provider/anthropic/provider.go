@@ -1,0 +1,200 @@
+// Package anthropic is the provider adapter for Anthropic's Messages API, on
+// the official Go SDK. It turns a provider-neutral llm.Request into one
+// streamed Messages call and the server's events into llm.Delta values:
+// text, thinking (signatures kept, redacted thinking kept opaque), tool_use
+// with its argument fragments, usage, and exactly one terminal.
+//
+// The SDK client is built without reading the environment
+// (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, profiles... are ignored: only the
+// config counts), without its own retries (the router retries and falls back)
+// and without OpenTelemetry spans.
+//
+// The request conversion (request.go) is where the provider-neutral history
+// meets Anthropic's rules: system prompt apart, roles alternating, all tool
+// results of a turn in one user message right after the tool calls, thinking
+// replayed only to Anthropic. It never fails on a history the agent could
+// produce: what cannot be sent as is, is repaired and logged.
+package anthropic
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"net/http"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// API is the value of llm.Meta.API for messages this adapter produced.
+const API = "anthropic"
+
+// Provider is one configured Anthropic endpoint. It is safe for concurrent
+// use; each Stream call is independent.
+type Provider struct {
+	name    string
+	client  sdk.Client
+	timeout time.Duration
+	log     *zap.Logger
+	// now reads the clock for Retry-After dates.
+	now func() time.Time
+}
+
+// New builds the adapter for providers.<name>. It does no I/O. A nil
+// httpClient means a client of its own; cfg.Timeout, when set, bounds each
+// call from connect to last event. cfg.MaxRetries is the router's business:
+// the adapter makes exactly one attempt per Stream.
+func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *zap.Logger) *Provider {
+	if httpClient == nil {
+		httpClient = &http.Client{}
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	opts := []option.RequestOption{
+		// Only the config counts: no ANTHROPIC_* variables, no profile files.
+		option.WithoutEnvironmentDefaults(),
+		option.WithHTTPClient(httpClient),
+		// The router owns retries, backoff and fallback.
+		option.WithMaxRetries(0),
+		option.WithoutOpenTelemetry(),
+	}
+	if base := baseURL(cfg.BaseURL); base != "" {
+		opts = append(opts, option.WithBaseURL(base))
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+	for k, v := range cfg.ExtraHeaders {
+		opts = append(opts, option.WithHeader(k, v))
+	}
+	return &Provider{
+		name:    name,
+		client:  sdk.NewClient(opts...),
+		timeout: cfg.Timeout,
+		log:     log,
+		now:     time.Now,
+	}
+}
+
+// baseURL drops a trailing /v1: the SDK adds v1/messages itself, and a base
+// URL copied from OpenAI-style configs ends in /v1.
+func baseURL(s string) string {
+	s = strings.TrimRight(s, "/")
+	return strings.TrimSuffix(s, "/v1")
+}
+
+// Name is the configured provider name.
+func (p *Provider) Name() string { return p.name }
+
+// Stream sends req as one streamed Messages call. See provider.Streamer for
+// the contract: a start, content deltas, exactly one terminal; stopping the
+// iteration cancels the call.
+func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Delta] {
+	return func(yield func(llm.Delta) bool) {
+		callCtx, cancel := p.callContext(ctx)
+		defer cancel()
+		e := &emitter{yield: yield, meta: llm.Meta{Provider: p.name, API: API, Model: req.Model}}
+		params, err := p.params(req)
+		if err != nil {
+			e.fail(fmt.Errorf("anthropic %s: build request: %w", p.name, err))
+			return
+		}
+		var resp *http.Response
+		stream := p.client.Messages.NewStreaming(callCtx, params, option.WithResponseInto(&resp))
+		defer stream.Close()
+		d := decoder{p: p, e: e}
+		for stream.Next() {
+			if !d.event(stream.Current()) {
+				return
+			}
+		}
+		if e.done() {
+			return
+		}
+		e.fail(p.streamError(ctx, callCtx, stream.Err(), resp))
+	}
+}
+
+// callContext applies the configured per-call timeout.
+func (p *Provider) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if p.timeout > 0 {
+		return context.WithTimeout(ctx, p.timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// Models lists the model ids the endpoint offers (first page), for doctor.
+// Failures are *llm.APIError like Stream's.
+func (p *Provider) Models(ctx context.Context) ([]string, error) {
+	var resp *http.Response
+	page, err := p.client.Models.List(ctx, sdk.ModelListParams{}, option.WithResponseInto(&resp))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("anthropic %s: list models: %w", p.name, ctx.Err())
+		}
+		return nil, p.apiError(err, resp)
+	}
+	ids := make([]string, 0, len(page.Data))
+	for _, m := range page.Data {
+		ids = append(ids, m.ID)
+	}
+	return ids, nil
+}
+
+// emitter numbers deltas, sends the start before anything else, and
+// remembers whether the consumer stopped or a terminal went out, so nothing
+// is ever yielded after either.
+type emitter struct {
+	yield   func(llm.Delta) bool
+	meta    llm.Meta
+	seq     int
+	started bool
+	ended   bool
+	stopped bool
+}
+
+// emit sends d (preceded by the start if needed); false means stop reading.
+func (e *emitter) emit(d llm.Delta) bool {
+	if e.ended || e.stopped {
+		return false
+	}
+	if !e.started && !e.start() {
+		return false
+	}
+	return e.send(d)
+}
+
+func (e *emitter) start() bool {
+	if e.started {
+		return true
+	}
+	e.started = true
+	m := e.meta
+	return e.send(llm.Delta{Kind: llm.DeltaStart, Meta: &m})
+}
+
+func (e *emitter) send(d llm.Delta) bool {
+	e.seq++
+	d.Seq = e.seq
+	if d.Kind.Terminal() {
+		e.ended = true
+	}
+	if !e.yield(d) {
+		e.stopped = true
+		return false
+	}
+	return !e.ended
+}
+
+// fail ends the stream with err.
+func (e *emitter) fail(err error) { e.emit(llm.Delta{Kind: llm.DeltaError, Err: err}) }
+
+// done reports whether no more deltas may be sent.
+func (e *emitter) done() bool { return e.ended || e.stopped }

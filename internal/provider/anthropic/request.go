@@ -1,0 +1,462 @@
+package anthropic
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/packages/param"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+const (
+	// defaultMaxTokens is sent when the request leaves MaxTokens at 0:
+	// Anthropic requires max_tokens, and every current model allows this.
+	defaultMaxTokens = 8192
+	// minThinkingBudget is the smallest budget_tokens Anthropic accepts.
+	minThinkingBudget = 1024
+
+	// placeholderFirst opens a history that starts with an assistant message
+	// (Anthropic requires a user message first).
+	placeholderFirst = "(earlier conversation omitted)"
+	// placeholderLast follows a history that ends with an assistant message:
+	// sent as is, Anthropic would treat it as a prefill to continue.
+	placeholderLast = "(continue)"
+	// missingResult answers a tool call whose result was never recorded
+	// (e.g. the turn was interrupted), so the call can still be replayed.
+	missingResult = "error: no result recorded for this tool call (the turn was interrupted before it finished)"
+	// emptyResult stands for a tool result without any output.
+	emptyResult = "(no output)"
+)
+
+var errNoMessages = errors.New("no messages to send")
+
+// params converts a provider-neutral request into Messages API parameters.
+func (p *Provider) params(req llm.Request) (sdk.MessageNewParams, error) {
+	if req.Model == "" {
+		return sdk.MessageNewParams{}, errors.New("no model")
+	}
+	r := renderer{log: p.log}
+	msgs, systemTexts := r.render(req.Messages)
+	if len(msgs) == 0 {
+		return sdk.MessageNewParams{}, errNoMessages
+	}
+	out := sdk.MessageNewParams{
+		Model:    sdk.Model(req.Model),
+		Messages: msgs,
+		System:   systemBlocks(req.System, systemTexts),
+		Tools:    tools(req.Tools),
+	}
+	markLastBlockCached(msgs)
+
+	budget := p.thinkingBudget(req, msgs)
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = defaultMaxTokens
+	}
+	if budget > 0 {
+		if maxTokens <= budget {
+			// max_tokens counts thinking too; leave room for the answer.
+			maxTokens = budget + defaultMaxTokens
+		}
+		out.Thinking = sdk.ThinkingConfigParamUnion{OfEnabled: &sdk.ThinkingConfigEnabledParam{BudgetTokens: int64(budget)}}
+	} else if req.Temperature != nil {
+		out.Temperature = param.NewOpt(*req.Temperature)
+	}
+	out.MaxTokens = int64(maxTokens)
+	if req.ForceTool != "" {
+		out.ToolChoice = sdk.ToolChoiceUnionParam{OfTool: &sdk.ToolChoiceToolParam{Name: req.ForceTool}}
+	}
+	return out, nil
+}
+
+// thinkingBudget decides whether extended thinking can be on for this call.
+// Anthropic refuses it with a forced tool, and — while a tool loop is in
+// progress — when the assistant turn being continued was not started with a
+// thinking block (e.g. it came from another provider); thinking is then left
+// off for this call rather than failing it.
+func (p *Provider) thinkingBudget(req llm.Request, msgs []sdk.MessageParam) int {
+	budget := req.ThinkingBudget
+	if budget <= 0 {
+		return 0
+	}
+	if req.ForceTool != "" {
+		p.log.Debug("thinking off for a forced tool call", zap.String("tool", req.ForceTool))
+		return 0
+	}
+	if n := len(msgs); n >= 2 && msgs[n-1].Content[0].OfToolResult != nil {
+		first := msgs[n-2].Content[0]
+		if first.OfThinking == nil && first.OfRedactedThinking == nil {
+			p.log.Debug("thinking off: the tool loop being continued has no Anthropic thinking block")
+			return 0
+		}
+	}
+	return max(budget, minThinkingBudget)
+}
+
+func systemBlocks(system string, more []string) []sdk.TextBlockParam {
+	var out []sdk.TextBlockParam
+	for _, s := range append([]string{system}, more...) {
+		if strings.TrimSpace(s) != "" {
+			out = append(out, sdk.TextBlockParam{Text: s})
+		}
+	}
+	if n := len(out); n > 0 {
+		// One breakpoint after the system prompt caches tools and system
+		// together: the prompt is byte-identical between turns (S-C1).
+		out[n-1].CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+	return out
+}
+
+// markLastBlockCached puts the second cache breakpoint on the last block of
+// the conversation, so the next call of a tool loop (or the next turn) reads
+// the whole history before it from the cache.
+func markLastBlockCached(msgs []sdk.MessageParam) {
+	last := msgs[len(msgs)-1]
+	if last.Role != sdk.MessageParamRoleUser {
+		return
+	}
+	b := &last.Content[len(last.Content)-1]
+	switch {
+	case b.OfText != nil:
+		b.OfText.CacheControl = sdk.NewCacheControlEphemeralParam()
+	case b.OfToolResult != nil:
+		b.OfToolResult.CacheControl = sdk.NewCacheControlEphemeralParam()
+	case b.OfImage != nil:
+		b.OfImage.CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+}
+
+func tools(specs []llm.ToolSpec) []sdk.ToolUnionParam {
+	var out []sdk.ToolUnionParam
+	for _, s := range specs {
+		t := &sdk.ToolParam{Name: s.Name, InputSchema: inputSchema(s.Parameters)}
+		if s.Description != "" {
+			t.Description = param.NewOpt(s.Description)
+		}
+		out = append(out, sdk.ToolUnionParam{OfTool: t})
+	}
+	return out
+}
+
+// inputSchema sends the tool's JSON schema verbatim when it is an object
+// schema, and an empty object schema otherwise (Anthropic requires one).
+func inputSchema(raw json.RawMessage) sdk.ToolInputSchemaParam {
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &probe) != nil || probe.Type != "object" {
+		raw = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	return param.Override[sdk.ToolInputSchemaParam](raw)
+}
+
+// renderer turns the neutral history into alternating Messages API messages.
+//
+// It walks the history in turns: an assistant turn (consecutive assistant
+// messages merged) and the user segment after it (tool results and user
+// messages until the next assistant message). The segment becomes one user
+// message: the turn's tool results first, in call order — a call without a
+// result gets a synthetic error result — then the user's own blocks. Results
+// that answer no call of the turn before them are dropped.
+type renderer struct {
+	log *zap.Logger
+	out []sdk.MessageParam
+	// system collects the text of system messages found in the history.
+	system []string
+
+	asst []sdk.ContentBlockParamUnion
+	// calls are the wire ids of the current turn's tool calls, in order;
+	// wire maps a call id as stored to its wire id for this turn.
+	calls   []string
+	wire    map[string]string
+	results map[string]sdk.ContentBlockParamUnion
+	user    []sdk.ContentBlockParamUnion
+	// used holds every tool_use id already sent, which must stay unique.
+	used map[string]bool
+}
+
+func (r *renderer) render(history []llm.Message) ([]sdk.MessageParam, []string) {
+	r.used = make(map[string]bool)
+	for _, m := range history {
+		switch m.Role {
+		case llm.RoleSystem:
+			if t := m.Text(); strings.TrimSpace(t) != "" {
+				r.system = append(r.system, t)
+			}
+		case llm.RoleAssistant:
+			if len(r.asst) == 0 {
+				// A new assistant turn closes the user segment before it;
+				// consecutive assistant messages merge into one turn.
+				r.flushUser()
+			}
+			r.assistant(m)
+		case llm.RoleUser:
+			r.flushAssistant()
+			r.userParts(m.Parts)
+		case llm.RoleTool:
+			r.flushAssistant()
+			r.toolResults(m.Parts)
+		default:
+			r.log.Warn("skipping message with unknown role", zap.String("role", string(m.Role)))
+		}
+	}
+	r.flushAssistant()
+	r.flushUser()
+	if len(r.out) == 0 {
+		return nil, r.system
+	}
+	if r.out[0].Role == sdk.MessageParamRoleAssistant {
+		r.log.Debug("history starts with an assistant message; adding a placeholder user message")
+		r.out = append([]sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock(placeholderFirst))}, r.out...)
+	}
+	if r.out[len(r.out)-1].Role == sdk.MessageParamRoleAssistant {
+		r.out = append(r.out, sdk.NewUserMessage(sdk.NewTextBlock(placeholderLast)))
+	}
+	return r.out, r.system
+}
+
+// fromAnthropic reports whether m's thinking may be replayed: signatures are
+// only meaningful to the API that made them (S-V7).
+func fromAnthropic(m llm.Message) bool { return m.Meta != nil && m.Meta.API == API }
+
+func (r *renderer) assistant(m llm.Message) {
+	replay := fromAnthropic(m)
+	for _, part := range m.Parts {
+		switch part.Kind {
+		case llm.PartText:
+			if strings.TrimSpace(part.Text) != "" {
+				r.asst = append(r.asst, sdk.NewTextBlock(part.Text))
+			}
+		case llm.PartThinking:
+			switch {
+			case !replay:
+			case part.Redacted && part.Text != "":
+				r.asst = append(r.asst, sdk.NewRedactedThinkingBlock(part.Text))
+			case part.Signature != "":
+				r.asst = append(r.asst, sdk.NewThinkingBlock(part.Signature, part.Text))
+			}
+		case llm.PartToolCall:
+			if part.Call != nil {
+				r.toolUse(*part.Call)
+			}
+		default:
+			r.log.Warn("skipping part not allowed in an assistant message", zap.String("kind", string(part.Kind)))
+		}
+	}
+}
+
+func (r *renderer) toolUse(c llm.ToolCall) {
+	id := r.newWireID(c.ID)
+	if r.wire == nil {
+		r.wire = make(map[string]string)
+	}
+	if _, dup := r.wire[c.ID]; !dup {
+		r.wire[c.ID] = id
+	}
+	r.calls = append(r.calls, id)
+	r.asst = append(r.asst, sdk.NewToolUseBlock(id, toolInput(c), c.Name))
+}
+
+// toolInput is the call's arguments, or {} when they did not parse (the
+// call's error result tells the model what was wrong).
+func toolInput(c llm.ToolCall) json.RawMessage {
+	args := c.Arguments
+	if c.ParseError != "" || len(args) == 0 {
+		return json.RawMessage("{}")
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(args, &obj) != nil || obj == nil {
+		return json.RawMessage("{}")
+	}
+	return args
+}
+
+// newWireID makes a call id acceptable to Anthropic (letters, digits, _ and
+// -) and unique in the request: other providers' ids may use other
+// characters or repeat across turns.
+func (r *renderer) newWireID(id string) string {
+	base := sanitizeID(id)
+	w := base
+	for n := 2; r.used[w]; n++ {
+		w = base + "_" + strconv.Itoa(n)
+	}
+	r.used[w] = true
+	return w
+}
+
+func sanitizeID(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		return "call"
+	}
+	return string(b)
+}
+
+func (r *renderer) userParts(parts []llm.Part) {
+	for _, part := range parts {
+		switch part.Kind {
+		case llm.PartText:
+			if strings.TrimSpace(part.Text) != "" {
+				r.user = append(r.user, sdk.NewTextBlock(part.Text))
+			}
+		case llm.PartImage:
+			if part.Image != nil {
+				r.user = append(r.user, imageBlock(*part.Image))
+			}
+		case llm.PartFileRef:
+			if part.File != nil {
+				r.user = append(r.user, sdk.NewTextBlock(fileNote(*part.File)))
+			}
+		default:
+			r.log.Warn("skipping part not allowed in a user message", zap.String("kind", string(part.Kind)))
+		}
+	}
+}
+
+func (r *renderer) toolResults(parts []llm.Part) {
+	for _, part := range parts {
+		if part.Kind != llm.PartToolResult || part.Result == nil {
+			r.log.Warn("skipping part not allowed in a tool message", zap.String("kind", string(part.Kind)))
+			continue
+		}
+		res := part.Result
+		id, ok := r.wire[res.ToolCallID]
+		switch {
+		case !ok:
+			r.log.Warn("dropping tool result without its call", zap.String("tool_call_id", res.ToolCallID))
+			continue
+		case r.results[id].OfToolResult != nil:
+			r.log.Warn("dropping second tool result for one call", zap.String("tool_call_id", res.ToolCallID))
+			continue
+		}
+		if r.results == nil {
+			r.results = make(map[string]sdk.ContentBlockParamUnion)
+		}
+		r.results[id] = toolResultBlock(id, *res)
+	}
+}
+
+func toolResultBlock(id string, res llm.ToolResult) sdk.ContentBlockParamUnion {
+	tr := &sdk.ToolResultBlockParam{ToolUseID: id}
+	if res.IsError {
+		tr.IsError = param.NewOpt(true)
+	}
+	text := res.Content.Live
+	if strings.TrimSpace(text) == "" && len(res.Images) == 0 {
+		text = emptyResult
+	}
+	if strings.TrimSpace(text) != "" {
+		tr.Content = append(tr.Content, sdk.ToolResultBlockParamContentUnion{OfText: &sdk.TextBlockParam{Text: text}})
+	}
+	for _, img := range res.Images {
+		b := imageBlock(img)
+		switch {
+		case b.OfImage != nil:
+			tr.Content = append(tr.Content, sdk.ToolResultBlockParamContentUnion{OfImage: b.OfImage})
+		case b.OfText != nil:
+			tr.Content = append(tr.Content, sdk.ToolResultBlockParamContentUnion{OfText: b.OfText})
+		}
+	}
+	return sdk.ContentBlockParamUnion{OfToolResult: tr}
+}
+
+func (r *renderer) flushAssistant() {
+	if len(r.asst) > 0 {
+		r.appendMessage(sdk.MessageParamRoleAssistant, r.asst)
+		r.asst = nil
+	}
+}
+
+// flushUser closes the user segment after an assistant turn.
+func (r *renderer) flushUser() {
+	var blocks []sdk.ContentBlockParamUnion
+	for _, id := range r.calls {
+		res, ok := r.results[id]
+		if !ok {
+			r.log.Warn("tool call without a result; sending a synthetic error result", zap.String("tool_call_id", id))
+			res = sdk.NewToolResultBlock(id, missingResult, true)
+		}
+		blocks = append(blocks, res)
+	}
+	blocks = append(blocks, r.user...)
+	if len(blocks) > 0 {
+		r.appendMessage(sdk.MessageParamRoleUser, blocks)
+	}
+	r.calls, r.wire, r.results, r.user = nil, nil, nil, nil
+}
+
+// appendMessage adds a message, merging it into the previous one of the same
+// role (Anthropic wants roles to alternate).
+func (r *renderer) appendMessage(role sdk.MessageParamRole, blocks []sdk.ContentBlockParamUnion) {
+	if n := len(r.out); n > 0 && r.out[n-1].Role == role {
+		r.out[n-1].Content = append(r.out[n-1].Content, blocks...)
+		return
+	}
+	r.out = append(r.out, sdk.MessageParam{Role: role, Content: blocks})
+}
+
+// anthropicImageTypes are the image types the Messages API accepts.
+var anthropicImageTypes = map[string]sdk.Base64ImageSourceMediaType{
+	"image/jpeg": sdk.Base64ImageSourceMediaTypeImageJPEG,
+	"image/png":  sdk.Base64ImageSourceMediaTypeImagePNG,
+	"image/gif":  sdk.Base64ImageSourceMediaTypeImageGIF,
+	"image/webp": sdk.Base64ImageSourceMediaTypeImageWebP,
+}
+
+// imageBlock sends inline data as base64 and a URL as a URL source; a path
+// (which the adapter cannot read) or an unsupported type becomes a note.
+func imageBlock(img llm.Image) sdk.ContentBlockParamUnion {
+	switch {
+	case len(img.Data) > 0:
+		mime := img.MIME
+		if mime == "" {
+			mime = http.DetectContentType(img.Data)
+		}
+		mt, ok := anthropicImageTypes[mime]
+		if !ok {
+			return sdk.NewTextBlock(fmt.Sprintf("[image of unsupported type %s omitted]", mime))
+		}
+		src := &sdk.Base64ImageSourceParam{Data: base64.StdEncoding.EncodeToString(img.Data), MediaType: mt}
+		return sdk.ContentBlockParamUnion{OfImage: &sdk.ImageBlockParam{Source: sdk.ImageBlockParamSourceUnion{OfBase64: src}}}
+	case img.URL != "":
+		src := &sdk.URLImageSourceParam{URL: img.URL}
+		return sdk.ContentBlockParamUnion{OfImage: &sdk.ImageBlockParam{Source: sdk.ImageBlockParamSourceUnion{OfURL: src}}}
+	default:
+		return sdk.NewTextBlock(fmt.Sprintf("[image at %s not attached]", img.Path))
+	}
+}
+
+func fileNote(f llm.FileRef) string {
+	var b strings.Builder
+	b.WriteString("[file: ")
+	b.WriteString(f.Path)
+	var details []string
+	if f.Name != "" && f.Name != f.Path {
+		details = append(details, "name "+f.Name)
+	}
+	if f.MIME != "" {
+		details = append(details, f.MIME)
+	}
+	if f.Size > 0 {
+		details = append(details, strconv.FormatInt(f.Size, 10)+" bytes")
+	}
+	if len(details) > 0 {
+		b.WriteString(" (" + strings.Join(details, ", ") + ")")
+	}
+	b.WriteString("]")
+	return b.String()
+}

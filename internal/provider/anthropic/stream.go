@@ -1,0 +1,211 @@
+package anthropic
+
+import (
+	"bytes"
+	"fmt"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// decoder turns the Messages stream events into deltas. Anthropic numbers
+// content blocks by index; the decoder remembers what each block is so a
+// delta or stop lands on the right tool call.
+type decoder struct {
+	p      *Provider
+	e      *emitter
+	blocks []block
+	// usage holds the largest count seen per field: message_start and
+	// message_delta both report cumulative counts, so summing would double.
+	usage llm.Usage
+	stop  string
+}
+
+type block struct {
+	kind   string // "text", "thinking", "redacted_thinking", "tool_use", or "" for blocks we skip
+	callID string
+	// input is the tool_use input given with content_block_start; it is only
+	// used when no input_json_delta follows.
+	input   []byte
+	hasArgs bool
+	closed  bool
+}
+
+// event handles one stream event; false means stop reading (a terminal was
+// sent or the consumer stopped).
+func (d *decoder) event(ev sdk.MessageStreamEventUnion) bool {
+	switch ev.Type {
+	case "message_start":
+		if m := ev.Message.Model; m != "" {
+			d.e.meta.Model = string(m)
+		}
+		u := ev.Message.Usage
+		d.noteUsage(u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens)
+		return d.e.start()
+	case "content_block_start":
+		return d.blockStart(ev)
+	case "content_block_delta":
+		return d.blockDelta(ev)
+	case "content_block_stop":
+		return d.blockStop(ev)
+	case "message_delta":
+		if r := ev.Delta.StopReason; r != "" {
+			d.stop = string(r)
+		}
+		u := ev.Usage
+		d.noteUsage(u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens)
+		return true
+	case "message_stop":
+		return d.finish()
+	default:
+		// Event types added after this adapter was written are skipped, as
+		// Anthropic's versioning policy asks of clients.
+		return true
+	}
+}
+
+func (d *decoder) noteUsage(in, out, cacheRead, cacheWrite int64) {
+	d.usage.InputTokens = max(d.usage.InputTokens, int(in))
+	d.usage.OutputTokens = max(d.usage.OutputTokens, int(out))
+	d.usage.CacheReadTokens = max(d.usage.CacheReadTokens, int(cacheRead))
+	d.usage.CacheWriteTokens = max(d.usage.CacheWriteTokens, int(cacheWrite))
+}
+
+func (d *decoder) blockStart(ev sdk.MessageStreamEventUnion) bool {
+	i := int(ev.Index)
+	if i < 0 || i > len(d.blocks) || (i < len(d.blocks) && d.blocks[i].kind != "") {
+		return d.protocolError("content_block_start for index %d out of order", i)
+	}
+	if i == len(d.blocks) {
+		d.blocks = append(d.blocks, block{})
+	}
+	cb := ev.ContentBlock
+	b := &d.blocks[i]
+	switch cb.Type {
+	case "text":
+		b.kind = "text"
+		return cb.Text == "" || d.e.emit(llm.Delta{Kind: llm.DeltaText, Text: cb.Text})
+	case "thinking":
+		b.kind = "thinking"
+		if cb.Thinking == "" && cb.Signature == "" {
+			return true
+		}
+		return d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Text: cb.Thinking, Signature: cb.Signature})
+	case "redacted_thinking":
+		b.kind = "redacted_thinking"
+		return d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Text: cb.Data, Redacted: true})
+	case "tool_use":
+		if cb.ID == "" || cb.Name == "" {
+			return d.protocolError("tool_use block %d without id or name", i)
+		}
+		b.kind, b.callID = "tool_use", cb.ID
+		b.input = []byte(cb.JSON.Input.Raw())
+		return d.e.emit(llm.Delta{Kind: llm.DeltaToolCallStart, CallID: cb.ID, Name: cb.Name})
+	default:
+		// Server-side tool blocks and future kinds carry nothing the
+		// provider-neutral message can hold.
+		b.kind = "skip"
+		d.p.log.Debug("skipping content block", zap.String("type", cb.Type))
+		return true
+	}
+}
+
+func (d *decoder) open(i int, kind ...string) (*block, bool) {
+	if i < 0 || i >= len(d.blocks) || d.blocks[i].closed {
+		return nil, false
+	}
+	b := &d.blocks[i]
+	for _, k := range kind {
+		if b.kind == k {
+			return b, true
+		}
+	}
+	return b, b.kind == "skip"
+}
+
+func (d *decoder) blockDelta(ev sdk.MessageStreamEventUnion) bool {
+	i := int(ev.Index)
+	delta := ev.Delta
+	switch delta.Type {
+	case "text_delta":
+		b, ok := d.open(i, "text")
+		if !ok {
+			return d.protocolError("text_delta for block %d", i)
+		}
+		return b.kind == "skip" || delta.Text == "" || d.e.emit(llm.Delta{Kind: llm.DeltaText, Text: delta.Text})
+	case "thinking_delta":
+		b, ok := d.open(i, "thinking")
+		if !ok {
+			return d.protocolError("thinking_delta for block %d", i)
+		}
+		return b.kind == "skip" || delta.Thinking == "" || d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Text: delta.Thinking})
+	case "signature_delta":
+		b, ok := d.open(i, "thinking")
+		if !ok {
+			return d.protocolError("signature_delta for block %d", i)
+		}
+		return b.kind == "skip" || delta.Signature == "" || d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Signature: delta.Signature})
+	case "input_json_delta":
+		b, ok := d.open(i, "tool_use")
+		if !ok {
+			return d.protocolError("input_json_delta for block %d", i)
+		}
+		if b.kind == "skip" || delta.PartialJSON == "" {
+			return true
+		}
+		b.hasArgs = true
+		return d.e.emit(llm.Delta{Kind: llm.DeltaToolCallArgs, CallID: b.callID, Args: delta.PartialJSON})
+	default:
+		// citations_delta and future delta kinds.
+		return true
+	}
+}
+
+func (d *decoder) blockStop(ev sdk.MessageStreamEventUnion) bool {
+	i := int(ev.Index)
+	b, ok := d.open(i, "text", "thinking", "redacted_thinking", "tool_use")
+	if !ok {
+		return d.protocolError("content_block_stop for block %d that is not open", i)
+	}
+	b.closed = true
+	if b.kind != "tool_use" {
+		return true
+	}
+	if !b.hasArgs {
+		// Input given whole with the block start (some compatible servers do
+		// this); an empty object is what Anthropic always sends there.
+		if in := bytes.TrimSpace(b.input); len(in) > 0 && !bytes.Equal(in, []byte("{}")) && !bytes.Equal(in, []byte("null")) {
+			if !d.e.emit(llm.Delta{Kind: llm.DeltaToolCallArgs, CallID: b.callID, Args: string(in)}) {
+				return false
+			}
+		}
+	}
+	return d.e.emit(llm.Delta{Kind: llm.DeltaToolCallEnd, CallID: b.callID})
+}
+
+// finish handles message_stop: close what the server left open, report
+// usage, and end with done.
+func (d *decoder) finish() bool {
+	for i := range d.blocks {
+		if b := &d.blocks[i]; b.kind == "tool_use" && !b.closed {
+			return d.protocolError("message_stop with tool_use block %d still open", i)
+		}
+	}
+	if d.usage != (llm.Usage{}) && !d.e.emit(llm.Delta{Kind: llm.DeltaUsage, Usage: d.usage}) {
+		return false
+	}
+	d.e.emit(llm.Delta{Kind: llm.DeltaDone, StopReason: d.stop})
+	return false
+}
+
+// protocolError ends the stream on an event sequence Anthropic never sends.
+func (d *decoder) protocolError(format string, args ...any) bool {
+	d.e.fail(&llm.APIError{
+		Provider: d.p.name,
+		Type:     "invalid_stream",
+		Message:  "stream broke the Messages event protocol: " + fmt.Sprintf(format, args...),
+	})
+	return false
+}
