@@ -87,11 +87,11 @@ func checkDenied(cmd string, rules []denyRule, atRoot bool) string {
 }
 
 // simpleCommands splits a command line at ; & | newlines, parentheses and
-// backquotes into word lists.
+// backquotes into word lists. Braces are kept: "${HOME}" is one word.
 func simpleCommands(cmd string) [][]string {
 	var out [][]string
 	for _, part := range strings.FieldsFunc(cmd, func(r rune) bool {
-		return strings.ContainsRune(";&|\n()`{}", r)
+		return strings.ContainsRune(";&|\n()`", r)
 	}) {
 		if words := strings.Fields(part); len(words) > 0 {
 			out = append(out, words)

@@ -82,7 +82,7 @@ func (t *Message) Run(ctx context.Context, inv Invocation) (Result, error) {
 	if problem != "" {
 		return errorResult(problem), nil
 	}
-	media := make([]llm.Part, 0, len(a.Media))
+	var media []llm.Part
 	for _, p := range a.Media {
 		part, err := t.mediaPart(p)
 		if err != nil {

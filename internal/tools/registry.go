@@ -257,11 +257,18 @@ func (r *Registry) run(parent context.Context, e *entry, inv Invocation) Result 
 		return res
 	default:
 	}
-	name := e.spec.Name
-	if parent.Err() != nil {
+	if parent.Err() == nil {
+		r.log.Warn("tool call timed out", zap.String("tool", e.spec.Name), zap.Duration("timeout", r.opts.Timeout))
+	}
+	return r.stopped(e.spec.Name, ctx.Err())
+}
+
+// stopped is the result of a call whose context ended: cancelled (the turn
+// was stopped) or timed out.
+func (r *Registry) stopped(name string, cause error) Result {
+	if errors.Is(cause, context.Canceled) {
 		return errorResult(fmt.Sprintf("Error: %s was cancelled before it finished.", name))
 	}
-	r.log.Warn("tool call timed out", zap.String("tool", name), zap.Duration("timeout", r.opts.Timeout))
 	return errorResult(fmt.Sprintf("Error: %s timed out after %s and was abandoned; "+
 		"try a smaller request or another approach.", name, r.opts.Timeout))
 }
@@ -278,8 +285,8 @@ func (r *Registry) safeRun(ctx context.Context, e *entry, inv Invocation) (res R
 	}()
 	res, err := e.tool.Run(ctx, inv)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			return errorResult(fmt.Sprintf("Error: %s timed out after %s.", name, r.opts.Timeout))
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return r.stopped(name, ctx.Err())
 		}
 		return errorResult("Error: " + err.Error())
 	}
