@@ -7,8 +7,9 @@ import (
 )
 
 // FuzzValidateArgs feeds arbitrary argument text through the casts and the
-// validator. It must never panic; what it accepts must be a JSON object that
-// validates again unchanged (casts are idempotent).
+// validator, against a test schema using most keywords and against the
+// built-in tools' schemas. It must never panic; what it accepts must be a
+// JSON object that validates again unchanged (casts are idempotent).
 func FuzzValidateArgs(f *testing.F) {
 	for _, seed := range []string{
 		`{"path":"a.md","offset":3}`, `{"path":5}`, `{"path":"a","ids":"[1,\"2\"]"}`,
@@ -18,28 +19,41 @@ func FuzzValidateArgs(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	schema, err := compileSchema(json.RawMessage(echoParams))
-	if err != nil {
-		f.Fatal(err)
+	params := []json.RawMessage{
+		json.RawMessage(echoParams),
+		(&ReadFile{}).Spec().Parameters,
+		(&EditFile{}).Spec().Parameters,
+		(&ListDir{}).Spec().Parameters,
+		(&Message{}).Spec().Parameters,
+	}
+	var schemas []*argSchema
+	for _, p := range params {
+		s, err := compileSchema(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		schemas = append(schemas, s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		out, err := schema.prepare(json.RawMessage(raw))
-		if err != nil {
-			if err.Error() == "" {
-				t.Fatalf("empty error for %q", raw)
+		for _, schema := range schemas {
+			out, err := schema.prepare(json.RawMessage(raw))
+			if err != nil {
+				if err.Error() == "" {
+					t.Fatalf("empty error for %q", raw)
+				}
+				continue
 			}
-			return
-		}
-		var obj map[string]any
-		if err := json.Unmarshal(out, &obj); err != nil {
-			t.Fatalf("accepted %q but produced %q, not a JSON object: %v", raw, out, err)
-		}
-		again, err := schema.prepare(out)
-		if err != nil {
-			t.Fatalf("output %q of %q no longer validates: %v", out, raw, err)
-		}
-		if !bytes.Equal(again, out) {
-			t.Fatalf("casts not idempotent: %q -> %q -> %q", raw, out, again)
+			var obj map[string]any
+			if err := json.Unmarshal(out, &obj); err != nil {
+				t.Fatalf("accepted %q but produced %q, not a JSON object: %v", raw, out, err)
+			}
+			again, err := schema.prepare(out)
+			if err != nil {
+				t.Fatalf("output %q of %q no longer validates: %v", out, raw, err)
+			}
+			if !bytes.Equal(again, out) {
+				t.Fatalf("casts not idempotent: %q -> %q -> %q", raw, out, again)
+			}
 		}
 	})
 }

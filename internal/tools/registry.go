@@ -218,8 +218,11 @@ func (r *Registry) Execute(ctx context.Context, call llm.ToolCall, origin Origin
 func (r *Registry) execute(ctx context.Context, call llm.ToolCall, origin Origin) Result {
 	e := r.lookup(call.Name)
 	if e == nil {
-		return errorResult(fmt.Sprintf("Error: unknown tool %q. Available tools: %s.",
-			call.Name, strings.Join(r.names(), ", ")))
+		available := "No tools are available."
+		if names := r.names(); len(names) > 0 {
+			available = "Available tools: " + strings.Join(names, ", ") + "."
+		}
+		return errorResult(fmt.Sprintf("Error: unknown tool %q. %s", clip(call.Name, 100), available))
 	}
 	if call.ParseError != "" {
 		return errorResult(fmt.Sprintf("Error: the arguments of this %s call are not valid JSON (%s), so it was not run. "+

@@ -404,3 +404,11 @@ func TestCapMiddle(t *testing.T) {
 		}
 	}
 }
+
+func TestExecuteEmptyRegistry(t *testing.T) {
+	r := newTestRegistry(t, RegistryOptions{})
+	res := r.Execute(context.Background(), call(strings.Repeat("x", 300), `{}`), Origin{})
+	if !res.IsError || !strings.HasSuffix(text(res), `...". No tools are available.`) {
+		t.Fatalf("got %q", text(res))
+	}
+}
