@@ -161,27 +161,43 @@ func closestRegion(content, old string) region {
 		return region{}
 	}
 	n := min(lineCount(old), len(lines))
-	want := bigrams(old)
+	// Only bigrams that occur in old can be in common; give them small
+	// indexes so the sliding window updates slices, not maps.
+	index := map[uint64]int{}
+	var want []int
+	forBigrams(old, func(bg uint64) {
+		i, ok := index[bg]
+		if !ok {
+			i = len(want)
+			index[bg] = i
+			want = append(want, 0)
+		}
+		want[i]++
+	})
 	wantTotal := 0
 	for _, c := range want {
 		wantTotal += c
 	}
-	have := map[[2]rune]int{}
+	have := make([]int, len(want))
 	haveTotal, common := 0, 0
 	add := func(line string, delta int) {
-		forBigrams(line, func(bg [2]rune) {
+		forBigrams(line, func(bg uint64) {
+			haveTotal += delta
+			i, ok := index[bg]
+			if !ok {
+				return
+			}
 			if delta > 0 {
-				if have[bg] < want[bg] {
+				if have[i] < want[i] {
 					common++
 				}
-				have[bg]++
+				have[i]++
 			} else {
-				have[bg]--
-				if have[bg] < want[bg] {
+				have[i]--
+				if have[i] < want[i] {
 					common--
 				}
 			}
-			haveTotal += delta
 		})
 	}
 	score := func() float64 {
@@ -205,30 +221,28 @@ func closestRegion(content, old string) region {
 	return best
 }
 
-// bigrams counts the pairs of adjacent characters in s.
-func bigrams(s string) map[[2]rune]int {
-	m := map[[2]rune]int{}
-	forBigrams(s, func(bg [2]rune) { m[bg]++ })
-	return m
-}
-
 // forBigrams calls f for each pair of adjacent characters in each line of
 // s, counting the line's start and end as characters of their own, so that
 // short lines ("}", "") still count. Pairs never span two lines, so a
 // window's bigrams are the sum of its lines'.
-func forBigrams(s string, f func([2]rune)) {
+func forBigrams(s string, f func(uint64)) {
 	const lineStart, lineEnd = -1, -2
 	prev := rune(lineStart)
 	for _, r := range s {
 		if r == '\n' {
-			f([2]rune{prev, lineEnd})
+			f(pair(prev, lineEnd))
 			prev = lineStart
 			continue
 		}
-		f([2]rune{prev, r})
+		f(pair(prev, r))
 		prev = r
 	}
 	if prev != lineStart {
-		f([2]rune{prev, lineEnd})
+		f(pair(prev, lineEnd))
 	}
+}
+
+// pair packs two characters into one map key.
+func pair(a, b rune) uint64 {
+	return uint64(uint32(a))<<32 | uint64(uint32(b))
 }
