@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,7 @@ func benchAppendTurn(b *testing.B, sync func(*os.File) error) {
 			seed := priorSession(b, prior)
 			const resetEvery = 256
 			var s *Store
+			var syncs int // fsyncs issued while timed, reported per turn
 			dir := filepath.Join(b.TempDir(), "sessions")
 			fresh := func() {
 				if s != nil {
@@ -66,7 +68,7 @@ func benchAppendTurn(b *testing.B, sync func(*os.File) error) {
 					b.Fatal(err)
 				}
 				s = NewStore(dir, Options{}, zap.NewNop())
-				s.sync = sync
+				s.sync = func(f *os.File) error { syncs++; return sync(f) }
 				if snap, err := s.Get(key); err != nil || len(snap.Messages) != prior {
 					b.Fatalf("seed: %d messages, %v", len(snap.Messages), err)
 				}
@@ -78,10 +80,14 @@ func benchAppendTurn(b *testing.B, sync func(*os.File) error) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			syncs = 0
 			for i := 0; b.Loop(); i++ {
 				if i > 0 && i%resetEvery == 0 {
 					b.StopTimer()
+					n := syncs
 					fresh()
+					syncs = n
+					runtime.GC() // collect the old session now, not on the clock
 					b.StartTimer()
 				}
 				if _, err := s.Append(key, turns[i%resetEvery]...); err != nil {
@@ -89,6 +95,7 @@ func benchAppendTurn(b *testing.B, sync func(*os.File) error) {
 				}
 			}
 			b.StopTimer()
+			b.ReportMetric(float64(syncs)/float64(b.N), "fsyncs/op")
 			s.Close()
 		})
 	}
@@ -96,7 +103,7 @@ func benchAppendTurn(b *testing.B, sync func(*os.File) error) {
 
 // priorSession returns the bytes of a session file holding n messages made
 // of realistic turns.
-func priorSession(b *testing.B, n int) []byte {
+func priorSession(b testing.TB, n int) []byte {
 	b.Helper()
 	dir := b.TempDir()
 	s := NewStore(dir, Options{}, zap.NewNop())
@@ -114,4 +121,43 @@ func priorSession(b *testing.B, n int) []byte {
 		b.Fatal(err)
 	}
 	return data
+}
+
+// TestAppendCostIndependentOfLength is the timing-free check of S-S2: a turn
+// appended to a session of 10,000 messages costs no more allocations, and not
+// materially more bytes, than one appended to a session of 10. A re-read, a
+// rewrite or a copy of the history per turn would show up here (a copy of
+// 10,000 messages alone is ~700 KB). The byte bound leaves room for the
+// in-memory slice's amortised growth.
+func TestAppendCostIndependentOfLength(t *testing.T) {
+	type cost struct{ allocs, bytes float64 }
+	costs := map[int]cost{}
+	for _, prior := range []int{10, 10000} {
+		dir := t.TempDir()
+		writeFile(t, sessionFile(dir, key), priorSession(t, prior))
+		s := newStore(t, dir, Options{}, zap.NewNop())
+		s.sync = func(*os.File) error { return nil }
+		if snap := must(s.Get(key)); len(snap.Messages) != prior {
+			t.Fatalf("seeded %d messages, want %d", len(snap.Messages), prior)
+		}
+		const runs = 200
+		turns := make([][]llm.Message, runs)
+		for i := range turns {
+			turns[i] = benchTurn(i)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for _, turn := range turns {
+			if _, err := s.Append(key, turn...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		costs[prior] = cost{float64(after.Mallocs-before.Mallocs) / runs, float64(after.TotalAlloc-before.TotalAlloc) / runs}
+	}
+	short, long := costs[10], costs[10000]
+	t.Logf("per turn: %.1f allocs / %.0f B with 10 prior messages, %.1f allocs / %.0f B with 10,000", short.allocs, short.bytes, long.allocs, long.bytes)
+	if long.allocs > short.allocs+1 || long.bytes > 2*short.bytes {
+		t.Errorf("appending to a long session costs more: %+v vs %+v", long, short)
+	}
 }

@@ -515,3 +515,57 @@ func TestClose(t *testing.T) {
 		t.Errorf("Append after Close: %v", err)
 	}
 }
+
+// TestKeysDoNotBlockEachOther holds one session inside its fsync and checks
+// that another session can still append meanwhile.
+func TestKeysDoNotBlockEachOther(t *testing.T) {
+	s := newStore(t, t.TempDir(), Options{}, zaptest.NewLogger(t))
+	inSync, release := make(chan struct{}), make(chan struct{})
+	s.sync = func(f *os.File) error {
+		if strings.HasSuffix(f.Name(), EncodeKey("chat:a")+liveExt) {
+			close(inSync)
+			<-release
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		if _, err := s.Append("chat:a", userText("slow")); err != nil {
+			t.Error(err)
+		}
+	})
+	<-inSync // a holds its lock from here until release
+	done := make(chan error)
+	go func() { _, err := s.Append("chat:b", userText("fast")); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(10 * time.Second): // a failure guard, not a timing assertion
+		t.Error("append to b waited for a")
+		close(release)
+		<-done
+		return
+	}
+	close(release)
+}
+
+// TestFileAppearedAfterLoad: if a file shows up for a session the store
+// believed new, the write is refused rather than mixed in, and the next call
+// reads the file.
+func TestFileAppearedAfterLoad(t *testing.T) {
+	dir := t.TempDir()
+	s := newStore(t, dir, Options{}, zaptest.NewLogger(t))
+	must(s.Get(key))
+	_, other := writeSession(t, userText("written elsewhere"))
+	writeFile(t, sessionFile(dir, key), other)
+	if _, err := s.Append(key, userText("mine")); err == nil {
+		t.Fatal("append over a file the store did not load succeeded")
+	}
+	snap := mustAppend(t, s, key, userText("mine"))
+	if got := texts(snap.Messages); got != "written elsewhere,mine" {
+		t.Errorf("messages = %s", got)
+	}
+}
