@@ -1,0 +1,89 @@
+package session
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// golden compares got with testdata/name, or rewrites the file with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		gl, wl := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
+		for i := range max(len(gl), len(wl)) {
+			var g, w []byte
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if !bytes.Equal(g, w) {
+				t.Fatalf("%s differs at line %d (run with -update if the change is intended)\n got: %s\nwant: %s", path, i+1, g, w)
+			}
+		}
+	}
+}
+
+// TestGoldenFormat pins the on-disk format (docs/sessions.md) in both
+// directions: what the store writes, and what it reads from the fixture.
+func TestGoldenFormat(t *testing.T) {
+	dir := t.TempDir()
+	s := newStore(t, dir, Options{Now: stepClock(time.Second)}, zaptest.NewLogger(t))
+	turn := sampleTurn()
+	mustAppend(t, s, key, turn[:2]...)
+	if err := s.SetMeta(key, MetaUpdate{Title: ptr("The report")}); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, key, turn[2:]...)
+	if err := s.SetMeta(key, MetaUpdate{Consolidated: ptr(2), Route: ptr("anthropic/claude-haiku-4-5")}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "format.jsonl", readFile(t, sessionFile(dir, key)))
+
+	loaded := newStore(t, t.TempDir(), Options{}, zaptest.NewLogger(t))
+	writeFile(t, sessionFile(loaded.dir, key), readFile(t, filepath.Join("testdata", "format.jsonl")))
+	snap := must(loaded.Get(key))
+	equalMessages(t, snap.Messages, turn)
+	if snap.Title != "The report" || snap.Consolidated != 2 || snap.Route != "anthropic/claude-haiku-4-5" || !snap.Created.Equal(t0) {
+		t.Errorf("meta from fixture: %+v", snap)
+	}
+}
+
+// TestGoldenCrashRepair loads testdata/crash.jsonl — a corrupt middle line
+// and a torn last line, as after a crash — appends one message, and pins the
+// repaired file and the bytes moved to crash.jsonl.torn.
+func TestGoldenCrashRepair(t *testing.T) {
+	dir := t.TempDir()
+	file := sessionFile(dir, key)
+	writeFile(t, file, readFile(t, filepath.Join("testdata", "crash.jsonl")))
+	log := newLogs(t)
+	s := newStore(t, dir, Options{Now: stepClock(time.Second)}, log.Logger)
+	snap := mustAppend(t, s, key, userText("after the crash"))
+	if got := texts(snap.Messages); got != "hello,hi there,after the crash" {
+		t.Errorf("messages = %s", got)
+	}
+	if w := log.warnings(); len(w) != 2 {
+		t.Errorf("warnings = %v, want the corrupt line and the torn tail", w)
+	}
+	golden(t, "crash.repaired.jsonl", readFile(t, file))
+	golden(t, "crash.jsonl.torn", readFile(t, file+tornExt))
+}

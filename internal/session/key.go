@@ -1,0 +1,115 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxEncodedKey bounds an encoded key so that the longest derived name
+// (`<encoded>.<timestamp>-N.jsonl.archive.torn`) stays well under the 255-byte
+// file-name limit of common file systems.
+const maxEncodedKey = 200
+
+// EncodeKey turns a session key into a file-name stem (without extension).
+// The encoding is reversible (DecodeKey) and one-to-one, and its output never
+// contains '/', ':', NUL or upper-case letters and never starts with '.', so
+// it is safe on every common file system, including case-insensitive ones.
+//
+// Lower-case ASCII letters, digits, '-' and '.' (except a leading '.') are kept;
+// ':' — the separator of `channel:chat_id` keys — becomes '_'; every other byte
+// becomes %XX (upper-case hex). "telegram:42" encodes as "telegram_42".
+func EncodeKey(key string) string {
+	var b strings.Builder
+	b.Grow(len(key))
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case c == ':':
+			b.WriteByte('_')
+		case isLiteral(c, i):
+			b.WriteByte(c)
+		default:
+			const hex = "0123456789ABCDEF"
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xF])
+		}
+	}
+	return b.String()
+}
+
+// DecodeKey is the inverse of EncodeKey. It accepts only names EncodeKey can
+// produce, so two different names never decode to the same key.
+func DecodeKey(name string) (string, error) {
+	if name == "" {
+		return "", errors.New("decode key: empty name")
+	}
+	b := make([]byte, 0, len(name))
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '_':
+			b = append(b, ':')
+		case c == '%':
+			if i+2 >= len(name) {
+				return "", fmt.Errorf("decode key %q: truncated escape at byte %d", name, i)
+			}
+			hi, ok1 := unhex(name[i+1])
+			lo, ok2 := unhex(name[i+2])
+			if !ok1 || !ok2 {
+				return "", fmt.Errorf("decode key %q: bad escape %q at byte %d", name, name[i:i+3], i)
+			}
+			d := hi<<4 | lo
+			if d == ':' || isLiteral(d, len(b)) {
+				return "", fmt.Errorf("decode key %q: %q must not be escaped", name, name[i:i+3])
+			}
+			b = append(b, d)
+			i += 2
+		case isLiteral(c, len(b)):
+			b = append(b, c)
+		default:
+			return "", fmt.Errorf("decode key %q: unexpected byte %q at %d", name, c, i)
+		}
+	}
+	return string(b), nil
+}
+
+// isLiteral reports whether byte c at position pos of a key is written as is.
+func isLiteral(c byte, pos int) bool {
+	switch {
+	case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-':
+		return true
+	case c == '.':
+		return pos > 0
+	}
+	return false
+}
+
+// unhex decodes one upper-case hex digit; lower case is refused so that each
+// key has exactly one encoding.
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// checkKey refuses keys the store cannot keep faithfully: empty ones, invalid
+// UTF-8 (JSON would replace it, so the header would no longer match), and keys
+// whose file name would be too long.
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("empty key")
+	case !utf8.ValidString(key):
+		return errors.New("key is not valid UTF-8")
+	case len(EncodeKey(key)) > maxEncodedKey:
+		return fmt.Errorf("key too long (encoded name over %d bytes)", maxEncodedKey)
+	}
+	return nil
+}

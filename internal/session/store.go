@@ -1,0 +1,420 @@
+package session
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// ErrClosed is returned by every method after Close. The caller is shutting
+// down and should stop using the store.
+var ErrClosed = errors.New("session store closed")
+
+// ErrKeyMismatch means a session file's header names a different key than the
+// one asked for: two keys mapped to one file name, or a file was copied or
+// renamed by hand. The file is left untouched; an operator has to look at it.
+var ErrKeyMismatch = errors.New("header key mismatch")
+
+// Options configure a Store.
+type Options struct {
+	// CacheSize is how many sessions stay loaded (messages in memory, file
+	// open) [256]. Beyond it the least recently used idle session is dropped.
+	CacheSize int
+	// Now is the clock for header, meta and archive timestamps and for
+	// stamping messages that have no Time [time.Now].
+	Now func() time.Time
+}
+
+const defaultCacheSize = 256
+
+// Store keeps sessions as append-only JSONL files in one directory, one file
+// per key, with recently used sessions loaded in memory. It is safe for
+// concurrent use: calls for different keys run in parallel (their disk I/O
+// included); calls for one key are serialised.
+type Store struct {
+	dir  string
+	opts Options
+	log  *zap.Logger
+	// sync makes a file durable. It is (*os.File).Sync except in tests that
+	// inject failures or measure the cost around the fsync.
+	sync func(*os.File) error
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[string]*entry
+	lru     list.List // of *entry, most recently used at the front
+}
+
+// entry is one session in the cache. elem and refs belong to Store.mu; the
+// rest to entry.mu. An entry is only evicted while refs is zero, so nobody can
+// be using its file when it is closed, and at most one entry per key exists.
+type entry struct {
+	key  string
+	elem *list.Element
+	refs int
+
+	mu     sync.Mutex
+	dead   bool // the store was closed
+	loaded bool
+	f      *os.File // nil while the session has no file
+	state
+}
+
+// state is what a session file says, as loaded and appended to.
+type state struct {
+	size         int64 // bytes of complete lines in the file
+	created      time.Time
+	msgs         []llm.Message
+	consolidated int
+	route, title string
+}
+
+// NewStore returns a store for the session files in dir (the daemon passes
+// <workspace>/sessions). It does no I/O: the directory and files are created
+// on the first write.
+func NewStore(dir string, opts Options, log *zap.Logger) *Store {
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = defaultCacheSize
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{
+		dir:     dir,
+		opts:    opts,
+		log:     log,
+		sync:    (*os.File).Sync,
+		entries: make(map[string]*entry),
+	}
+}
+
+// Snapshot is an immutable view of a session. Messages is never modified
+// after it is handed out and its capacity is clipped, so a caller may keep it
+// (and even append to its own copy) while others append to the session;
+// getting one is O(1). Treat the messages as read-only: their parts are
+// shared with the store and with other snapshots.
+type Snapshot struct {
+	Key string
+	// Created is when the session's file was created; zero before the first write.
+	Created time.Time
+	// Messages are all messages of the session, oldest first.
+	Messages []llm.Message
+	// Consolidated is how many leading Messages were folded into memory.
+	Consolidated int
+	// Route is the per-session model route ("" means the default).
+	Route string
+	// Title is a short human-readable name of the session.
+	Title string
+	// Size is the session file's size in bytes.
+	Size int64
+}
+
+// Unconsolidated returns the messages not yet folded into memory.
+func (s Snapshot) Unconsolidated() []llm.Message { return s.Messages[s.Consolidated:] }
+
+// MetaUpdate names the metadata fields SetMeta changes; nil fields keep their value.
+type MetaUpdate struct {
+	Consolidated *int
+	Route        *string
+	Title        *string
+}
+
+// Info describes one live session file.
+type Info struct {
+	Key     string
+	Path    string
+	Size    int64
+	ModTime time.Time
+}
+
+// Get returns the session for key. The first call reads its file (or starts
+// an empty session if there is none); later calls are O(1) while it stays
+// cached.
+func (s *Store) Get(key string) (Snapshot, error) {
+	var snap Snapshot
+	err := s.with(key, "get", func(e *entry) error {
+		snap = e.snapshot()
+		return nil
+	})
+	return snap, err
+}
+
+// Append validates msgs and appends them to the session with one write and
+// one fsync, all or nothing as far as the store can tell. Messages without a
+// Time are stamped with Options.Now; tool-result renderings equal to a fuller
+// one are dropped (S-V5). The returned snapshot holds the messages as they
+// will read back from disk. On error nothing is added in memory; if the
+// write may have partly reached the disk the session is reloaded from the
+// file on the next call.
+func (s *Store) Append(key string, msgs ...llm.Message) (Snapshot, error) {
+	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			return Snapshot{}, fmt.Errorf("session %s: append: message %d: %w", key, i, err)
+		}
+	}
+	var snap Snapshot
+	err := s.with(key, "append", func(e *entry) error {
+		if len(msgs) > 0 {
+			if err := s.appendMessages(e, msgs); err != nil {
+				return err
+			}
+		}
+		snap = e.snapshot()
+		return nil
+	})
+	return snap, err
+}
+
+// SetMeta appends a meta record with the fields of u that differ from the
+// session's current values; it never rewrites the file. Consolidated must lie
+// within [0, len(Messages)].
+func (s *Store) SetMeta(key string, u MetaUpdate) error {
+	return s.with(key, "set meta", func(e *entry) error {
+		if c := u.Consolidated; c != nil && (*c < 0 || *c > len(e.msgs)) {
+			return fmt.Errorf("consolidated %d outside [0, %d]", *c, len(e.msgs))
+		}
+		r := record{Type: typeMeta}
+		if c := u.Consolidated; c != nil && *c != e.consolidated {
+			r.Consolidated = c
+		}
+		if v := u.Route; v != nil && *v != e.route {
+			r.Route = v
+		}
+		if v := u.Title; v != nil && *v != e.title {
+			r.Title = v
+		}
+		if r.Consolidated == nil && r.Route == nil && r.Title == nil {
+			return nil
+		}
+		r.Time = s.opts.Now().UTC()
+		enc, created, err := s.begin(e)
+		if err != nil {
+			return err
+		}
+		if err := enc.record(r); err != nil {
+			return err
+		}
+		if err := s.write(e, enc.buf.Bytes(), created); err != nil {
+			return err
+		}
+		e.applyMeta(r)
+		return nil
+	})
+}
+
+// List describes every live session file in the directory (archives and
+// files whose names are not encoded keys are left out), for /status and
+// `nanobot status`. A missing directory means no sessions.
+func (s *Store) List() ([]Info, error) {
+	des, err := os.ReadDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session: list: %w", err)
+	}
+	var out []Info
+	for _, de := range des {
+		stem, ok := liveStem(de.Name())
+		if !ok || !de.Type().IsRegular() {
+			continue
+		}
+		key, err := DecodeKey(stem)
+		if err != nil {
+			s.log.Warn("ignoring file with an undecodable name", zap.String("file", de.Name()), zap.Error(err))
+			continue
+		}
+		fi, err := de.Info()
+		if errors.Is(err, os.ErrNotExist) {
+			continue // archived or removed since ReadDir
+		}
+		if err != nil {
+			return nil, fmt.Errorf("session: list: %w", err)
+		}
+		out = append(out, Info{Key: key, Path: filepath.Join(s.dir, de.Name()), Size: fi.Size(), ModTime: fi.ModTime()})
+	}
+	return out, nil
+}
+
+// Close closes every cached file. It waits for calls in progress; later calls
+// fail with ErrClosed. Everything appended was already fsync'd, so Close
+// loses nothing.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	es := make([]*entry, 0, len(s.entries))
+	for _, e := range s.entries {
+		es = append(es, e)
+	}
+	clear(s.entries)
+	s.lru.Init()
+	s.mu.Unlock()
+
+	var errs []error
+	for _, e := range es {
+		e.mu.Lock()
+		e.dead = true
+		if err := e.closeFile(); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: close: %w", e.key, err))
+		}
+		e.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// with runs fn on the loaded entry for key while holding its lock.
+func (s *Store) with(key, op string, fn func(*entry) error) error {
+	return s.locked(key, op, func(e *entry) error {
+		if !e.loaded {
+			if err := s.load(e); err != nil {
+				return err
+			}
+		}
+		return fn(e)
+	})
+}
+
+// locked runs fn on the entry for key, loaded or not, while holding its
+// lock, and wraps any error with the key and op.
+func (s *Store) locked(key, op string, fn func(*entry) error) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("session %q: %s: %w", key, op, err)
+	}
+	e, err := s.acquire(key)
+	if err != nil {
+		return fmt.Errorf("session %s: %s: %w", key, op, err)
+	}
+	defer s.release(e)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dead {
+		return fmt.Errorf("session %s: %s: %w", key, op, ErrClosed)
+	}
+	if err := fn(e); err != nil {
+		return fmt.Errorf("session %s: %s: %w", key, op, err)
+	}
+	return nil
+}
+
+// acquire returns the cache entry for key, creating it, marks it in use and
+// most recently used, and evicts idle entries beyond the cache size.
+func (s *Store) acquire(key string) (*entry, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e := s.entries[key]
+	if e == nil {
+		e = &entry{key: key}
+		e.elem = s.lru.PushFront(e)
+		s.entries[key] = e
+	} else {
+		s.lru.MoveToFront(e.elem)
+	}
+	e.refs++
+	victims := s.evictLocked()
+	s.mu.Unlock()
+	s.closeVictims(victims)
+	return e, nil
+}
+
+// release ends a use of e begun by acquire.
+func (s *Store) release(e *entry) {
+	s.mu.Lock()
+	e.refs--
+	victims := s.evictLocked()
+	s.mu.Unlock()
+	s.closeVictims(victims)
+}
+
+// evictLocked removes idle entries from the LRU end until the cache fits.
+// Entries in use are skipped, so the cache may briefly exceed its size when
+// more sessions than that are busy at once.
+func (s *Store) evictLocked() []*entry {
+	var victims []*entry
+	for el := s.lru.Back(); el != nil && len(s.entries) > s.opts.CacheSize; {
+		e := el.Value.(*entry)
+		prev := el.Prev()
+		if e.refs == 0 {
+			s.lru.Remove(el)
+			delete(s.entries, e.key)
+			victims = append(victims, e)
+		}
+		el = prev
+	}
+	return victims
+}
+
+// closeVictims closes the files of evicted entries. Nobody else holds them,
+// so the lock is only taken to keep the race detector's view simple.
+func (s *Store) closeVictims(victims []*entry) {
+	for _, e := range victims {
+		e.mu.Lock()
+		if err := e.closeFile(); err != nil {
+			s.log.Warn("closing evicted session file", zap.String("session", e.key), zap.Error(err))
+		}
+		e.mu.Unlock()
+	}
+}
+
+func (s *Store) path(key string) string {
+	return filepath.Join(s.dir, EncodeKey(key)+liveExt)
+}
+
+// snapshot returns the immutable view of e. Called with e.mu held.
+func (e *entry) snapshot() Snapshot {
+	n := len(e.msgs)
+	return Snapshot{
+		Key:          e.key,
+		Created:      e.created,
+		Messages:     e.msgs[:n:n],
+		Consolidated: e.consolidated,
+		Route:        e.route,
+		Title:        e.title,
+		Size:         e.size,
+	}
+}
+
+// applyMeta takes the fields present in a meta record.
+func (st *state) applyMeta(r record) {
+	if r.Consolidated != nil {
+		st.consolidated = *r.Consolidated
+	}
+	if r.Route != nil {
+		st.route = *r.Route
+	}
+	if r.Title != nil {
+		st.title = *r.Title
+	}
+}
+
+// reset forgets everything loaded and closes the file, so the next call
+// reloads the session from disk.
+func (e *entry) reset() error {
+	err := e.closeFile()
+	e.loaded = false
+	e.state = state{}
+	return err
+}
+
+func (e *entry) closeFile() error {
+	if e.f == nil {
+		return nil
+	}
+	err := e.f.Close()
+	e.f = nil
+	return err
+}
