@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -139,13 +138,12 @@ func (a *Agent) switchModel(key, args string) (string, error) {
 // newSession archives the session and starts a fresh one (S-S3).
 func (a *Agent) newSession(ctx context.Context, key string) (string, error) {
 	path, err := a.store.Archive(key)
-	if errors.Is(err, session.ErrNotFound) {
-		return "Started a new conversation.", nil
-	}
 	if err != nil {
 		return "I could not start a new conversation; this one is kept. See the daemon log.", fmt.Errorf("new: %w", err)
 	}
-	a.log.Info("session archived", zap.String("session", key), zap.String("path", path))
+	if path != "" {
+		a.log.Info("session archived", zap.String("session", key), zap.String("path", path))
+	}
 	return "Started a new conversation.", nil
 }
 

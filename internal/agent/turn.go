@@ -169,7 +169,7 @@ func (a *Agent) runTools(ctx context.Context, t *turn, calls []llm.ToolCall) llm
 	for i, r := range results {
 		r.ToolCallID, r.Name = calls[i].ID, calls[i].Name
 		t.log.Debug("tool call", zap.String("tool", r.Name), zap.Bool("error", r.IsError), zap.Duration("elapsed", r.Elapsed))
-		if r.Name == "message" && !r.IsError && targetsOrigin(calls[i], t.origin) {
+		if tools.SentToCurrentChat(calls[i], r, origin) {
 			t.replied = true
 		}
 		msg.Parts[i] = llm.Part{Kind: llm.PartToolResult, Result: &r}
@@ -188,17 +188,6 @@ func (a *Agent) parallel(calls []llm.ToolCall) bool {
 		}
 	}
 	return true
-}
-
-// targetsOrigin reports whether a message tool call went to the turn's own
-// chat (no explicit target, or the same one).
-func targetsOrigin(c llm.ToolCall, origin bus.InboundMessage) bool {
-	args := string(c.Arguments)
-	if !strings.Contains(args, `"chat_id"`) && !strings.Contains(args, `"channel"`) {
-		return true
-	}
-	return strings.Contains(args, `"`+origin.ChatID+`"`) &&
-		(!strings.Contains(args, `"channel"`) || strings.Contains(args, `"`+origin.Channel+`"`))
 }
 
 // uniqueCallIDs renames tool call ids that repeat an id used earlier in the
@@ -249,7 +238,7 @@ func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
 					p = llm.Part{Kind: llm.PartImage, Image: saved}
 				}
 			}
-			if p.Validate() == nil {
+			if (llm.Message{Role: llm.RoleUser, Parts: []llm.Part{p}}).Validate() == nil {
 				msg.Parts = append(msg.Parts, p)
 			}
 		}

@@ -6,16 +6,20 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 	"net/http"
 	"path/filepath"
 
 	"go.uber.org/zap"
 
+	nanobot "github.com/nanobot-go/nanobot"
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/provider"
+	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/tools"
@@ -34,6 +38,7 @@ type Core struct {
 	Router   *provider.Router
 	Tools    *tools.Registry
 	Agent    *agent.Agent
+	root     *workspace.Root
 	log      *zap.Logger
 }
 
@@ -44,9 +49,10 @@ type Options struct {
 	HTTPClient *http.Client
 }
 
-// NewCore builds the core from cfg. It does no I/O beyond what the
-// components' constructors need (none).
-func NewCore(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
+// Build builds the core from cfg. Its only I/O is making sure the workspace
+// exists (installing the template when onboard was skipped, never
+// overwriting) and opening it for the file tools.
+func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -54,8 +60,10 @@ func NewCore(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	providers := make(map[string]provider.Streamer, len(cfg.Providers))
 	for name, pc := range cfg.Providers {
 		switch pc.Kind {
-		case "openai":
+		case openai.API:
 			providers[name] = openai.New(name, pc, hc, log.Named("provider").With(zap.String("provider", name)))
+		case anthropic.API:
+			providers[name] = anthropic.New(name, pc, hc, log.Named("provider").With(zap.String("provider", name)))
 		default:
 			return nil, fmt.Errorf("providers.%s.kind: %q is not supported", name, pc.Kind)
 		}
@@ -69,10 +77,17 @@ func NewCore(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	}, log.Named("router"))
 
 	ws := cfg.Agents.Workspace
+	if _, err := workspace.Install(nanobot.WorkspaceTemplate(), ws); err != nil {
+		return nil, fmt.Errorf("prepare workspace %s: %w", ws, err)
+	}
+	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: cfg.Tools.RestrictToWorkspace})
+	if err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", ws, err)
+	}
 	b := bus.New(busSize)
 	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: cfg.Agents.SessionCache}, log.Named("session"))
 	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput}, log.Named("tools"))
-	if err := registerBuiltins(reg, cfg, b); err != nil {
+	if err := registerBuiltins(reg, cfg, root, b, log.Named("tools")); err != nil {
 		return nil, err
 	}
 	ag := agent.New(agent.Config{
@@ -87,13 +102,7 @@ func NewCore(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		Model: router, Sessions: store, Tools: reg, Out: b,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version},
 	}, log.Named("agent"))
-	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, Agent: ag, log: log}, nil
-}
-
-// Prepare makes sure the workspace exists (creating it from the template if
-// onboard was skipped), so a first run works.
-func (c *Core) Prepare() error {
-	return workspace.EnsureDir(c.Config.Agents.Workspace)
+	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, Agent: ag, root: root, log: log}, nil
 }
 
 // RunAgent serves the bus until its inbound side closes or ctx ends.
@@ -101,7 +110,13 @@ func (c *Core) RunAgent(ctx context.Context) error {
 	return c.Agent.Run(ctx, c.Bus.Inbound())
 }
 
-// Close flushes and closes the session files.
+// Close waits for abandoned tool calls briefly, then closes the session
+// files and the workspace.
 func (c *Core) Close() error {
-	return c.Sessions.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Tools.Wait(ctx); err != nil {
+		c.log.Warn("tool calls still running at shutdown", zap.Error(err))
+	}
+	return errors.Join(c.Sessions.Close(), c.root.Close())
 }

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/nanobot-go/nanobot/internal/daemon"
+)
+
+func newGatewayCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "gateway",
+		Short: "Run the daemon: the agent plus the enabled chat channels, until SIGINT/SIGTERM",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, log, err := loadConfig(g)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			return daemon.RunGateway(cmd.Context(), cfg, daemon.Options{Version: buildVersion()}, log)
+		},
+	}
+}

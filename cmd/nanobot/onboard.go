@@ -1,0 +1,57 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	nanobot "github.com/nanobot-go/nanobot"
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/workspace"
+)
+
+func newOnboardCmd(g *globalFlags) *cobra.Command {
+	var ws string
+	cmd := &cobra.Command{
+		Use:   "onboard",
+		Short: "Write a starter config and create the workspace (never overwrites a file)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			path := g.configPath
+			if path == "" {
+				path = config.DefaultPath()
+			}
+			if ws == "" {
+				ws = filepath.Join(filepath.Dir(path), "workspace")
+			}
+			abs, err := filepath.Abs(ws)
+			if err != nil {
+				return err
+			}
+			switch err := config.WriteStarter(path, config.StarterYAML(abs)); {
+			case errors.Is(err, fs.ErrExist):
+				fmt.Fprintf(out, "config:    %s (exists, left as is)\n", path)
+			case err != nil:
+				return err
+			default:
+				fmt.Fprintf(out, "config:    %s (created)\n", path)
+			}
+			created, err := workspace.Install(nanobot.WorkspaceTemplate(), abs)
+			if err != nil {
+				return fmt.Errorf("create workspace: %w", err)
+			}
+			fmt.Fprintf(out, "workspace: %s (%d files created)\n", abs, len(created))
+			for _, c := range created {
+				fmt.Fprintf(out, "  + %s\n", c)
+			}
+			fmt.Fprintf(out, "\nNext:\n  export OPENAI_API_KEY=...   (or edit %s)\n  nanobot agent -m \"hello\"\n  nanobot gateway             (after enabling a channel)\n", path)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&ws, "workspace", "", "workspace directory (default: next to the config, ~/.nanobot/workspace)")
+	return cmd
+}

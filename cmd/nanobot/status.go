@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/session"
+)
+
+func newStatusCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Summarise the configuration, workspace, routes, channels and sessions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := loadConfig(g)
+			if err != nil {
+				return err
+			}
+			path := g.configPath
+			if path == "" {
+				path = config.DefaultPath()
+			}
+			return printStatus(cmd.OutOrStdout(), path, cfg)
+		},
+	}
+}
+
+// printStatus writes the summary. It never prints a secret: keys and tokens
+// show only whether they are set.
+func printStatus(out io.Writer, path string, cfg *config.Config) error {
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	set := func(s string) string {
+		if s == "" {
+			return "not set"
+		}
+		return "set"
+	}
+	fmt.Fprintf(w, "nanobot %s\n\n", buildVersion())
+	fmt.Fprintf(w, "Config\t%s\n", path)
+	fmt.Fprintf(w, "Workspace\t%s\n", cfg.Agents.Workspace)
+	fmt.Fprintf(w, "Model\t%s\n", cfg.Agents.Model)
+	if len(cfg.Agents.Fallbacks) > 0 {
+		fmt.Fprintf(w, "Fallbacks\t%s\n", strings.Join(cfg.Agents.Fallbacks, ", "))
+	}
+	for _, name := range sortedKeys(cfg.Routes) {
+		r := cfg.Routes[name]
+		fmt.Fprintf(w, "Route %s\t%s", name, r.Model)
+		if len(r.Fallbacks) > 0 {
+			fmt.Fprintf(w, " (fallbacks: %s)", strings.Join(r.Fallbacks, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+	for _, name := range sortedKeys(cfg.Providers) {
+		p := cfg.Providers[name]
+		fmt.Fprintf(w, "Provider %s\t%s at %s, api key %s\n", name, p.Kind, p.BaseURL, set(p.APIKey))
+	}
+	fmt.Fprintln(w)
+	channel := func(name string, enabled bool, token string, a config.Access) {
+		if !enabled {
+			fmt.Fprintf(w, "Channel %s\tdisabled\n", name)
+			return
+		}
+		fmt.Fprintf(w, "Channel %s\tenabled, token %s, policy %s (%d allowed), groups: %s\n",
+			name, set(token), a.Policy, len(a.AllowFrom), a.GroupPolicy)
+	}
+	channel("telegram", cfg.Channels.Telegram.Enabled, cfg.Channels.Telegram.Token, cfg.Channels.Telegram.Access)
+	channel("discord", cfg.Channels.Discord.Enabled, cfg.Channels.Discord.Token, cfg.Channels.Discord.Access)
+	for _, name := range sortedKeys(cfg.Tools.MCPServers) {
+		s := cfg.Tools.MCPServers[name]
+		state := "enabled"
+		if s.Disabled {
+			state = "disabled"
+		}
+		target := s.URL
+		if target == "" {
+			target = strings.TrimSpace(s.Command + " " + strings.Join(s.Args, " "))
+		}
+		fmt.Fprintf(w, "MCP %s\t%s: %s\n", name, state, target)
+	}
+	fmt.Fprintln(w)
+	store := session.NewStore(filepath.Join(cfg.Agents.Workspace, "sessions"), session.Options{}, zap.NewNop())
+	defer store.Close()
+	infos, err := store.List()
+	if err != nil {
+		fmt.Fprintf(w, "Sessions\tunreadable: %v\n", err)
+		return w.Flush()
+	}
+	var total int64
+	for _, in := range infos {
+		total += in.Size
+	}
+	fmt.Fprintf(w, "Sessions\t%d, %.1f KiB in total\n", len(infos), float64(total)/1024)
+	slices.SortFunc(infos, func(a, b session.Info) int { return b.ModTime.Compare(a.ModTime) })
+	for _, in := range infos[:min(len(infos), 5)] {
+		fmt.Fprintf(w, "  %s\t%.1f KiB, last active %s\n", in.Key, float64(in.Size)/1024, in.ModTime.Format("2006-01-02 15:04"))
+	}
+	return w.Flush()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

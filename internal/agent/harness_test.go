@@ -1,0 +1,177 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/provider"
+	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/workspace"
+)
+
+// harness runs a real agent with a real session store, real tools and the
+// scripted in-process model, and records everything it publishes.
+type harness struct {
+	t      *testing.T
+	ws     string
+	script *fakellm.Script
+	store  *session.Store
+	bus    *bus.Bus
+	agent  *Agent
+	reg    *tools.Registry
+
+	mu     sync.Mutex
+	out    []bus.OutboundMessage
+	acked  map[string]int
+	notify chan struct{}
+}
+
+func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
+	t.Helper()
+	ws := t.TempDir()
+	h := &harness{t: t, ws: ws, script: &fakellm.Script{}, bus: bus.New(64), acked: map[string]int{}, notify: make(chan struct{}, 1)}
+	log := zaptest.NewLogger(t)
+	h.store = session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, log)
+	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, log)
+	for _, tool := range []tools.Tool{tools.NewReadFile(root), tools.NewWriteFile(root), tools.NewListDir(root),
+		tools.NewMessage(h.bus, func(string, string) bool { return false }, root)} {
+		if err := h.reg.Register(tool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	router := provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: h.script}},
+		provider.Options{Default: "openai/gpt-4o-mini", Routes: map[string]provider.RouteSpec{"smart": {Model: "openai/gpt-4.1"}}}, log)
+	cfg := Config{Workspace: ws, MaxTokens: 1000, Version: "test", DraftInterval: time.Nanosecond}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	h.agent = New(cfg, Deps{Model: router, Sessions: h.store, Tools: h.reg, Out: h.bus,
+		Prompt: &PromptBuilder{Workspace: ws, Version: "test"}}, log)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	agentDone := make(chan struct{})
+	go func() {
+		defer close(agentDone)
+		_ = h.agent.Run(ctx, h.bus.Inbound())
+	}()
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		for m := range h.bus.Outbound() {
+			h.mu.Lock()
+			h.out = append(h.out, m)
+			h.mu.Unlock()
+			select {
+			case h.notify <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		h.bus.CloseInbound()
+		select {
+		case <-agentDone:
+		case <-time.After(10 * time.Second):
+			t.Error("agent did not drain within 10s")
+			cancel()
+			<-agentDone
+		}
+		cancel()
+		h.bus.CloseOutbound()
+		<-outDone
+		_ = root.Close()
+		_ = h.store.Close()
+	})
+	return h
+}
+
+// send publishes a message from user "u1" in chat "c1" (or the given chat).
+func (h *harness) send(chat, content string) {
+	h.t.Helper()
+	id := content
+	m := bus.InboundMessage{Channel: "test", ChatID: chat, SenderID: "u1", MessageID: id, Content: content,
+		Ack: func() {
+			h.mu.Lock()
+			h.acked[id]++
+			h.mu.Unlock()
+		}}
+	if err := h.bus.PublishInbound(context.Background(), m); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// waitFor waits until pred holds for the outbound messages so far.
+func (h *harness) waitFor(what string, pred func([]bus.OutboundMessage) bool) []bus.OutboundMessage {
+	h.t.Helper()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond) // for conditions outside the outbound stream
+	defer tick.Stop()
+	for {
+		h.mu.Lock()
+		snapshot := append([]bus.OutboundMessage(nil), h.out...)
+		h.mu.Unlock()
+		if pred(snapshot) {
+			return snapshot
+		}
+		select {
+		case <-h.notify:
+		case <-tick.C:
+		case <-deadline:
+			h.t.Fatalf("timed out waiting for %s; outbound so far: %+v", what, snapshot)
+		}
+	}
+}
+
+// finals returns the final messages for chat.
+func finals(out []bus.OutboundMessage, chat string) []bus.OutboundMessage {
+	var fs []bus.OutboundMessage
+	for _, m := range out {
+		if m.Kind == bus.KindFinal && m.ChatID == chat {
+			fs = append(fs, m)
+		}
+	}
+	return fs
+}
+
+// waitFinals waits for n final messages in chat and returns them.
+func (h *harness) waitFinals(chat string, n int) []bus.OutboundMessage {
+	h.t.Helper()
+	out := h.waitFor("final messages", func(out []bus.OutboundMessage) bool { return len(finals(out, chat)) >= n })
+	return finals(out, chat)
+}
+
+func (h *harness) messagesOfKind(chat string, k bus.Kind) []bus.OutboundMessage {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ms []bus.OutboundMessage
+	for _, m := range h.out {
+		if m.Kind == k && m.ChatID == chat {
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
+
+func (h *harness) writeFile(rel, content string) {
+	h.t.Helper()
+	p := filepath.Join(h.ws, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+}

@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"fmt"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/workspace"
+)
+
+// registerBuiltins registers the built-in tools (S-T2) the config enables.
+func registerBuiltins(reg *tools.Registry, cfg *config.Config, root *workspace.Root, b *bus.Bus, log *zap.Logger) error {
+	builtins := []tools.Tool{
+		tools.NewReadFile(root),
+		tools.NewWriteFile(root),
+		tools.NewEditFile(root),
+		tools.NewListDir(root),
+		tools.NewMessage(b, messageTargets(cfg), root),
+	}
+	if cfg.Tools.Exec.Enabled {
+		exec, err := tools.NewExec(cfg.Tools.Exec, root, tools.ExecOptions{Secrets: cfg.Secrets()}, log.Named("exec"))
+		if err != nil {
+			return fmt.Errorf("tools.exec: %w", err)
+		}
+		builtins = append(builtins, exec)
+	}
+	for _, t := range builtins {
+		if err := reg.Register(t); err != nil {
+			return fmt.Errorf("register tool %s: %w", t.Spec().Name, err)
+		}
+	}
+	return nil
+}
+
+// messageTargets lets the message tool reach another chat only when that
+// chat's id is on the channel's allow list (a user's DM chat id is their
+// user id on Telegram) or the list allows everyone.
+func messageTargets(cfg *config.Config) tools.TargetPolicy {
+	allowed := map[string][]string{
+		"telegram": cfg.Channels.Telegram.AllowFrom,
+		"discord":  cfg.Channels.Discord.AllowFrom,
+	}
+	return func(channel, chatID string) bool {
+		list := allowed[channel]
+		return slices.Contains(list, "*") || slices.Contains(list, chatID)
+	}
+}
