@@ -279,9 +279,9 @@ func (m *Manager) Workers() int {
 type mailbox struct {
 	mu        sync.Mutex
 	items     []bus.OutboundMessage
-	coalesced int // messages replaced by a newer one before being handled
-	signal chan struct{} // cap 1: something was pushed
-	space  chan struct{} // cap 1: something was popped
+	coalesced int           // messages replaced by a newer one before being handled
+	signal    chan struct{} // cap 1: something was pushed
+	space     chan struct{} // cap 1: something was popped
 }
 
 func newMailbox() *mailbox {
