@@ -308,6 +308,31 @@ func TestIntakeRateLimitAndLength(t *testing.T) {
 	}
 }
 
+func TestIntakePrepareRunsOnlyForAdmitted(t *testing.T) {
+	in, b, _ := newTestIntake(t, config.Access{AllowFrom: []string{"1"}}, IntakeConfig{})
+	prepared := 0
+	prep := func(_ context.Context, m *bus.InboundMessage) error {
+		prepared++
+		if m.Content == "" {
+			return errors.New("nothing to say")
+		}
+		m.Content += " [with photo]"
+		return nil
+	}
+	stranger, _ := msg("2", "1", "photo")
+	if v, _ := in.Admit(context.Background(), Arrival{Msg: stranger, Prepare: prep}); v != Denied || prepared != 0 {
+		t.Fatalf("stranger: %v, prepared %d; want denied before any download", v, prepared)
+	}
+	ok, _ := msg("1", "2", "look")
+	if v, _ := in.Admit(context.Background(), Arrival{Msg: ok, Prepare: prep}); v != Published || b.in[0].Content != "look [with photo]" {
+		t.Fatalf("allowed: %v %+v", v, b.in)
+	}
+	empty, acks := msg("1", "3", "")
+	if v, _ := in.Admit(context.Background(), Arrival{Msg: empty, Prepare: prep}); v != Dropped || *acks != 1 {
+		t.Fatalf("empty: %v acks %d; want dropped and acked", v, *acks)
+	}
+}
+
 func TestIntakePublishFailureIsNotAcked(t *testing.T) {
 	in, b, _ := newTestIntake(t, config.Access{AllowFrom: []string{"1"}}, IntakeConfig{})
 	b.err = bus.ErrClosed

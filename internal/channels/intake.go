@@ -49,6 +49,11 @@ type Arrival struct {
 	// Addressed is true when a group message mentions the bot, replies to
 	// it, or is a command meant for it.
 	Addressed bool
+	// Prepare, when set, runs only for a message that passed the gate,
+	// before it is published: downloading media, transcribing voice. So a
+	// stranger's attachments are never fetched. An error drops the message
+	// (Prepare tells the user why, if it should).
+	Prepare func(ctx context.Context, m *bus.InboundMessage) error
 }
 
 // Verdict says what the intake did with an arrival.
@@ -62,15 +67,17 @@ const (
 	WhoAmI                      // /whoami, answered by the channel layer
 	PairingCode                 // unknown DM sender under pairing: sent a code
 	Denied                      // sender not allowed: dropped without a word
+	Dropped                     // Prepare refused it (e.g. nothing usable in it)
 )
 
 func (v Verdict) String() string {
-	return [...]string{"published", "duplicate", "not_addressed", "rate_limited", "whoami", "pairing_code", "denied"}[v]
+	return [...]string{"published", "duplicate", "not_addressed", "rate_limited", "whoami", "pairing_code", "denied", "dropped"}[v]
 }
 
 // Intake is the inbound gate every adapter passes platform messages
 // through. In order: dedupe by message id, group gating, per-sender rate
-// limit, /whoami, access policy (pairing codes), length cap, then publish.
+// limit, /whoami, access policy (pairing codes), Prepare, length cap, then
+// publish.
 // Nothing that is not Published reaches the bus, so strangers cost no LLM
 // call; those arrivals are acknowledged (Ack) as deliberately dropped.
 type Intake struct {
@@ -172,6 +179,12 @@ func (in *Intake) admit(ctx context.Context, a Arrival) (Verdict, error) {
 			return PairingCode, nil
 		}
 		return Denied, nil
+	}
+	if a.Prepare != nil {
+		if err := a.Prepare(ctx, &m); err != nil {
+			in.log.Info("inbound message dropped while preparing it", zap.String("sender", m.SenderID), zap.Error(err))
+			return Dropped, nil
+		}
 	}
 	if n := utf8.RuneCountInString(m.Content); n > in.cfg.MaxChars {
 		m.Content = truncateRunes(m.Content, in.cfg.MaxChars) +
