@@ -266,7 +266,7 @@ func (s *Server) Commands() []models.BotCommand {
 }
 
 // Wait waits until cond holds, re-checking on every change, and fails the
-// test after timeout (10 s when zero).
+// test after 10 s.
 func (s *Server) Wait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
