@@ -742,14 +742,30 @@ func TestWebhookMode(t *testing.T) {
 
 // BenchmarkFirstVisibleText measures, over loopback through the fake Bot
 // API, the time from an update being available to getUpdates until the
-// answer of an instant stand-in agent is visible in the chat.
+// answer of an instant stand-in agent is visible in the chat: long-poll
+// wake-up, journal write (fsync), intake, bus, typing call, render, send.
+// "no-journal" runs without a data dir, to show the fsync's share.
 func BenchmarkFirstVisibleText(b *testing.B) {
-	e := start(b, opts{log: zap.NewNop(), cfg: func(c *config.TelegramConfig) { c.PollTimeout = 10 * time.Second }})
-	n := 0
-	for b.Loop() {
-		n++
-		e.srv.PushMessage(dm(owner, "ping"))
-		e.srv.Wait(b, "answer", func() bool { return len(e.srv.Sent(owner)) >= n })
+	for _, journal := range []bool{true, false} {
+		name := "journal"
+		if !journal {
+			name = "no-journal"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := start(b, opts{log: zap.NewNop(), cfg: func(c *config.TelegramConfig) { c.PollTimeout = 10 * time.Second },
+				deps: func(d *telegram.Deps) {
+					d.Limits.RatePerMinute = 1 << 30
+					if !journal {
+						d.DataDir = ""
+					}
+				}})
+			n := 0
+			for b.Loop() {
+				n++
+				e.srv.PushMessage(dm(owner, "ping"))
+				e.srv.Wait(b, "answer", func() bool { return len(e.srv.Sent(owner)) >= n })
+			}
+		})
 	}
 }
 

@@ -112,7 +112,7 @@ func TestJournalSurvivesRestart(t *testing.T) {
 	}
 	j.ack(10)
 	j.ack(12)
-	if err := j.save(); err != nil {
+	if err := j.save(true); err != nil {
 		t.Fatal(err)
 	}
 	k := newJournal(path)

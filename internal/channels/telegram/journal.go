@@ -21,10 +21,13 @@ import (
 // the next offset to poll. It is written to disk before Telegram is told an
 // update was received, so after a crash the updates still pending are
 // replayed (nothing lost) and the acknowledged ones are not (nothing
-// answered twice). The only window for a repeat is a crash between the
-// agent persisting a message and this file recording its ack.
+// answered twice). The only windows for a repeat are a crash between the
+// agent persisting a message and this file recording its ack, and a power
+// loss soon after an ack: ack writes are not fsync'd (a process crash keeps
+// them), receive writes are, because they guard against loss.
 type journal struct {
 	path string
+	wmu  sync.Mutex // serialises file writes; taken before mu
 
 	mu      sync.Mutex
 	next    int64                     // offset for the next getUpdates
@@ -94,12 +97,13 @@ func (j *journal) replay() []json.RawMessage {
 }
 
 // received journals a batch and returns the updates not seen before. It
-// writes the file before returning. ordered is true for getUpdates, whose
-// offset also tells redeliveries apart; webhook calls may arrive out of
-// order, so only the pending and recent sets are used for them.
+// writes (and fsyncs) the file before returning. ordered is true for
+// getUpdates, whose offset also tells redeliveries apart; webhook calls may
+// arrive out of order, so only the pending and recent sets are used for them.
 func (j *journal) received(batch []json.RawMessage, ordered bool) ([]json.RawMessage, error) {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	var fresh []json.RawMessage
 	next := j.next
 	for _, raw := range batch {
@@ -116,15 +120,23 @@ func (j *journal) received(batch []json.RawMessage, ordered bool) ([]json.RawMes
 		}
 	}
 	if len(fresh) == 0 {
+		j.mu.Unlock()
 		return nil, nil
 	}
 	prev := j.next
 	j.next = next
-	if err := j.saveLocked(); err != nil {
+	data, err := j.snapshotLocked()
+	j.mu.Unlock()
+	if err == nil {
+		err = j.write(data, true)
+	}
+	if err != nil {
+		j.mu.Lock()
 		for _, raw := range fresh {
 			delete(j.pending, peekID(raw))
 		}
 		j.next = prev
+		j.mu.Unlock()
 		return nil, err
 	}
 	return fresh, nil
@@ -153,13 +165,6 @@ func (j *journal) ack(id int64) {
 	}
 }
 
-// pendingCount reports unacknowledged updates.
-func (j *journal) pendingCount() int {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return len(j.pending)
-}
-
 // writer persists acks until ctx ends.
 func (j *journal) writer(ctx context.Context, log *zap.Logger) {
 	for {
@@ -168,28 +173,37 @@ func (j *journal) writer(ctx context.Context, log *zap.Logger) {
 			return
 		case <-j.wake:
 		}
-		if err := j.save(); err != nil {
+		if err := j.save(false); err != nil {
 			log.Error("update journal not written", zap.Error(err))
 		}
 	}
 }
 
-func (j *journal) save() error {
+// save writes the journal if acks changed it; sync makes it durable (at
+// shutdown), otherwise it is not fsync'd.
+func (j *journal) save(sync bool) error {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	if !j.dirty && j.path != "" {
-		if _, err := os.Stat(j.path); err == nil {
-			return nil
-		}
-	}
-	return j.saveLocked()
-}
-
-func (j *journal) saveLocked() error {
-	j.dirty = false
-	if j.path == "" {
+	if !j.dirty {
+		j.mu.Unlock()
 		return nil
 	}
+	j.dirty = false
+	data, err := j.snapshotLocked()
+	j.mu.Unlock()
+	if err == nil {
+		err = j.write(data, sync)
+	}
+	if err != nil {
+		j.mu.Lock()
+		j.dirty = true
+		j.mu.Unlock()
+	}
+	return err
+}
+
+func (j *journal) snapshotLocked() ([]byte, error) {
 	f := journalFile{NextOffset: j.next, Pending: make([]json.RawMessage, 0, len(j.pending))}
 	ids := make([]int64, 0, len(j.pending))
 	for id := range j.pending {
@@ -199,15 +213,40 @@ func (j *journal) saveLocked() error {
 	for _, id := range ids {
 		f.Pending = append(f.Pending, j.pending[id])
 	}
-	data, err := json.Marshal(f)
-	if err != nil {
-		return err
+	return json.Marshal(f)
+}
+
+// write replaces the file atomically; sync also makes it durable.
+func (j *journal) write(data []byte, sync bool) error {
+	if j.path == "" {
+		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(j.path), 0o700); err != nil {
 		return fmt.Errorf("update journal: %w", err)
 	}
-	if err := channels.WriteFileAtomic(j.path, data, 0o600); err != nil {
-		j.dirty = true
+	if sync {
+		if err := channels.WriteFileAtomic(j.path, data, 0o600); err != nil {
+			return fmt.Errorf("update journal: %w", err)
+		}
+		return nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(j.path), ".telegram-updates.tmp-*")
+	if err != nil {
+		return fmt.Errorf("update journal: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("update journal: %w", err)
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("update journal: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("update journal: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), j.path); err != nil {
 		return fmt.Errorf("update journal: %w", err)
 	}
 	return nil
