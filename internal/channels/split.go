@@ -218,9 +218,9 @@ func (d fenceDoc) openerAt(p int) string {
 }
 
 // allowed reports whether a chunk may end at p: never strictly inside a
-// fence delimiter line, never where the rest of the line would read as a
-// fence line, never between \r and \n, never inside a rune.
-func (d fenceDoc) allowed(md string, p int) bool {
+// fence delimiter line, never where either part of the cut line would read
+// as a fence line, never between \r and \n, never inside a rune.
+func (d fenceDoc) allowed(md string, start, p int) bool {
 	if p >= len(md) {
 		return true
 	}
@@ -239,6 +239,12 @@ func (d fenceDoc) allowed(md string, p int) bool {
 		// turn into a fence opener (or close the reopened fence) there.
 		rest := strings.TrimLeft(md[p:l.end], " \t")
 		if l.open == nil && parseOpener(rest) != nil || l.open != nil && isCloser(rest, l.open) {
+			return false
+		}
+		// Nor may the cut line's first part, which ends the chunk (it starts
+		// a line of the chunk when the chunk itself began mid-line).
+		head := md[max(l.start, start):p]
+		if l.open == nil && parseOpener(head) != nil || l.open != nil && isCloser(head, l.open) {
 			return false
 		}
 	}
@@ -291,13 +297,13 @@ func (d fenceDoc) chooseCut(md, reopen string, start, limit int, measure func(st
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		q := mid
-		for q > lo && !d.allowed(md, q) {
+		for q > lo && !d.allowed(md, start, q) {
 			q--
 		}
 		if q == lo {
 			// No allowed offset in (lo, mid]; look above mid.
 			q = mid
-			for q < hi && !d.allowed(md, q) {
+			for q < hi && !d.allowed(md, start, q) {
 				q++
 			}
 			if q == hi {
@@ -315,7 +321,7 @@ func (d fenceDoc) chooseCut(md, reopen string, start, limit int, measure func(st
 		// Not even one rune fits: emit one rune (or the rest of a delimiter
 		// line) over the limit so the loop always progresses.
 		q := start + 1
-		for q < len(md) && !d.allowed(md, q) {
+		for q < len(md) && !d.allowed(md, start, q) {
 			q++
 		}
 		return q, cutHard
@@ -341,7 +347,7 @@ func (d fenceDoc) lastBoundary(md string, class, start, maxFit, from int, fits f
 	}
 	tries := 0
 	for p := maxFit; p >= from; p-- {
-		if !d.isBoundary(md, class, p) {
+		if !d.isBoundary(md, class, start, p) {
 			continue
 		}
 		if fits(p) {
@@ -357,8 +363,8 @@ func (d fenceDoc) lastBoundary(md string, class, start, maxFit, from int, fits f
 }
 
 // isBoundary reports whether a chunk may end at p with a cut of class.
-func (d fenceDoc) isBoundary(md string, class, p int) bool {
-	if p <= 0 || p >= len(md) || !d.allowed(md, p) {
+func (d fenceDoc) isBoundary(md string, class, start, p int) bool {
+	if p <= 0 || p >= len(md) || !d.allowed(md, start, p) {
 		return false
 	}
 	switch class {
