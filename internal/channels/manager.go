@@ -9,9 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nanobot-go/nanobot/internal/channels/clock"
-
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 )
 

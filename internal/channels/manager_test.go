@@ -12,6 +12,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -434,6 +435,29 @@ func TestUnknownChannelAndEditorlessChannel(t *testing.T) {
 	}
 	if err := h.m.Register(h.ch, testRenderer{40}, streaming); err == nil {
 		t.Fatal("registering a name twice succeeded")
+	}
+}
+
+func TestMediaSentOnePartPerCallSoRetriesNeverRepeat(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{})
+	limited := true
+	h.ch.setFail(func(c call) error {
+		if c.media == 1 && c.text == "" && limited && len(h.ch.ops("send")) == 1 {
+			limited = false
+			return &RateLimitError{RetryAfter: time.Second, Err: errors.New("429")}
+		}
+		return nil
+	})
+	img := llm.Part{Kind: llm.PartImage, Image: &llm.Image{MIME: "image/png", Data: []byte("x")}}
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindMessage, Media: []llm.Part{img, img, img}}
+	h.ch.waitCalls(t, "send!", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h.clock.WaitForTimers(ctx, 1)
+	h.clock.Advance(time.Second)
+	h.waitIdle("c1", 1)
+	if n := len(h.ch.ops("send")); n != 3 {
+		t.Fatalf("%d attachments delivered, want each of the 3 exactly once", n)
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nanobot-go/nanobot/internal/channels/clock"
-
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
 // worker delivers one chat's messages in order. It is an event loop: the
@@ -465,20 +465,22 @@ func (w *worker) sendChunk(msg bus.OutboundMessage, c Chunk, first bool) {
 	}
 }
 
+// sendMedia sends each attachment in its own call, so a retry after a 429
+// never repeats an attachment that already went out.
 func (w *worker) sendMedia(msg bus.OutboundMessage, reply bool) {
-	if len(msg.Media) == 0 {
-		return
-	}
-	out := Outgoing{ChatID: w.key.chat, Metadata: msg.Metadata, Media: msg.Media}
-	if reply {
-		out.ReplyTo = msg.ReplyTo
-	}
-	err := w.retry("send media", false, func(ctx context.Context, _ bool) error {
-		_, err := w.rt.ch.Send(ctx, out)
-		return err
-	})
-	if err != nil {
-		w.log.Error("media not delivered", zap.String("turn", msg.TurnID), zap.String("outcome", errorKind(err)), zap.Error(err))
+	for i, part := range msg.Media {
+		out := Outgoing{ChatID: w.key.chat, Metadata: msg.Metadata, Media: []llm.Part{part}}
+		if reply && i == 0 {
+			out.ReplyTo = msg.ReplyTo
+		}
+		err := w.retry("send media", false, func(ctx context.Context, _ bool) error {
+			_, err := w.rt.ch.Send(ctx, out)
+			return err
+		})
+		if err != nil {
+			w.log.Error("attachment not delivered", zap.String("turn", msg.TurnID), zap.Int("part", i),
+				zap.String("outcome", errorKind(err)), zap.Error(err))
+		}
 	}
 }
 
