@@ -84,8 +84,8 @@ type Channel struct {
 	journal *journal
 	me      atomic.Pointer[models.User]
 
-	// running is set while Run accepts updates (the webhook answers 503
-	// otherwise, so Telegram redelivers later).
+	// lanes and albums are set while Run accepts updates; the webhook
+	// answers 503 otherwise, so Telegram redelivers later.
 	runMu   sync.RWMutex
 	lanes   *channels.Lanes
 	handCtx context.Context
