@@ -67,7 +67,8 @@ func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request) {
 	}
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
-		return // Upgrade already answered with an HTTP error
+		s.t.Logf("discordfake: gateway upgrade: %v", err) // Upgrade answered with an HTTP error
+		return
 	}
 	c := &conn{ws: ws, out: make(chan frame, 4096), done: make(chan struct{}), writerDone: make(chan struct{})}
 	s.mu.Lock()
@@ -89,7 +90,7 @@ func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request) {
 	}()
 	defer s.hangUp(c)
 
-	if q.Get("v") != "10" {
+	if v := q.Get("v"); v != "9" && v != "10" {
 		s.closeConn(c, CloseInvalidAPIVersion, "Invalid API version")
 		return
 	}
@@ -178,7 +179,7 @@ func (s *Server) identify(c *conn, raw json.RawMessage) bool {
 	}
 	s.dispatchTo(ss, "READY", map[string]any{
 		"v": 10, "user": s.bot, "guilds": unavailable, "session_id": ss.id,
-		"resume_gateway_url": s.wsURL() + "/resume", "shard": []int{0, 1},
+		"resume_gateway_url": s.wsBase() + "/resume", "shard": []int{0, 1},
 		"application":      map[string]any{"id": s.appID, "flags": 0},
 		"private_channels": []any{}, "relationships": []any{},
 	})
@@ -371,7 +372,9 @@ func fatalClose(code int) bool {
 	return false
 }
 
-func (s *Server) wsURL() string { return "ws" + strings.TrimPrefix(s.http.URL, "http") + "/gateway" }
+func (s *Server) wsBase() string { return "ws" + strings.TrimPrefix(s.http.URL, "http") }
+
+func (s *Server) wsURL() string { return s.wsBase() + "/gateway" }
 
 func (s *Server) guildCreate(g *guild) map[string]any {
 	var channels, threads []Channel

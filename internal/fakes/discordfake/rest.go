@@ -15,23 +15,22 @@ import (
 )
 
 // Routes, as the Go ServeMux patterns the fake registers. Fail and Request
-// use them to name an endpoint.
+// use them to name an endpoint. {version} is v9 (what discordgo speaks) or
+// v10; both behave the same here.
 const (
-	RouteGateway        = "GET /api/v10/gateway"
-	RouteGatewayBot     = "GET /api/v10/gateway/bot"
-	RouteMe             = "GET /api/v10/users/@me"
-	RouteUser           = "GET /api/v10/users/{user_id}"
-	RouteCreateDM       = "POST /api/v10/users/@me/channels"
-	RouteChannel        = "GET /api/v10/channels/{channel_id}"
-	RouteCreateMessage  = "POST /api/v10/channels/{channel_id}/messages"
-	RouteEditMessage    = "PATCH /api/v10/channels/{channel_id}/messages/{message_id}"
-	RouteDeleteMessage  = "DELETE /api/v10/channels/{channel_id}/messages/{message_id}"
-	RouteTyping         = "POST /api/v10/channels/{channel_id}/typing"
-	RouteGuildMember    = "GET /api/v10/guilds/{guild_id}/members/{user_id}"
-	RouteCommands       = "PUT /api/v10/applications/{application_id}/commands"
+	RouteGateway        = "GET /api/{version}/gateway"
+	RouteGatewayBot     = "GET /api/{version}/gateway/bot"
+	RouteMe             = "GET /api/{version}/users/@me"
+	RouteUser           = "GET /api/{version}/users/{user_id}"
+	RouteCreateDM       = "POST /api/{version}/users/@me/channels"
+	RouteChannel        = "GET /api/{version}/channels/{channel_id}"
+	RouteCreateMessage  = "POST /api/{version}/channels/{channel_id}/messages"
+	RouteEditMessage    = "PATCH /api/{version}/channels/{channel_id}/messages/{message_id}"
+	RouteDeleteMessage  = "DELETE /api/{version}/channels/{channel_id}/messages/{message_id}"
+	RouteTyping         = "POST /api/{version}/channels/{channel_id}/typing"
+	RouteGuildMember    = "GET /api/{version}/guilds/{guild_id}/members/{user_id}"
+	RouteCommands       = "PUT /api/{version}/applications/{application_id}/commands"
 	RouteAttachment     = "GET /attachments/{attachment_id}/{filename}"
-	routeGatewaySocket  = "GET /gateway"
-	routeResumeSocket   = "GET /gateway/resume"
 	rateLimitPerBucket  = 5
 	rateLimitWindowSecs = 5.0
 )
@@ -73,8 +72,10 @@ func (s *Server) routes() http.Handler {
 	handle(RouteGuildMember, true, s.getMember)
 	handle(RouteCommands, true, s.putCommands)
 	handle(RouteAttachment, false, s.getAttachment)
-	mux.HandleFunc(routeGatewaySocket, s.handleGateway)
-	mux.HandleFunc(routeResumeSocket, s.handleGateway)
+	// Clients add a trailing slash to the discovered URL (discordgo does).
+	for _, p := range []string{"GET /gateway", "GET /gateway/{$}", "GET /resume", "GET /resume/{$}"} {
+		mux.HandleFunc(p, s.handleGateway)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Message: "404: Not Found", Code: 0})
 	})
@@ -97,6 +98,10 @@ func (s *Server) wrap(route string, auth bool, h func(http.ResponseWriter, *http
 			s.notify()
 			s.mu.Unlock()
 		}()
+		if v := r.PathValue("version"); v != "" && v != "v9" && v != "v10" {
+			writeJSON(rec, http.StatusBadRequest, apiError{Message: "Invalid API version", Code: 50041})
+			return
+		}
 		if auth && r.Header.Get("Authorization") != "Bot "+s.opts.Token {
 			writeJSON(rec, http.StatusUnauthorized, apiError{Message: "401: Unauthorized", Code: codeUnauthorized})
 			return

@@ -1,8 +1,8 @@
-// Package discordfake is a fake Discord for tests: the REST API (v10, JSON and
-// multipart) over httptest and the gateway over gorilla/websocket, speaking
-// the real wire protocol including its errors (400 bodies, 429 with
-// retry_after, close codes, op 7 RECONNECT, op 9 INVALID_SESSION, RESUME with
-// replay of missed events). Tests drive it with helpers (SendMessageCreate,
+// Package discordfake is a fake Discord for tests: the REST API (v9 and v10,
+// JSON and multipart) over httptest and the gateway over gorilla/websocket,
+// speaking the real wire protocol including its errors (400 bodies, 429 with
+// retry_after, close codes, op 7 RECONNECT, op 9 INVALID_SESSION, RESUME
+// with replay of missed events). Tests drive it with helpers (SendMessageCreate,
 // DropConnections, Fail...) and wait for results with deadline-bound helpers
 // (WaitMessages, WaitFor) instead of sleeping.
 //

@@ -194,7 +194,7 @@ func TestResumeReplaysMissedEvents(t *testing.T) {
 	}
 	missed := s.SendMessageCreate(Incoming{ChannelID: dm, Author: u, Content: "two"})
 
-	c2 := dial(t, s, "/gateway/resume")
+	c2 := dial(t, s, "/resume")
 	c2.write(opResume, map[string]any{"token": s.Token(), "session_id": sid, "seq": seq})
 	var got []string
 	for {
