@@ -55,6 +55,26 @@ type Renderer interface {
 	RenderPlain(markdown string) []string
 }
 
+// Chunk is one platform message of a rendered reply: its markup and the same
+// text as plain, for when the platform refuses the markup.
+type Chunk struct {
+	Text  string
+	Plain string
+}
+
+// ChunkRenderer is an optional extension of Renderer. When a renderer has it,
+// the manager resends exactly the refused chunk's own plain twin after
+// ErrBadMarkup; without it, the refused chunk's markup is resent as plain text.
+type ChunkRenderer interface {
+	RenderChunks(markdown string) []Chunk
+}
+
+// Healther is implemented by channels that can say whether they are
+// connected, for /readyz. A nil error means healthy.
+type Healther interface {
+	Healthy() error
+}
+
 // Editor is implemented by channels that can edit a sent message; streaming
 // replies need it.
 type Editor interface {

@@ -1,0 +1,50 @@
+// Package clock is the time source of the channel machinery: the real clock
+// and a fake one that moves only when a test says so, so that throttling,
+// typing refreshes, retry waits and idle reaping are tested without sleeping.
+package clock
+
+import (
+	"context"
+	"time"
+)
+
+// Clock is a time source. Code that waits takes one so tests can inject Fake.
+type Clock interface {
+	Now() time.Time
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the part of *time.Timer the machinery uses.
+type Timer interface {
+	C() <-chan time.Time
+	Stop() bool
+}
+
+// System is the real clock.
+type System struct{}
+
+// Now returns time.Now().
+func (System) Now() time.Time { return time.Now() }
+
+// NewTimer returns a real timer.
+func (System) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time { return r.t.C }
+func (r realTimer) Stop() bool          { return r.t.Stop() }
+
+// Sleep waits d on clock, or until ctx ends (then it returns ctx.Err()).
+func Sleep(ctx context.Context, clock Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

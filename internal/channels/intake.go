@@ -1,0 +1,269 @@
+package channels
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
+)
+
+// Publisher is the part of the bus the intake needs: inbound messages for
+// the agent, and short replies it answers itself (/whoami, pairing codes).
+type Publisher interface {
+	PublishInbound(ctx context.Context, m bus.InboundMessage) error
+	PublishOutbound(ctx context.Context, m bus.OutboundMessage) error
+}
+
+// IntakeConfig bounds what a sender can push onto the bus. Zero fields take
+// the defaults in brackets.
+type IntakeConfig struct {
+	// Channel is the channel's name on the bus.
+	Channel string
+	// MaxChars caps one message's text in runes; longer text is cut with a
+	// note [16000].
+	MaxChars int
+	// RatePerMinute caps messages per sender per minute [30].
+	RatePerMinute int
+	// DedupeSize is how many recent message ids are remembered [4096].
+	DedupeSize int
+	// Senders is how many senders' rate counters are kept [4096].
+	Senders int
+	Clock   clock.Clock
+}
+
+// Arrival is a platform message on its way in, with the facts the gate
+// needs that the bus message does not carry.
+type Arrival struct {
+	Msg bus.InboundMessage
+	// Username is the sender's @name without "@", for username allowlists.
+	Username string
+	// Group is true for group and guild messages, false for DMs.
+	Group bool
+	// Addressed is true when a group message mentions the bot, replies to
+	// it, or is a command meant for it.
+	Addressed bool
+	// Prepare, when set, runs only for a message that passed the gate,
+	// before it is published: downloading media, transcribing voice. So a
+	// stranger's attachments are never fetched. An error drops the message
+	// (Prepare tells the user why, if it should).
+	Prepare func(ctx context.Context, m *bus.InboundMessage) error
+}
+
+// Verdict says what the intake did with an arrival.
+type Verdict int
+
+const (
+	Published    Verdict = iota // queued for the agent
+	Duplicate                   // seen before (platform redelivery)
+	NotAddressed                // a group message not meant for the bot
+	RateLimited                 // the sender is over the per-minute limit
+	WhoAmI                      // /whoami, answered by the channel layer
+	PairingCode                 // unknown DM sender under pairing: sent a code
+	Denied                      // sender not allowed: dropped without a word
+	Dropped                     // Prepare refused it (e.g. nothing usable in it)
+)
+
+func (v Verdict) String() string {
+	return [...]string{"published", "duplicate", "not_addressed", "rate_limited", "whoami", "pairing_code", "denied", "dropped"}[v]
+}
+
+// Intake is the inbound gate every adapter passes platform messages
+// through. In order: dedupe by message id, group gating, per-sender rate
+// limit, /whoami, access policy (pairing codes), Prepare, length cap, then
+// publish.
+// Nothing that is not Published reaches the bus, so strangers cost no LLM
+// call; those arrivals are acknowledged (Ack) as deliberately dropped.
+type Intake struct {
+	cfg    IntakeConfig
+	access *Access
+	pub    Publisher
+	log    *zap.Logger
+
+	mu    sync.Mutex
+	seen  *lru[string, struct{}]
+	rates *lru[string, *rateWindow]
+}
+
+type rateWindow struct {
+	start  time.Time
+	count  int
+	warned bool
+}
+
+// NewIntake returns the gate for one channel.
+func NewIntake(cfg IntakeConfig, access *Access, pub Publisher, log *zap.Logger) *Intake {
+	if cfg.MaxChars <= 0 {
+		cfg.MaxChars = 16000
+	}
+	if cfg.RatePerMinute <= 0 {
+		cfg.RatePerMinute = 30
+	}
+	if cfg.DedupeSize <= 0 {
+		cfg.DedupeSize = 4096
+	}
+	if cfg.Senders <= 0 {
+		cfg.Senders = 4096
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
+	return &Intake{
+		cfg: cfg, access: access, pub: pub, log: log,
+		seen:  newLRU[string, struct{}](cfg.DedupeSize),
+		rates: newLRU[string, *rateWindow](cfg.Senders),
+	}
+}
+
+// Admit runs a through the gate. It returns an error only when publishing
+// failed (e.g. the bus closed); the message is then not acknowledged, so a
+// platform that redelivers will.
+func (in *Intake) Admit(ctx context.Context, a Arrival) (Verdict, error) {
+	v, err := in.admit(ctx, a)
+	if err != nil {
+		return v, err
+	}
+	if v != Published && a.Msg.Ack != nil {
+		a.Msg.Ack()
+	}
+	if v != Published {
+		in.log.Debug("inbound message not published", zap.String("verdict", v.String()),
+			zap.String("sender", a.Msg.SenderID), zap.String("chat", a.Msg.ChatID))
+	}
+	return v, nil
+}
+
+func (in *Intake) admit(ctx context.Context, a Arrival) (Verdict, error) {
+	m := a.Msg
+	if m.Channel == "" {
+		m.Channel = in.cfg.Channel
+	}
+	if m.MessageID != "" && in.duplicate(m.ChatID+"/"+m.MessageID) {
+		return Duplicate, nil
+	}
+	if a.Group && !in.access.GroupAllows(a.Addressed) {
+		return NotAddressed, nil
+	}
+	sender := Sender{ID: m.SenderID, Username: a.Username}
+	allowed, err := in.access.Allowed(sender)
+	if err != nil {
+		// A broken pairing file must not open the bot; log and deny.
+		in.log.Error("access check failed; treating sender as not allowed", zap.String("sender", m.SenderID), zap.Error(err))
+		allowed = false
+	}
+	if over, warn := in.overRate(m.SenderID); over {
+		if warn && allowed {
+			in.reply(ctx, m, "You are sending messages faster than I can read them. Please wait a minute.")
+		}
+		return RateLimited, nil
+	}
+	if isCommand(m.Content, "whoami") {
+		in.reply(ctx, m, whoamiText(m, a.Username, allowed))
+		return WhoAmI, nil
+	}
+	if !allowed {
+		if in.access.Policy() == PolicyPairing && !a.Group {
+			code, err := in.access.pairing.Request(in.cfg.Channel, m.SenderID, m.SenderName, m.ChatID)
+			if err != nil {
+				in.log.Error("pairing code not issued", zap.String("sender", m.SenderID), zap.Error(err))
+				return Denied, nil
+			}
+			in.log.Info("pairing code issued", zap.String("sender", m.SenderID), zap.String("name", m.SenderName))
+			in.reply(ctx, m, fmt.Sprintf("Hi! This bot is private. To get access, ask its owner to run:\n\n`nanobot pairing approve %s`", code))
+			return PairingCode, nil
+		}
+		return Denied, nil
+	}
+	if a.Prepare != nil {
+		if err := a.Prepare(ctx, &m); err != nil {
+			in.log.Info("inbound message dropped while preparing it", zap.String("sender", m.SenderID), zap.Error(err))
+			return Dropped, nil
+		}
+	}
+	if n := utf8.RuneCountInString(m.Content); n > in.cfg.MaxChars {
+		m.Content = truncateRunes(m.Content, in.cfg.MaxChars) +
+			fmt.Sprintf("\n\n[message truncated: %d of %d characters kept]", in.cfg.MaxChars, n)
+	}
+	if err := in.pub.PublishInbound(ctx, m); err != nil {
+		return Published, fmt.Errorf("%s: publish inbound: %w", in.cfg.Channel, err)
+	}
+	return Published, nil
+}
+
+func (in *Intake) duplicate(key string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if _, ok := in.seen.get(key); ok {
+		return true
+	}
+	in.seen.put(key, struct{}{})
+	return false
+}
+
+// overRate counts a message against its sender's one-minute window; warn is
+// true the first time the sender goes over within a window.
+func (in *Intake) overRate(sender string) (over, warn bool) {
+	now := in.cfg.Clock.Now()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	w, ok := in.rates.get(sender)
+	if !ok || now.Sub(w.start) >= time.Minute {
+		w = &rateWindow{start: now}
+		in.rates.put(sender, w)
+	}
+	w.count++
+	if w.count <= in.cfg.RatePerMinute {
+		return false, false
+	}
+	warn = !w.warned
+	w.warned = true
+	return true, warn
+}
+
+// reply sends a short answer from the channel layer itself.
+func (in *Intake) reply(ctx context.Context, m bus.InboundMessage, text string) {
+	err := in.pub.PublishOutbound(ctx, bus.OutboundMessage{
+		Channel: m.Channel, ChatID: m.ChatID, Kind: bus.KindMessage, Content: text,
+		ReplyTo: m.MessageID, Metadata: m.Metadata,
+	})
+	if err != nil {
+		in.log.Warn("channel reply not queued", zap.String("chat", m.ChatID), zap.Error(err))
+	}
+}
+
+func whoamiText(m bus.InboundMessage, username string, allowed bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Your user id: `%s`", m.SenderID)
+	if username != "" {
+		fmt.Fprintf(&b, " (@%s)", username)
+	}
+	fmt.Fprintf(&b, "\nThis chat: `%s`", m.ChatID)
+	if !allowed {
+		b.WriteString("\n\nYou are not on this bot's allowlist. Its owner can add your user id to `allow_from`.")
+	}
+	return b.String()
+}
+
+// isCommand reports whether text is the chat command /name (adapters strip
+// a platform's "@botname" suffix first).
+func isCommand(text, name string) bool {
+	f := strings.Fields(text)
+	return len(f) > 0 && strings.EqualFold(f[0], "/"+name)
+}
+
+func truncateRunes(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}

@@ -1,0 +1,377 @@
+package channels
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/config"
+)
+
+// ManagerConfig bounds the outbound machinery. Zero fields take the defaults
+// in brackets.
+type ManagerConfig struct {
+	// MaxChats caps live per-chat workers [1024]; past it, dispatch waits
+	// for an idle worker to be reaped.
+	MaxChats int
+	// ChatQueue is how many messages may wait for one chat before dispatch
+	// waits for that chat [256]. Drafts coalesce and do not pile up.
+	ChatQueue int
+	// IdleTimeout reaps a chat's worker after this long without work [1m].
+	IdleTimeout time.Duration
+	// TypingCap stops a typing indicator whose turn never ended, and forgets
+	// that turn [5m].
+	TypingCap time.Duration
+	// DrainTimeout bounds delivery of what is queued once Run's context
+	// ends [10s].
+	DrainTimeout time.Duration
+	// CallTimeout bounds one platform call [30s].
+	CallTimeout time.Duration
+	Retry       RetryPolicy
+	// Clock is the time source [clock.System].
+	Clock clock.Clock
+}
+
+// RetryPolicy bounds the retries of one platform call.
+type RetryPolicy struct {
+	// MaxAttempts counts every try, the first included [5].
+	MaxAttempts int
+	// MaxWait caps the total time spent waiting between tries [2m].
+	MaxWait time.Duration
+	// BaseBackoff is the first wait after a transient error [500ms]; it
+	// doubles per try up to MaxBackoff [15s].
+	BaseBackoff time.Duration
+	MaxBackoff  time.Duration
+}
+
+func (c ManagerConfig) withDefaults() ManagerConfig {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxChats, 1024)
+	def(&c.ChatQueue, 256)
+	defD(&c.IdleTimeout, time.Minute)
+	defD(&c.TypingCap, 5*time.Minute)
+	defD(&c.DrainTimeout, 10*time.Second)
+	defD(&c.CallTimeout, 30*time.Second)
+	def(&c.Retry.MaxAttempts, 5)
+	defD(&c.Retry.MaxWait, 2*time.Minute)
+	defD(&c.Retry.BaseBackoff, 500*time.Millisecond)
+	defD(&c.Retry.MaxBackoff, 15*time.Second)
+	if c.Clock == nil {
+		c.Clock = clock.System{}
+	}
+	return c
+}
+
+// Manager delivers the agent's outbound messages to the channels (S-F3). It
+// routes each message by its Channel name, delivers one chat's messages in
+// order on that chat's worker and different chats in parallel, streams
+// drafts by editing, shows typing, renders, chunks and retries.
+type Manager struct {
+	src   <-chan bus.OutboundMessage
+	cfg   ManagerConfig
+	log   *zap.Logger
+	clock clock.Clock
+
+	routes map[string]*route
+
+	mu      sync.Mutex
+	workers map[chatKey]*worker
+	exited  chan struct{} // signalled (non-blocking) when a worker exits
+	wg      sync.WaitGroup
+
+	// closing is closed when intake stops; workers then finish their queue
+	// and exit. workCtx bounds every platform call and ends DrainTimeout
+	// after Run's context.
+	closing    chan struct{}
+	workCtx    context.Context
+	cancelWork context.CancelFunc
+
+	// idleHook, set only by tests, is called by a worker right before it
+	// blocks, with how many messages it has taken (handled or coalesced
+	// away); tests use it to move
+	// a fake clock only once the worker waits on it.
+	idleHook func(chat string, handled int)
+}
+
+// route is a registered channel with its capabilities.
+type route struct {
+	ch      Channel
+	r       Renderer
+	chunks  ChunkRenderer // nil when r lacks it
+	editor  Editor
+	deleter Deleter
+	typer   Typer
+	out     config.OutputConfig
+}
+
+type chatKey struct{ channel, chat string }
+
+// NewManager returns a manager consuming src (bus.Outbound()). Register the
+// channels, then Run it.
+func NewManager(src <-chan bus.OutboundMessage, cfg ManagerConfig, log *zap.Logger) *Manager {
+	cfg = cfg.withDefaults()
+	return &Manager{
+		src:     src,
+		cfg:     cfg,
+		log:     log,
+		clock:   cfg.Clock,
+		routes:  map[string]*route{},
+		workers: map[chatKey]*worker{},
+		exited:  make(chan struct{}, 1),
+		closing: make(chan struct{}),
+	}
+}
+
+// Register adds a channel. r renders its Markdown (and chunks it); out says
+// whether to stream drafts and show tool hints. Streaming needs the channel
+// to implement Editor. Register must be called before Run.
+func (m *Manager) Register(ch Channel, r Renderer, out config.OutputConfig) error {
+	if _, dup := m.routes[ch.Name()]; dup {
+		return fmt.Errorf("channels: register %s: already registered", ch.Name())
+	}
+	if r == nil {
+		return fmt.Errorf("channels: register %s: no renderer", ch.Name())
+	}
+	if out.EditInterval <= 0 {
+		out.EditInterval = time.Second
+	}
+	rt := &route{ch: ch, r: r, out: out}
+	rt.chunks, _ = r.(ChunkRenderer)
+	rt.editor, _ = ch.(Editor)
+	rt.deleter, _ = ch.(Deleter)
+	rt.typer, _ = ch.(Typer)
+	if rt.editor == nil {
+		rt.out.Streaming = false
+	}
+	m.routes[ch.Name()] = rt
+	return nil
+}
+
+// Run delivers outbound messages until the source is closed (then it
+// delivers everything queued and returns nil) or ctx ends (then it stops
+// taking messages, delivers what is queued within DrainTimeout and returns
+// nil). Typing indicators are stopped either way.
+func (m *Manager) Run(ctx context.Context) error {
+	m.workCtx, m.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
+	defer m.cancelWork()
+	for {
+		select {
+		case msg, ok := <-m.src:
+			if !ok {
+				m.shutdown(ctx)
+				return nil
+			}
+			if err := m.dispatch(ctx, msg); err != nil {
+				m.shutdown(ctx)
+				return nil
+			}
+		case <-ctx.Done():
+			m.shutdown(ctx)
+			return nil
+		}
+	}
+}
+
+// shutdown stops intake and waits for the workers to deliver what they hold;
+// once ctx has ended, they get DrainTimeout more before their calls are
+// cancelled.
+func (m *Manager) shutdown(ctx context.Context) {
+	close(m.closing)
+	done := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	t := m.clock.NewTimer(m.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C():
+		m.log.Warn("outbound drain timed out; undelivered messages dropped", zap.Int("chats", m.Workers()))
+		m.cancelWork()
+		<-done
+	}
+}
+
+// dispatch queues msg on its chat's worker, starting one if needed. It
+// returns an error only when ctx ended while waiting for room.
+func (m *Manager) dispatch(ctx context.Context, msg bus.OutboundMessage) error {
+	rt := m.routes[msg.Channel]
+	if rt == nil {
+		m.log.Warn("outbound message for an unknown channel dropped",
+			zap.String("channel", msg.Channel), zap.String("chat", msg.ChatID), zap.Stringer("kind", msg.Kind))
+		return nil
+	}
+	key := chatKey{msg.Channel, msg.ChatID}
+	for {
+		m.mu.Lock()
+		w := m.workers[key]
+		if w == nil && len(m.workers) < m.cfg.MaxChats {
+			w = newWorker(m, rt, key)
+			m.workers[key] = w
+			m.wg.Add(1)
+			go w.run()
+		}
+		if w != nil {
+			n := w.box.push(msg)
+			m.mu.Unlock()
+			if n > m.cfg.ChatQueue {
+				return w.box.waitBelow(ctx, m.cfg.ChatQueue)
+			}
+			return nil
+		}
+		m.mu.Unlock()
+		select {
+		case <-m.exited:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// retire removes w if its mailbox is still empty; it reports whether w may
+// exit. Holding m.mu makes this atomic with dispatch's push.
+func (m *Manager) retire(w *worker) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.box.len() > 0 {
+		return false
+	}
+	delete(m.workers, w.key)
+	select {
+	case m.exited <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Workers reports how many per-chat workers are live, for metrics and tests.
+func (m *Manager) Workers() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.workers)
+}
+
+// mailbox is a chat's queue. A draft or status replaces the queued one of
+// the same turn when nothing of that turn was queued after it, so a slow
+// chat converges to the newest text instead of replaying stale drafts.
+type mailbox struct {
+	mu        sync.Mutex
+	items     []bus.OutboundMessage
+	coalesced int           // messages replaced by a newer one before being handled
+	signal    chan struct{} // cap 1: something was pushed
+	space     chan struct{} // cap 1: something was popped
+}
+
+func newMailbox() *mailbox {
+	return &mailbox{signal: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+}
+
+func (b *mailbox) push(msg bus.OutboundMessage) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if msg.Kind == bus.KindDraft || msg.Kind == bus.KindStatus {
+		for i := len(b.items) - 1; i >= 0; i-- {
+			it := b.items[i]
+			if it.TurnID != msg.TurnID {
+				continue
+			}
+			if it.Kind == msg.Kind {
+				b.items[i] = msg
+				b.coalesced++
+				return len(b.items)
+			}
+			break
+		}
+	}
+	b.items = append(b.items, msg)
+	select {
+	case b.signal <- struct{}{}:
+	default:
+	}
+	return len(b.items)
+}
+
+func (b *mailbox) pop() (bus.OutboundMessage, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.items) == 0 {
+		return bus.OutboundMessage{}, false
+	}
+	msg := b.items[0]
+	b.items[0] = bus.OutboundMessage{}
+	b.items = b.items[1:]
+	select {
+	case b.space <- struct{}{}:
+	default:
+	}
+	return msg, true
+}
+
+func (b *mailbox) coalescedCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.coalesced
+}
+
+func (b *mailbox) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.items)
+}
+
+func (b *mailbox) waitBelow(ctx context.Context, n int) error {
+	for b.len() > n {
+		select {
+		case <-b.space:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// errorKind names an adapter error for logs.
+func errorKind(err error) string {
+	var rl *RateLimitError
+	var uo *UnknownOutcomeError
+	var pe *PermanentError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrNotModified):
+		return "not_modified"
+	case errors.Is(err, ErrBadMarkup):
+		return "bad_markup"
+	case errors.As(err, &rl):
+		return "rate_limited"
+	case errors.As(err, &uo):
+		return "unknown_outcome"
+	case errors.As(err, &pe):
+		return "permanent"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	}
+	return "transient"
+}

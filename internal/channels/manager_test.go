@@ -1,0 +1,460 @@
+package channels
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var streaming = config.OutputConfig{Streaming: true, ToolHints: true, EditInterval: time.Second}
+
+func TestFinalWithoutStreamingIsChunked(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{})
+	long := strings.Repeat("word ", 20) // 100 runes: three chunks of at most 38
+	h.send(3,
+		bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "ignored draft"},
+		bus.OutboundMessage{Kind: bus.KindStatus, TurnID: "t", Content: "ignored status"},
+		bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: long, ReplyTo: "99"},
+	)
+	sends := h.ch.ops("send")
+	if len(sends) != 3 || len(h.ch.ops("")) != 3 {
+		t.Fatalf("calls = %+v, want exactly three sends", h.ch.ops(""))
+	}
+	var joined string
+	for i, c := range sends {
+		if c.plain || !strings.HasPrefix(c.text, "<") || len([]rune(c.text)) > 40 {
+			t.Errorf("chunk %d = %q: want rendered and within the limit", i, c.text)
+		}
+		if (i == 0) != (c.reply == "99") {
+			t.Errorf("chunk %d reply-to = %q; only the first chunk replies", i, c.reply)
+		}
+		joined += strings.Trim(c.text, "<>") + " "
+	}
+	if strings.Join(strings.Fields(joined), " ") != strings.TrimSpace(long) {
+		t.Errorf("text lost: %q", joined)
+	}
+}
+
+func TestStreamingThrottlesCoalescesAndFinalReplaces(t *testing.T) {
+	h := newHarness(t, streaming, ManagerConfig{})
+	h.send(2,
+		bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"},
+		bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "Hel"},
+	)
+	if got := h.ch.ops("send"); len(got) != 1 || got[0].text != "Hel" || !got[0].plain {
+		t.Fatalf("first draft: sends = %+v, want one plain send of the draft", got)
+	}
+	// Three more drafts within the same second: no edit yet.
+	h.send(5,
+		bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "Hello"},
+		bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "Hello **wor"},
+		bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "Hello **world"},
+	)
+	if got := h.ch.ops("edit"); len(got) != 0 {
+		t.Fatalf("edits before the interval passed: %+v", got)
+	}
+	h.advance(999 * time.Millisecond)
+	if got := h.ch.ops("edit"); len(got) != 0 {
+		t.Fatalf("edit after 999ms: %+v", got)
+	}
+	h.advance(time.Millisecond)
+	edits := h.ch.ops("edit")
+	if len(edits) != 1 || edits[0].text != "Hello **world" {
+		t.Fatalf("after 1s: edits = %+v, want one edit with the newest draft", edits)
+	}
+	// A tool hint appears under the draft at the next allowed edit.
+	h.send(6, bus.OutboundMessage{Kind: bus.KindStatus, TurnID: "t", Content: "reading notes.md"})
+	h.advance(time.Second)
+	if got := h.ch.visible(); joinVisible(got) != "Hello **world\n\n… reading notes.md" {
+		t.Fatalf("visible = %q, want the draft with the hint", got)
+	}
+	h.send(7, bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: "Hello **world**!"})
+	if got := h.ch.visible(); joinVisible(got) != "<Hello **world**!>" {
+		t.Fatalf("visible after final = %q, want the rendered final in the draft message", got)
+	}
+	if n := len(h.ch.ops("send")); n != 1 {
+		t.Fatalf("%d sends, want 1: the final must replace the draft", n)
+	}
+	// Edits never came closer than the interval.
+	edits = h.ch.ops("edit")
+	for i := 1; i < len(edits)-1; i++ {
+		if d := edits[i].at.Sub(edits[i-1].at); d < time.Second {
+			t.Errorf("draft edits %d and %d only %s apart", i-1, i, d)
+		}
+	}
+	// Typing stopped with the final: advancing far produces no more typing.
+	n := len(h.ch.ops("typing"))
+	h.advance(30 * time.Second)
+	if m := len(h.ch.ops("typing")); m != n {
+		t.Fatalf("typing continued after the final: %d → %d", n, m)
+	}
+}
+
+func TestTypingRefreshedAndCapped(t *testing.T) {
+	h := newHarness(t, streaming, ManagerConfig{TypingCap: 20 * time.Second})
+	h.send(1, bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"})
+	for range 10 {
+		h.advance(4 * time.Second)
+	}
+	got := len(h.ch.ops("typing"))
+	// At 0, 4, 8, 12, 16 s; the cap at 20 s stops it and forgets the turn.
+	if got != 5 {
+		t.Fatalf("typing calls = %d, want 5 (every 4s until the 20s cap)", got)
+	}
+}
+
+func TestLongFinalReplacesDraftAndSendsTheRest(t *testing.T) {
+	h := newHarness(t, streaming, ManagerConfig{})
+	h.send(2,
+		bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"},
+		bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "partial"},
+	)
+	final := strings.Repeat("abc ", 25)
+	h.send(3, bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: final})
+	vis := h.ch.visible()
+	if len(vis) != 3 || !strings.HasPrefix(vis[0], "<abc") {
+		t.Fatalf("visible = %q, want three rendered chunks, the first in the draft message", vis)
+	}
+	if sends := h.ch.ops("send"); len(sends) != 3 {
+		t.Fatalf("sends = %d, want 3 (draft + 2 new chunks)", len(sends))
+	}
+}
+
+func TestEmptyFinalDeletesDraft(t *testing.T) {
+	h := newHarness(t, streaming, ManagerConfig{})
+	h.send(2,
+		bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"},
+		bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "let me send that"},
+	)
+	h.send(4,
+		bus.OutboundMessage{Kind: bus.KindMessage, TurnID: "t", Content: "the answer via the message tool"},
+		bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t"},
+	)
+	if got := h.ch.visible(); joinVisible(got) != "<the answer via the message tool>" {
+		t.Fatalf("visible = %q, want only the tool's message", got)
+	}
+	if len(h.ch.ops("delete")) != 1 {
+		t.Fatalf("draft not deleted: %+v", h.ch.ops(""))
+	}
+}
+
+func TestBadMarkupResendsThatChunkPlain(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{})
+	h.ch.setFail(func(c call) error {
+		if c.op == "send" && !c.plain && strings.Contains(c.text, "bad") {
+			return fmt.Errorf("can't parse entities: %w", ErrBadMarkup)
+		}
+		return nil
+	})
+	h.send(1, bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: "good chunk number one here\n\nbad chunk number two here\n\ngood chunk number three"})
+	if got := h.ch.visible(); joinVisible(got) != "<good chunk number one here>|bad chunk number two here|<good chunk number three>" {
+		t.Fatalf("visible = %q", got)
+	}
+}
+
+func TestRateLimitedSendWaitsAndSendsOnce(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{})
+	limited := 2
+	h.ch.setFail(func(c call) error {
+		if c.op == "send" && limited > 0 {
+			limited--
+			return &RateLimitError{RetryAfter: 3 * time.Second, Err: errors.New("429")}
+		}
+		return nil
+	})
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindFinal, Content: "hello"}
+	for i := 1; i <= 2; i++ {
+		h.ch.waitCalls(t, "send!", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		h.clock.WaitForTimers(ctx, 1)
+		cancel()
+		if d, _ := h.clock.NextDeadline(); d != 3*time.Second {
+			t.Fatalf("retry wait = %s, want retry_after 3s", d)
+		}
+		h.clock.Advance(3 * time.Second)
+	}
+	h.waitIdle("c1", 1)
+	if got := h.ch.visible(); joinVisible(got) != "<hello>" {
+		t.Fatalf("visible = %q, want the message exactly once", got)
+	}
+}
+
+func TestRetryGivesUpWhenBoundReached(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{Retry: RetryPolicy{MaxAttempts: 10, MaxWait: 5 * time.Second}})
+	h.ch.setFail(func(c call) error {
+		return &RateLimitError{RetryAfter: 4 * time.Second, Err: errors.New("429")}
+	})
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindFinal, Content: "hello"}
+	h.ch.waitCalls(t, "send!", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h.clock.WaitForTimers(ctx, 1)
+	h.clock.Advance(4 * time.Second)
+	h.waitIdle("c1", 1)
+	// 4s waited; another 4s would pass MaxWait 5s, so it stops at 2 tries.
+	if n := len(h.ch.ops("send!")); n != 2 {
+		t.Fatalf("tries = %d, want 2", n)
+	}
+}
+
+func TestUnknownOutcomeAndPermanentAreNotRepeated(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"unknown outcome", &UnknownOutcomeError{Err: errors.New("timeout after write")}},
+		{"permanent", &PermanentError{Err: errors.New("forbidden: bot was blocked")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, config.OutputConfig{}, ManagerConfig{})
+			h.ch.setFail(func(c call) error { return tc.err })
+			h.send(1, bus.OutboundMessage{Kind: bus.KindFinal, Content: "hello"})
+			if n := len(h.ch.ops("")); n != 1 {
+				t.Fatalf("calls = %+v, want exactly one try", h.ch.ops(""))
+			}
+		})
+	}
+}
+
+func TestTransientErrorsRetriedWithBackoff(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{Retry: RetryPolicy{MaxAttempts: 3, BaseBackoff: time.Second, MaxBackoff: 4 * time.Second}})
+	fails := 2
+	h.ch.setFail(func(c call) error {
+		if fails > 0 {
+			fails--
+			return errors.New("connection refused")
+		}
+		return nil
+	})
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindFinal, Content: "hello"}
+	for i := 1; i <= 2; i++ {
+		h.ch.waitCalls(t, "send!", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		h.clock.WaitForTimers(ctx, 1)
+		cancel()
+		d, _ := h.clock.NextDeadline()
+		if lo, hi := time.Second<<(i-1)/2, time.Second<<(i-1); d < lo || d > hi {
+			t.Fatalf("backoff %d = %s, want in [%s, %s]", i, d, lo, hi)
+		}
+		h.clock.Advance(d)
+	}
+	h.waitIdle("c1", 1)
+	if got := h.ch.visible(); joinVisible(got) != "<hello>" {
+		t.Fatalf("visible = %q", got)
+	}
+}
+
+func TestRateLimitedDraftPausesThenShowsNewest(t *testing.T) {
+	h := newHarness(t, streaming, ManagerConfig{})
+	h.send(1, bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "one"})
+	h.ch.setFail(func(c call) error {
+		if c.op == "edit" {
+			return &RateLimitError{RetryAfter: 10 * time.Second, Err: errors.New("429")}
+		}
+		return nil
+	})
+	h.send(2, bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "one two"})
+	h.advance(time.Second) // edit refused: paused for 10s
+	if n := len(h.ch.ops("edit!")); n != 1 {
+		t.Fatalf("refused edits = %d, want 1", n)
+	}
+	h.ch.setFail(nil)
+	h.send(3, bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "one two three"})
+	h.advance(5 * time.Second)
+	if n := len(h.ch.ops("edit")); n != 0 {
+		t.Fatalf("edited during the pause: %+v", h.ch.ops("edit"))
+	}
+	h.advance(5 * time.Second)
+	if got := h.ch.visible(); joinVisible(got) != "one two three" {
+		t.Fatalf("visible = %q, want the newest draft after the pause", got)
+	}
+	if n := len(h.ch.ops("edit")); n != 1 {
+		t.Fatalf("edits after the pause = %d, want 1", n)
+	}
+}
+
+func TestUnknownDraftSendStopsStreaming(t *testing.T) {
+	h := newHarness(t, streaming, ManagerConfig{})
+	h.ch.setFail(func(c call) error {
+		if c.op == "send" && c.plain {
+			return &UnknownOutcomeError{Err: errors.New("timeout")}
+		}
+		return nil
+	})
+	h.send(1, bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "dra"})
+	h.send(2, bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "draft"})
+	h.advance(time.Second)
+	h.send(3, bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: "final"})
+	if got := texts(h.ch.ops("send")); strings.Join(got, "|") != "<final>" {
+		t.Fatalf("sends = %q, want only the final as a new message", got)
+	}
+	if n := len(h.ch.ops("send!")); n != 1 {
+		t.Fatalf("draft sends = %d, want 1 (never repeated)", n)
+	}
+}
+
+func TestChatsRunInParallelAndInOrder(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{})
+	release := make(chan struct{})
+	h.ch.setFail(func(c call) error {
+		if c.chat == "slow" {
+			<-release
+		}
+		return nil
+	})
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "slow", Kind: bus.KindMessage, Content: "s1"}
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "slow", Kind: bus.KindMessage, Content: "s2"}
+	for i := range 5 {
+		h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindMessage, Content: fmt.Sprint("m", i)}
+	}
+	h.waitIdle("c1", 5)
+	if got := texts(h.ch.ops("send")); strings.Join(got, ",") != "<m0>,<m1>,<m2>,<m3>,<m4>" {
+		t.Fatalf("fast chat sends = %q (in order, not blocked by the slow chat)", got)
+	}
+	close(release)
+	h.waitIdle("slow", 2)
+	var slow []string
+	for _, c := range h.ch.ops("send") {
+		if c.chat == "slow" {
+			slow = append(slow, c.text)
+		}
+	}
+	if strings.Join(slow, ",") != "<s1>,<s2>" {
+		t.Fatalf("slow chat sends = %q", slow)
+	}
+}
+
+func TestIdleWorkersReaped(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{IdleTimeout: time.Minute})
+	h.send(1, bus.OutboundMessage{Kind: bus.KindMessage, Content: "hi"})
+	if n := h.m.Workers(); n != 1 {
+		t.Fatalf("workers = %d, want 1", n)
+	}
+	h.clock.Advance(time.Minute)
+	deadline := time.Now().Add(5 * time.Second)
+	for h.m.Workers() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("idle worker not reaped")
+		}
+		time.Sleep(time.Millisecond) // polling an async condition, not timing
+	}
+	// A new message starts a fresh worker, counting from zero.
+	h.mu.Lock()
+	h.handled["c1"] = 0
+	h.mu.Unlock()
+	h.send(1, bus.OutboundMessage{Kind: bus.KindMessage, Content: "again"})
+	if got := h.ch.visible(); joinVisible(got) != "<hi>|<again>" {
+		t.Fatalf("visible = %q", got)
+	}
+}
+
+func TestMaxChatsBoundsWorkers(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{MaxChats: 1, IdleTimeout: time.Minute})
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "a", Kind: bus.KindMessage, Content: "a"}
+	h.waitIdle("a", 1)
+	sent := make(chan struct{})
+	go func() {
+		h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "b", Kind: bus.KindMessage, Content: "b"}
+		close(sent)
+	}()
+	<-sent // the dispatcher took it and now waits for a free worker
+	if n := h.m.Workers(); n != 1 {
+		t.Fatalf("workers = %d, want at most 1", n)
+	}
+	h.clock.Advance(time.Minute) // reap a; b gets a worker
+	h.waitIdle("b", 1)
+	if got := h.ch.visible(); joinVisible(got) != "<a>|<b>" {
+		t.Fatalf("visible = %q", got)
+	}
+}
+
+func TestShutdownDrainsQueuedMessages(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{})
+	release := make(chan struct{})
+	h.ch.setFail(func(c call) error {
+		if c.text == "<first>" {
+			<-release
+		}
+		return nil
+	})
+	src := h.src
+	src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindStart, TurnID: "t"}
+	src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindFinal, TurnID: "t", Content: "first"}
+	src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindFinal, Content: "second"}
+	close(src) // the bus closed outbound: drain and stop
+	close(release)
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.done <- nil
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the source closed")
+	}
+	if got := h.ch.visible(); joinVisible(got) != "<first>|<second>" {
+		t.Fatalf("visible = %q, want everything queued delivered", got)
+	}
+}
+
+func TestShutdownOnContextGivesUpAfterDrainTimeout(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{DrainTimeout: 3 * time.Second})
+	h.ch.setFail(func(c call) error { return errors.New("network down") })
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindFinal, Content: "x"}
+	h.ch.waitCalls(t, "send!", 1)
+	h.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h.clock.WaitForTimers(ctx, 2) // the retry backoff and the drain timer
+	h.clock.Advance(3 * time.Second)
+	select {
+	case <-h.done:
+		h.done <- nil
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the drain timeout")
+	}
+}
+
+func TestUnknownChannelAndEditorlessChannel(t *testing.T) {
+	h := newHarness(t, streaming, ManagerConfig{})
+	h.src <- bus.OutboundMessage{Channel: "nope", ChatID: "c1", Kind: bus.KindFinal, Content: "lost"}
+	h.send(1, bus.OutboundMessage{Kind: bus.KindFinal, Content: "ok"})
+	if got := h.ch.visible(); joinVisible(got) != "<ok>" {
+		t.Fatalf("visible = %q", got)
+	}
+	if err := h.m.Register(h.ch, testRenderer{40}, streaming); err == nil {
+		t.Fatal("registering a name twice succeeded")
+	}
+}
+
+func TestMailboxCoalescesDrafts(t *testing.T) {
+	b := newMailbox()
+	b.push(bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"})
+	b.push(bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "a"})
+	b.push(bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "u", Content: "other turn"})
+	b.push(bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "ab"})
+	b.push(bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: "abc"})
+	b.push(bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "next turn reusing the id"})
+	var got []string
+	for {
+		m, ok := b.pop()
+		if !ok {
+			break
+		}
+		got = append(got, m.Kind.String()+":"+m.Content)
+	}
+	want := "start:|draft:ab|draft:other turn|final:abc|draft:next turn reusing the id"
+	if strings.Join(got, "|") != want {
+		t.Fatalf("mailbox = %q\nwant %q", strings.Join(got, "|"), want)
+	}
+}

@@ -1,0 +1,298 @@
+package channels
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrUnknownCode is returned by Approve for a code that was never issued or
+// has expired; the owner should ask the sender to write to the bot again.
+var ErrUnknownCode = errors.New("unknown or expired pairing code")
+
+// PairingRequest is a code handed to an unknown sender, waiting for the owner.
+type PairingRequest struct {
+	Code       string    `json:"code"`
+	Channel    string    `json:"channel"`
+	SenderID   string    `json:"sender_id"`
+	SenderName string    `json:"sender_name,omitempty"`
+	ChatID     string    `json:"chat_id,omitempty"`
+	Created    time.Time `json:"created"`
+}
+
+// Approval is a sender the owner let in.
+type Approval struct {
+	Channel    string    `json:"channel"`
+	SenderID   string    `json:"sender_id"`
+	SenderName string    `json:"sender_name,omitempty"`
+	ApprovedAt time.Time `json:"approved_at"`
+}
+
+// PairingState is the store's content.
+type PairingState struct {
+	Pending  []PairingRequest `json:"pending"`
+	Approved []Approval       `json:"approved"`
+}
+
+// PairingStore keeps pairing codes and approvals in a small JSON file (e.g.
+// ~/.nanobot/pairing.json), shared by the daemon, which issues codes, and the
+// `nanobot pairing` CLI, which approves and revokes them. Writes are atomic
+// (temp file, fsync, rename; mode 0600) and, on Unix, serialised across
+// processes with a lock file next to it.
+type PairingStore struct {
+	path string
+	// TTL is how long a code stays valid [1h]; MaxPending caps pending codes
+	// [64], the oldest dropped first, so strangers cannot grow the file.
+	TTL        time.Duration
+	MaxPending int
+	now        func() time.Time
+
+	mu     sync.Mutex
+	cached *PairingState
+	stamp  fileStamp
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+// NewPairingStore returns a store backed by path. It does no I/O.
+func NewPairingStore(path string) *PairingStore {
+	return &PairingStore{path: path, TTL: time.Hour, MaxPending: 64, now: time.Now}
+}
+
+// Path returns the file's path.
+func (s *PairingStore) Path() string { return s.path }
+
+// Request returns a pairing code for sender on channel: the pending one if it
+// is still valid, otherwise a new one.
+func (s *PairingStore) Request(channel, senderID, senderName, chatID string) (string, error) {
+	var code string
+	err := s.update(func(st *PairingState) error {
+		for _, p := range st.Pending {
+			if p.Channel == channel && p.SenderID == senderID {
+				code = p.Code
+				return nil
+			}
+		}
+		c, err := newCode()
+		if err != nil {
+			return err
+		}
+		code = c
+		st.Pending = append(st.Pending, PairingRequest{Code: c, Channel: channel, SenderID: senderID,
+			SenderName: senderName, ChatID: chatID, Created: s.now().UTC()})
+		if over := len(st.Pending) - s.MaxPending; over > 0 {
+			st.Pending = st.Pending[over:]
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("pairing: request code: %w", err)
+	}
+	return code, nil
+}
+
+// Approve lets the sender who was given code in.
+func (s *PairingStore) Approve(code string) (Approval, error) {
+	code = strings.ToUpper(strings.TrimSpace(code))
+	var a Approval
+	err := s.update(func(st *PairingState) error {
+		i := slices.IndexFunc(st.Pending, func(p PairingRequest) bool { return p.Code == code })
+		if i < 0 {
+			return ErrUnknownCode
+		}
+		p := st.Pending[i]
+		st.Pending = slices.Delete(st.Pending, i, i+1)
+		a = Approval{Channel: p.Channel, SenderID: p.SenderID, SenderName: p.SenderName, ApprovedAt: s.now().UTC()}
+		st.Approved = slices.DeleteFunc(st.Approved, func(o Approval) bool {
+			return o.Channel == a.Channel && o.SenderID == a.SenderID
+		})
+		st.Approved = append(st.Approved, a)
+		return nil
+	})
+	if err != nil {
+		return Approval{}, fmt.Errorf("pairing: approve %s: %w", code, err)
+	}
+	return a, nil
+}
+
+// Revoke removes an approval; it reports whether there was one.
+func (s *PairingStore) Revoke(channel, senderID string) (bool, error) {
+	found := false
+	err := s.update(func(st *PairingState) error {
+		n := len(st.Approved)
+		st.Approved = slices.DeleteFunc(st.Approved, func(o Approval) bool {
+			return o.Channel == channel && o.SenderID == senderID
+		})
+		found = len(st.Approved) != n
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("pairing: revoke %s:%s: %w", channel, senderID, err)
+	}
+	return found, nil
+}
+
+// List returns the valid pending codes and the approvals.
+func (s *PairingStore) List() (PairingState, error) {
+	st, err := s.read()
+	if err != nil {
+		return PairingState{}, fmt.Errorf("pairing: list: %w", err)
+	}
+	return st, nil
+}
+
+// IsApproved reports whether sender was approved on channel. It rereads the
+// file only when it changed, so calling it per message is cheap.
+func (s *PairingStore) IsApproved(channel, senderID string) (bool, error) {
+	st, err := s.read()
+	if err != nil {
+		return false, fmt.Errorf("pairing: check %s:%s: %w", channel, senderID, err)
+	}
+	return slices.ContainsFunc(st.Approved, func(a Approval) bool {
+		return a.Channel == channel && a.SenderID == senderID
+	}), nil
+}
+
+// read returns the state, from the cache when the file did not change.
+func (s *PairingStore) read() (PairingState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.loadLocked()
+	if err != nil {
+		return PairingState{}, err
+	}
+	return clonePairing(*st), nil
+}
+
+func (s *PairingStore) loadLocked() (*PairingState, error) {
+	fi, err := os.Stat(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.cached, s.stamp = &PairingState{}, fileStamp{}
+		return s.cached, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	stamp := fileStamp{fi.ModTime(), fi.Size()}
+	if s.cached != nil && stamp == s.stamp {
+		s.expireLocked(s.cached)
+		return s.cached, nil
+	}
+	data, err := os.ReadFile(s.path)
+	if err != nil {
+		return nil, err
+	}
+	var st PairingState
+	if len(strings.TrimSpace(string(data))) > 0 {
+		if err := json.Unmarshal(data, &st); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.path, err)
+		}
+	}
+	s.expireLocked(&st)
+	s.cached, s.stamp = &st, stamp
+	return s.cached, nil
+}
+
+func (s *PairingStore) expireLocked(st *PairingState) {
+	cutoff := s.now().Add(-s.TTL)
+	st.Pending = slices.DeleteFunc(st.Pending, func(p PairingRequest) bool { return p.Created.Before(cutoff) })
+}
+
+// update applies fn to the current state under the cross-process lock and
+// writes the result atomically.
+func (s *PairingStore) update(fn func(*PairingState) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return err
+	}
+	unlock, err := lockFile(s.path + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.cached = nil // another process may have written since our last read
+	cur, err := s.loadLocked()
+	if err != nil {
+		return err
+	}
+	st := clonePairing(*cur)
+	if err := fn(&st); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(s.path, append(data, '\n'), 0o600); err != nil {
+		return err
+	}
+	s.cached = nil
+	return nil
+}
+
+func clonePairing(st PairingState) PairingState {
+	return PairingState{Pending: slices.Clone(st.Pending), Approved: slices.Clone(st.Approved)}
+}
+
+// codeAlphabet leaves out characters that are easy to misread (0/O, 1/I/L).
+const codeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+
+func newCode() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	for i := range b {
+		b[i] = codeAlphabet[int(b[i])%len(codeAlphabet)]
+	}
+	return string(b[:]), nil
+}
+
+// WriteFileAtomic writes data to path so that readers see either the old or
+// the new content, never a torn file, even after a crash: it writes a temp
+// file in the same directory, syncs it, renames it over path and syncs the
+// directory.
+func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op after a successful rename
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: sync: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // best effort: not every filesystem can sync a directory
+		d.Close()
+	}
+	return nil
+}

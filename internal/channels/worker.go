@@ -1,0 +1,535 @@
+package channels
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+)
+
+// worker delivers one chat's messages in order. It is an event loop: the
+// mailbox, the throttle and typing timers and shutdown wake it; platform
+// calls happen on it, so one chat never has two calls in flight.
+type worker struct {
+	m     *Manager
+	rt    *route
+	key   chatKey
+	box   *mailbox
+	log   *zap.Logger
+	clock clock.Clock
+
+	turns map[string]*turn
+	// nextEdit throttles draft edits chat-wide; paused holds them after a
+	// 429 until the platform's retry_after has passed.
+	nextEdit   time.Time
+	paused     time.Time
+	lastActive time.Time
+	handled    int
+}
+
+// turn is what the worker knows about one streaming turn.
+type turn struct {
+	id      string
+	replyTo string
+	meta    map[string]string
+	seen    time.Time
+
+	typing      bool
+	nextTyping  time.Time
+	typingUntil time.Time
+
+	draft  string // newest draft Markdown
+	status string // tool hint shown under the draft
+	dirty  bool   // draft or status not yet shown
+	refs   []Sent // the draft's messages
+	shown  []string
+	// broken stops streaming for the turn after a failure that makes the
+	// draft message unusable; the final is then sent as new messages.
+	broken   bool
+	failures int
+}
+
+func newWorker(m *Manager, rt *route, key chatKey) *worker {
+	return &worker{
+		m:          m,
+		rt:         rt,
+		key:        key,
+		box:        newMailbox(),
+		log:        m.log.With(zap.String("channel", key.channel), zap.String("chat", key.chat)),
+		clock:      m.clock,
+		turns:      map[string]*turn{},
+		lastActive: m.clock.Now(),
+	}
+}
+
+func (w *worker) run() {
+	defer w.m.wg.Done()
+	for {
+		for {
+			msg, ok := w.box.pop()
+			if !ok {
+				break
+			}
+			w.handle(msg)
+			w.handled++
+		}
+		now := w.clock.Now()
+		w.due(now)
+		if w.box.len() > 0 {
+			continue
+		}
+		if w.stopping() {
+			// Intake has stopped: nothing more arrives. Typing ends with
+			// the worker (the indicator is never refreshed again).
+			w.turns = nil
+			if w.m.retire(w) {
+				return
+			}
+			continue
+		}
+		wake, idle := w.nextWake(now)
+		if idle && !now.Before(wake) {
+			if w.m.retire(w) {
+				return
+			}
+			continue
+		}
+		t := w.clock.NewTimer(wake.Sub(now))
+		if w.m.idleHook != nil {
+			w.m.idleHook(w.key.chat, w.handled+w.box.coalescedCount())
+		}
+		select {
+		case <-w.box.signal:
+		case <-t.C():
+		case <-w.m.closing:
+		case <-w.m.workCtx.Done():
+		}
+		t.Stop()
+	}
+}
+
+func (w *worker) stopping() bool {
+	select {
+	case <-w.m.closing:
+		return true
+	default:
+		return w.m.workCtx.Err() != nil
+	}
+}
+
+// nextWake returns when the worker must next act; idle means it has no
+// turns and the time is when it may be reaped.
+func (w *worker) nextWake(now time.Time) (time.Time, bool) {
+	if len(w.turns) == 0 {
+		return w.lastActive.Add(w.m.cfg.IdleTimeout), true
+	}
+	var wake time.Time
+	earliest := func(t time.Time) {
+		if wake.IsZero() || t.Before(wake) {
+			wake = t
+		}
+	}
+	for _, t := range w.turns {
+		earliest(t.seen.Add(w.m.cfg.TypingCap))
+		if t.typing {
+			earliest(t.nextTyping)
+		}
+		if t.dirty && !t.broken {
+			earliest(w.draftDue(t))
+		}
+	}
+	if wake.Before(now) {
+		wake = now
+	}
+	return wake, false
+}
+
+// draftDue is when t's pending draft may be shown: the first draft goes out
+// at once, later ones wait for the throttle; all wait out a 429 pause.
+func (w *worker) draftDue(t *turn) time.Time {
+	due := w.paused
+	if len(t.refs) > 0 && w.nextEdit.After(due) {
+		due = w.nextEdit
+	}
+	return due
+}
+
+func (w *worker) handle(msg bus.OutboundMessage) {
+	now := w.clock.Now()
+	w.lastActive = now
+	out := w.rt.out
+	switch msg.Kind {
+	case bus.KindStart:
+		t := w.turn(msg, now)
+		if w.rt.typer != nil && !t.typing {
+			t.typing = true
+			t.typingUntil = now.Add(w.m.cfg.TypingCap)
+			w.sendTyping(t, now)
+		}
+	case bus.KindDraft:
+		if !out.Streaming {
+			return
+		}
+		t := w.turn(msg, now)
+		t.draft, t.status, t.dirty = msg.Content, "", true
+	case bus.KindStatus:
+		if !out.Streaming || !out.ToolHints {
+			return
+		}
+		t := w.turn(msg, now)
+		t.status, t.dirty = msg.Content, true
+	case bus.KindFinal:
+		t := w.turns[msg.TurnID]
+		delete(w.turns, msg.TurnID)
+		w.deliverFinal(t, msg)
+	case bus.KindMessage:
+		w.deliverNew(msg)
+	default:
+		w.log.Warn("outbound message of unknown kind dropped", zap.Stringer("kind", msg.Kind))
+	}
+}
+
+func (w *worker) turn(msg bus.OutboundMessage, now time.Time) *turn {
+	t := w.turns[msg.TurnID]
+	if t == nil {
+		t = &turn{id: msg.TurnID, replyTo: msg.ReplyTo, meta: msg.Metadata}
+		w.turns[msg.TurnID] = t
+	}
+	t.seen = now
+	return t
+}
+
+// due does whatever has come due: typing refreshes, throttled draft edits,
+// and forgetting turns that never ended.
+func (w *worker) due(now time.Time) {
+	for id, t := range w.turns {
+		if !now.Before(t.seen.Add(w.m.cfg.TypingCap)) {
+			w.log.Warn("turn never finished; typing stopped and its draft abandoned", zap.String("turn", id))
+			delete(w.turns, id)
+			continue
+		}
+		if t.typing && !now.Before(t.nextTyping) {
+			if !now.Before(t.typingUntil) {
+				t.typing = false
+			} else {
+				w.sendTyping(t, now)
+			}
+		}
+		if t.dirty && !t.broken && !now.Before(w.draftDue(t)) {
+			w.flushDraft(t, now)
+		}
+	}
+}
+
+func (w *worker) sendTyping(t *turn, now time.Time) {
+	interval := w.rt.typer.TypingInterval()
+	t.nextTyping = now.Add(interval)
+	ctx, cancel := context.WithTimeout(w.m.workCtx, w.m.cfg.CallTimeout)
+	defer cancel()
+	err := w.rt.typer.Typing(ctx, w.key.chat, t.meta)
+	var rl *RateLimitError
+	var pe *PermanentError
+	switch {
+	case err == nil:
+	case errors.As(err, &rl):
+		t.nextTyping = now.Add(max(interval, rl.RetryAfter))
+	case errors.As(err, &pe):
+		t.typing = false
+		w.log.Debug("typing refused; indicator stopped", zap.Error(err))
+	default:
+		w.log.Debug("typing failed", zap.Error(err))
+	}
+}
+
+// draftText is the draft as shown: plain text with the tool hint under it.
+func (t *turn) draftText() string {
+	text := t.draft
+	if t.status != "" {
+		if text != "" {
+			text += "\n\n"
+		}
+		text += "… " + t.status
+	}
+	return text
+}
+
+// flushDraft shows the turn's newest draft: edits the draft messages whose
+// text changed and sends the ones it grew into. Drafts are plain text, so a
+// half-written `**` cannot make the platform refuse them.
+func (w *worker) flushDraft(t *turn, now time.Time) {
+	chunks := w.rt.r.RenderPlain(t.draftText())
+	w.nextEdit = now.Add(w.rt.out.EditInterval)
+	for i, c := range chunks {
+		if i < len(t.shown) && t.shown[i] == c {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(w.m.workCtx, w.m.cfg.CallTimeout)
+		var err error
+		if i < len(t.refs) {
+			err = w.rt.editor.Edit(ctx, t.refs[i], c, true)
+			if errors.Is(err, ErrNotModified) {
+				err = nil
+			}
+		} else {
+			var sent Sent
+			replyTo := ""
+			if i == 0 {
+				replyTo = t.replyTo
+			}
+			sent, err = w.rt.ch.Send(ctx, Outgoing{ChatID: w.key.chat, Text: c, Plain: true, ReplyTo: replyTo, Metadata: t.meta})
+			if err == nil {
+				t.refs = append(t.refs, sent)
+				t.shown = append(t.shown, "")
+			}
+		}
+		cancel()
+		if err != nil {
+			w.draftFailed(t, now, i < len(t.refs), err)
+			return
+		}
+		t.shown[i] = c
+	}
+	t.dirty = false
+	t.failures = 0
+}
+
+// draftFailed decides what a failed draft update means. Drafts are best
+// effort: a 429 pauses edits (the newest text goes out after it), other
+// failures either retry at the next tick or give up streaming for the turn.
+func (w *worker) draftFailed(t *turn, now time.Time, edit bool, err error) {
+	var rl *RateLimitError
+	var uo *UnknownOutcomeError
+	var pe *PermanentError
+	switch {
+	case errors.As(err, &rl):
+		w.paused = now.Add(max(rl.RetryAfter, w.m.cfg.Retry.BaseBackoff))
+		w.log.Debug("draft rate limited; edits paused", zap.Duration("retry_after", rl.RetryAfter))
+		return
+	case errors.As(err, &uo) && !edit:
+		// The draft message may or may not exist; sending another could
+		// show it twice. Stop streaming; the final goes out as new messages.
+		t.broken = true
+		w.log.Warn("draft send outcome unknown; streaming stopped for this turn", zap.Error(err))
+		return
+	case errors.As(err, &pe), errors.Is(err, ErrBadMarkup):
+		t.broken = true
+		w.log.Warn("draft refused; streaming stopped for this turn", zap.Error(err))
+		return
+	case w.m.workCtx.Err() != nil:
+		return
+	}
+	// Transient (or an edit whose outcome is unknown: edits are idempotent).
+	t.failures++
+	if t.failures >= w.m.cfg.Retry.MaxAttempts {
+		t.broken = true
+		w.log.Warn("draft failed repeatedly; streaming stopped for this turn", zap.Error(err))
+		return
+	}
+	w.nextEdit = now.Add(w.backoff(t.failures))
+}
+
+// deliverFinal shows a turn's answer: it replaces the draft (first chunks
+// edited into the draft messages, the rest sent as new messages), or is sent
+// as new messages when there is no usable draft. An empty final removes the
+// draft's tool hint or the draft itself.
+func (w *worker) deliverFinal(t *turn, msg bus.OutboundMessage) {
+	usable := t != nil && !t.broken && len(t.refs) > 0
+	if strings.TrimSpace(msg.Content) == "" && len(msg.Media) == 0 {
+		if usable {
+			w.clearDraft(t)
+		}
+		return
+	}
+	if !usable {
+		w.deliverNew(msg)
+		return
+	}
+	chunks := w.render(msg.Content)
+	i := 0
+	for ; i < len(chunks) && i < len(t.refs); i++ {
+		ref, c := t.refs[i], chunks[i]
+		err := w.retry("edit", true, func(ctx context.Context, plain bool) error {
+			text := c.Text
+			if plain {
+				text = c.Plain
+			}
+			return w.rt.editor.Edit(ctx, ref, text, plain)
+		})
+		if err != nil {
+			// The draft message cannot take the text; send it anew so the
+			// answer is complete. The edit did not happen, so this is no
+			// duplicate.
+			w.log.Warn("final edit failed; sending the chunk as a new message", zap.Error(err))
+			w.sendChunk(msg, c, i == 0)
+		}
+	}
+	for j := len(chunks); j < len(t.refs); j++ {
+		w.removeDraftMessage(t.refs[j])
+	}
+	for ; i < len(chunks); i++ {
+		w.sendChunk(msg, chunks[i], false)
+	}
+	w.sendMedia(msg, len(chunks) == 0)
+}
+
+// clearDraft handles an empty final: the answer went out another way (the
+// message tool), so the draft is deleted, or at least stripped of its hint.
+func (w *worker) clearDraft(t *turn) {
+	if w.rt.deleter != nil {
+		for _, ref := range t.refs {
+			w.removeDraftMessage(ref)
+		}
+		return
+	}
+	if t.status == "" || t.draft == "" {
+		return
+	}
+	t.status = ""
+	chunks := w.rt.r.RenderPlain(t.draft)
+	for i := 0; i < len(chunks) && i < len(t.refs); i++ {
+		ref, c := t.refs[i], chunks[i]
+		if err := w.retry("edit", true, func(ctx context.Context, _ bool) error {
+			return w.rt.editor.Edit(ctx, ref, c, true)
+		}); err != nil {
+			w.log.Warn("could not strip the tool hint from the draft", zap.Error(err))
+		}
+	}
+}
+
+func (w *worker) removeDraftMessage(ref Sent) {
+	if w.rt.deleter == nil {
+		return
+	}
+	if err := w.retry("delete", true, func(ctx context.Context, _ bool) error {
+		return w.rt.deleter.Delete(ctx, ref)
+	}); err != nil {
+		w.log.Warn("could not delete a draft message", zap.Error(err))
+	}
+}
+
+// deliverNew sends msg as new messages: its text chunks, then its media.
+func (w *worker) deliverNew(msg bus.OutboundMessage) {
+	chunks := w.render(msg.Content)
+	for i, c := range chunks {
+		w.sendChunk(msg, c, i == 0)
+	}
+	w.sendMedia(msg, len(chunks) == 0)
+}
+
+func (w *worker) render(md string) []Chunk {
+	if strings.TrimSpace(md) == "" {
+		return nil
+	}
+	if w.rt.chunks != nil {
+		return w.rt.chunks.RenderChunks(md)
+	}
+	texts := w.rt.r.Render(md)
+	out := make([]Chunk, len(texts))
+	for i, t := range texts {
+		out[i] = Chunk{Text: t, Plain: t}
+	}
+	return out
+}
+
+func (w *worker) sendChunk(msg bus.OutboundMessage, c Chunk, first bool) {
+	out := Outgoing{ChatID: w.key.chat, Metadata: msg.Metadata}
+	if first {
+		out.ReplyTo = msg.ReplyTo
+	}
+	err := w.retry("send", false, func(ctx context.Context, plain bool) error {
+		o := out
+		o.Text, o.Plain = c.Text, plain
+		if plain {
+			o.Text = c.Plain
+		}
+		_, err := w.rt.ch.Send(ctx, o)
+		return err
+	})
+	if err != nil {
+		w.log.Error("message chunk not delivered", zap.Stringer("kind", msg.Kind), zap.String("turn", msg.TurnID),
+			zap.String("outcome", errorKind(err)), zap.Error(err))
+	}
+}
+
+func (w *worker) sendMedia(msg bus.OutboundMessage, reply bool) {
+	if len(msg.Media) == 0 {
+		return
+	}
+	out := Outgoing{ChatID: w.key.chat, Metadata: msg.Metadata, Media: msg.Media}
+	if reply {
+		out.ReplyTo = msg.ReplyTo
+	}
+	err := w.retry("send media", false, func(ctx context.Context, _ bool) error {
+		_, err := w.rt.ch.Send(ctx, out)
+		return err
+	})
+	if err != nil {
+		w.log.Error("media not delivered", zap.String("turn", msg.TurnID), zap.String("outcome", errorKind(err)), zap.Error(err))
+	}
+}
+
+// retry runs one platform call under the retry policy. plain tells the call
+// to use the plain rendering (after ErrBadMarkup). Edits and deletes are
+// idempotent, so an unknown outcome is retried for them; a send whose
+// outcome is unknown is never repeated, so no chunk is sent twice.
+func (w *worker) retry(op string, idempotent bool, call func(ctx context.Context, plain bool) error) error {
+	pol := w.m.cfg.Retry
+	plain := false
+	var waited time.Duration
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(w.m.workCtx, w.m.cfg.CallTimeout)
+		err := call(ctx, plain)
+		cancel()
+		var rl *RateLimitError
+		var uo *UnknownOutcomeError
+		var pe *PermanentError
+		var wait time.Duration
+		switch {
+		case err == nil, errors.Is(err, ErrNotModified):
+			return nil
+		case errors.Is(err, ErrBadMarkup) && !plain:
+			w.log.Info("markup refused; resending as plain text", zap.String("op", op), zap.Error(err))
+			plain = true
+			attempt--
+			continue
+		case errors.As(err, &rl):
+			wait = max(rl.RetryAfter, pol.BaseBackoff)
+		case errors.As(err, &uo) && !idempotent:
+			return err
+		case errors.As(err, &pe), errors.Is(err, ErrBadMarkup):
+			return err
+		case w.m.workCtx.Err() != nil:
+			return err
+		default:
+			wait = w.backoff(attempt)
+		}
+		if attempt >= pol.MaxAttempts || waited+wait > pol.MaxWait {
+			return fmt.Errorf("%s: giving up after %d attempts and %s waiting: %w", op, attempt, waited, err)
+		}
+		w.log.Debug("platform call failed; retrying", zap.String("op", op), zap.Int("attempt", attempt),
+			zap.Duration("wait", wait), zap.String("outcome", errorKind(err)), zap.Error(err))
+		if err := clock.Sleep(w.m.workCtx, w.clock, wait); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		waited += wait
+	}
+}
+
+// backoff is the wait before try n+1 after a transient error: exponential,
+// capped, with jitter in its upper half so chats do not retry in lockstep.
+func (w *worker) backoff(n int) time.Duration {
+	pol := w.m.cfg.Retry
+	d := pol.BaseBackoff << min(n-1, 20)
+	if d > pol.MaxBackoff || d <= 0 {
+		d = pol.MaxBackoff
+	}
+	return d/2 + rand.N(d/2+1)
+}
