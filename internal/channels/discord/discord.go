@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -28,8 +29,8 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/zap"
 
-	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 )
 
@@ -41,11 +42,6 @@ const Name = "discord"
 const Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
 	discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
 
-// Publisher is where inbound messages go (the bus).
-type Publisher interface {
-	PublishInbound(ctx context.Context, m bus.InboundMessage) error
-}
-
 // Transcriber turns a voice message into text (an OpenAI-compatible
 // /audio/transcriptions endpoint).
 type Transcriber interface {
@@ -54,21 +50,26 @@ type Transcriber interface {
 
 // Deps are the channel's collaborators.
 type Deps struct {
-	// Bus receives inbound messages. Required.
-	Bus Publisher
+	// Bus receives inbound messages, and the short replies the intake gives
+	// itself (/whoami, pairing codes). Required.
+	Bus channels.Publisher
+	// Pairing is the shared pairing store; required with policy pairing.
+	Pairing *channels.PairingStore
 	// Workspace is the agent's workspace root; received files are saved
 	// under <workspace>/inbox/ and outbound file_ref paths are resolved in
-	// it. Required for attachments; without it files are described, not saved.
+	// it. Without it files are described to the agent, not saved.
 	Workspace string
 	// Transcriber, when set, transcribes voice messages.
 	Transcriber Transcriber
 	// HTTPTransport is the base transport for REST and downloads
-	// (default: http.DefaultTransport's settings, proxy from the environment).
+	// (default: a clone of http.DefaultTransport, proxy from the environment).
 	HTTPTransport http.RoundTripper
-	// Now is the clock for rate-limit bookkeeping (default time.Now).
-	Now func() time.Time
-	// After schedules reconnect backoff (default time.After).
-	After func(time.Duration) <-chan time.Time
+	// Clock drives reconnect backoff and rate-limit bookkeeping
+	// (default: the system clock).
+	Clock clock.Clock
+	// Intake bounds what senders can push (rate, length, dedupe); Channel
+	// and Clock are filled in.
+	Intake channels.IntakeConfig
 }
 
 // Channel is the Discord adapter. Create it with New, then Run it; Send,
@@ -82,16 +83,17 @@ type Channel struct {
 	dial  *gatewayDialer
 	token string // without the "Bot " prefix
 
-	// events carries MESSAGE_CREATEs from the gateway reader to the
-	// inbound goroutine; runCtx bounds the hand-off.
-	events       chan *discordgo.Message
-	disconnected chan struct{} // signalled (non-blocking) on every Disconnect
+	intake *channels.Intake
+
+	// lanes run inbound messages in order per chat, chats in parallel;
+	// the gateway reader hands them over under runCtx. Both are set by Run.
+	lanes        atomic.Pointer[channels.Lanes]
 	runCtx       atomic.Pointer[context.Context]
 	running      atomic.Bool
+	disconnected chan struct{} // signalled (non-blocking) on every Disconnect
 
 	state  guildState
 	dms    dmCache
-	dedupe *recentIDs
 	health health
 }
 
@@ -111,17 +113,18 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 	if deps.Bus == nil {
 		return nil, errors.New("discord: no bus")
 	}
-	if deps.Now == nil {
-		deps.Now = time.Now
+	if deps.Clock == nil {
+		deps.Clock = clock.System{}
 	}
-	if deps.After == nil {
-		deps.After = time.After
+	access, err := channels.NewAccess(Name, cfg.Access, deps.Pairing)
+	if err != nil {
+		return nil, err
 	}
 	base := deps.HTTPTransport
 	if base == nil {
 		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
-	tr, err := newTransport(base, cfg.APIURL, deps.Now)
+	tr, err := newTransport(base, cfg.APIURL, deps.Clock.Now)
 	if err != nil {
 		return nil, fmt.Errorf("discord: %w", err)
 	}
@@ -141,10 +144,10 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 		http:         &http.Client{Transport: base, Timeout: 2 * time.Minute},
 		dial:         &gatewayDialer{},
 		token:        token,
-		events:       make(chan *discordgo.Message, 64),
 		disconnected: make(chan struct{}, 1),
-		dedupe:       newRecentIDs(4096),
 	}
+	deps.Intake.Channel, deps.Intake.Clock = Name, deps.Clock
+	c.intake = channels.NewIntake(deps.Intake, access, deps.Bus, log)
 	c.state.init()
 	c.health.set(errors.New("discord: not connected yet"))
 
@@ -198,25 +201,21 @@ func (c *Channel) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	lanes := channels.NewLanes(256)
+	c.lanes.Store(lanes)
 	c.runCtx.Store(&ctx)
 
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.consume(ctx)
-	}()
 	err := c.connectLoop(ctx)
-	cancel() // also when Discord refused the bot: the inbound goroutine stops
+	cancel() // also when Discord refused the bot: queued messages stop early
 
 	// Close sends a close frame (1000: the session ends) and sleeps a
-	// second inside discordgo; then the reader has stopped and no handler
-	// runs any more, so the inbound goroutine can finish.
+	// second inside discordgo; then the reader has stopped, no handler runs
+	// any more and the lanes can be drained.
 	if cerr := c.sess.Close(); cerr != nil {
 		c.log.Warn("closing gateway", zap.Error(cerr))
 	}
 	c.dial.closeConn()
-	wg.Wait()
+	lanes.Close()
 	c.health.set(errors.New("discord: stopped"))
 	c.log.Info("discord channel stopped")
 	return err
@@ -233,11 +232,11 @@ func (c *Channel) connectLoop(ctx context.Context) error {
 	backoff := time.Duration(0)
 	for {
 		if backoff > 0 {
-			c.log.Info("reconnecting to the gateway", zap.Duration("after", backoff))
-			select {
-			case <-ctx.Done():
+			// Jitter in the upper half, so a fleet does not reconnect in step.
+			wait := backoff/2 + rand.N(backoff/2+1)
+			c.log.Info("reconnecting to the gateway", zap.Duration("after", wait))
+			if clock.Sleep(ctx, c.deps.Clock, wait) != nil {
 				return nil
-			case <-c.deps.After(backoff):
 			}
 		}
 		if ctx.Err() != nil {
@@ -259,13 +258,13 @@ func (c *Channel) connectLoop(ctx context.Context) error {
 			backoff = min(max(2*backoff, minBackoff), maxBackoff)
 			continue
 		}
-		connectedAt := c.deps.Now()
+		connectedAt := c.deps.Clock.Now()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-c.disconnected:
 		}
-		if c.deps.Now().Sub(connectedAt) >= stableAfter {
+		if c.deps.Clock.Now().Sub(connectedAt) >= stableAfter {
 			backoff = 0 // a long-lived connection dropped: come back at once
 		} else {
 			backoff = min(max(2*backoff, minBackoff), maxBackoff)

@@ -7,110 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// env is an adapter connected to a fake Discord, with the bus it publishes to.
-type env struct {
-	t    *testing.T
-	fake *discordfake.Server
-	bus  *bus.Bus
-	ch   *discord.Channel
-	cfg  config.DiscordConfig
-	stop func() error
-	done chan error
-}
-
-type setup struct {
-	fake   discordfake.Options
-	cfg    func(*config.DiscordConfig)
-	deps   func(*discord.Deps)
-	noWait bool // do not wait for READY (for refused connections)
-}
-
-func immediately(time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	ch <- time.Time{}
-	return ch
-}
-
-func start(t *testing.T, s setup) *env {
-	t.Helper()
-	fake := discordfake.New(t, s.fake)
-	cfg := config.DiscordConfig{
-		Enabled: true, Token: fake.Token(), APIURL: fake.URL(),
-		Access:        config.Access{Policy: "allowlist", AllowFrom: []string{"*"}, GroupPolicy: "mention"},
-		MaxMediaBytes: 1 << 20,
-	}
-	if s.cfg != nil {
-		s.cfg(&cfg)
-	}
-	b := bus.New(64)
-	deps := discord.Deps{Bus: b, Workspace: t.TempDir(), After: immediately}
-	if s.deps != nil {
-		s.deps(&deps)
-	}
-	ch, err := discord.New(cfg, deps, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ch.Run(ctx) }()
-	var stopped bool
-	var runErr error
-	stop := func() error {
-		if !stopped {
-			stopped = true
-			cancel()
-			runErr = <-done
-		}
-		return runErr
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil && !s.noWait {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	e := &env{t: t, fake: fake, bus: b, ch: ch, cfg: cfg, stop: stop, done: done}
-	if !s.noWait {
-		fake.WaitReady(t, 1)
-	}
-	return e
-}
-
-// inbound waits for the next message on the bus.
-func (e *env) inbound() bus.InboundMessage {
-	e.t.Helper()
-	select {
-	case m := <-e.bus.Inbound():
-		return m
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("no inbound message within 10s")
-		return bus.InboundMessage{}
-	}
-}
-
-// noInbound checks nothing reached the bus. It is only conclusive after a
-// later message has been seen (messages are handled in order), so callers
-// send a marker message first and pass its content.
-func (e *env) inboundIs(content string) bus.InboundMessage {
-	e.t.Helper()
-	m := e.inbound()
-	if m.Content != content {
-		e.t.Fatalf("inbound content %q, want %q (an earlier message got through?)", m.Content, content)
-	}
-	return m
-}
 
 func TestDMRoundTripOverRESTAndGateway(t *testing.T) {
 	t.Parallel()
@@ -213,19 +114,6 @@ func TestGatewayRecovers(t *testing.T) {
 				t.Errorf("resumes %d identifies %d, want %d and %d", st.Resumes, st.Identifies, tt.resumes, tt.identifys)
 			}
 		})
-	}
-}
-
-// runEnds waits for Run to return on its own.
-func (e *env) runEnds() error {
-	e.t.Helper()
-	select {
-	case err := <-e.done:
-		e.done <- err // for the cleanup's stop
-		return err
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("Run did not return within 10s")
-		return nil
 	}
 }
 

@@ -6,100 +6,85 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/channels"
 )
 
 // onMessageCreate runs on discordgo's gateway reader (SyncEvents): it only
-// hands the message to the inbound goroutine, waiting while that one is
-// busy so messages keep their order and memory stays bounded.
+// queues the message on its chat's lane, waiting while too many are
+// pending, so a chat's messages keep their order and memory stays bounded.
 func (c *Channel) onMessageCreate(_ *discordgo.Session, e *discordgo.MessageCreate) {
-	if e.Message == nil || e.Author == nil {
+	if e.Message == nil || !fromHuman(e.Message, c.state.bot()) {
 		return
 	}
-	ctxp := c.runCtx.Load()
-	if ctxp == nil {
+	ctxp, lanes := c.runCtx.Load(), c.lanes.Load()
+	if ctxp == nil || lanes == nil {
 		return
 	}
-	select {
-	case c.events <- e.Message:
-	case <-(*ctxp).Done():
+	ctx, m := *ctxp, e.Message
+	if err := lanes.Go(ctx, m.ChannelID, func() { c.handle(ctx, m) }); err != nil {
+		c.log.Info("inbound message not handled: shutting down", zap.String("message", m.ID))
 	}
 }
 
-// consume handles inbound messages one at a time until ctx ends.
-func (c *Channel) consume(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			if n := len(c.events); n > 0 {
-				c.log.Info("shutting down with unhandled inbound messages", zap.Int("messages", n))
-			}
-			return
-		case m := <-c.events:
-			c.handle(ctx, m)
-		}
-	}
-}
-
-// handle decides whether a message is for the agent and publishes it.
-// Everything that can refuse a message runs before any download, so a
-// sender who is not allowed costs no more than this check.
+// handle turns a message into an Arrival for the intake, which applies the
+// access policy, dedupe, rate limits and /whoami. Attachments are fetched
+// only in Prepare, after the gate: a sender who is not allowed costs
+// nothing but this check.
 func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 	bot := c.state.bot()
-	if !fromHuman(m, bot) {
-		return
-	}
-	if c.dedupe.seen(m.ID) {
-		c.log.Debug("duplicate message ignored", zap.String("message", m.ID))
-		return
-	}
-	log := c.log.With(zap.String("chat", m.ChannelID), zap.String("sender", m.Author.ID))
-	if !c.senderAllowed(m) {
-		log.Debug("message from a sender who is not allowed ignored")
-		return
-	}
 	in := bus.InboundMessage{
 		Channel:    Name,
 		SenderID:   m.Author.ID,
 		SenderName: displayName(m),
 		ChatID:     m.ChannelID,
 		MessageID:  m.ID,
+		Content:    m.Content,
 		Time:       m.Timestamp,
 		Metadata:   map[string]string{"is_group": "false"},
 	}
-	text := m.Content
+	a := channels.Arrival{Msg: in, Username: m.Author.Username}
 	if m.GuildID != "" {
-		var ok bool
-		if text, ok = c.guildRoute(ctx, m, bot, &in); !ok {
+		if !c.guildRoute(ctx, m, bot, &a) {
 			return
 		}
 	}
-	text = strings.TrimSpace(replaceMentions(text, m.Mentions))
+	a.Msg.Content = strings.TrimSpace(replaceMentions(a.Msg.Content, m.Mentions))
 	if q := quoted(m, bot); q != "" {
-		text = q + "\n" + text
+		// After the text, so a reply that is a command stays a command.
+		a.Msg.Content = strings.TrimSpace(a.Msg.Content + "\n" + q)
 	}
+	a.Prepare = func(ctx context.Context, msg *bus.InboundMessage) error {
+		return c.prepare(ctx, m, msg)
+	}
+	if _, err := c.intake.Admit(ctx, a); err != nil && !errors.Is(err, context.Canceled) {
+		c.log.Warn("inbound message not delivered to the agent", zap.String("message", m.ID), zap.Error(err))
+	}
+}
+
+// errNothingToSay drops a message left with no text and nothing attached
+// (a sticker, a bare mention).
+var errNothingToSay = errors.New("no text and no usable attachment")
+
+// prepare fetches the attachments of an admitted message.
+func (c *Channel) prepare(ctx context.Context, m *discordgo.Message, msg *bus.InboundMessage) error {
 	md := c.fetchMedia(ctx, m)
+	text := msg.Content
 	if md.transcript != "" {
 		text = strings.TrimSpace(text + "\n[voice message] " + md.transcript)
 	}
 	for _, n := range md.notes {
 		text = strings.TrimSpace(text + "\n" + n)
 	}
-	in.Content, in.Media = text, md.parts
-	if in.Content == "" && len(in.Media) == 0 {
-		log.Debug("message without text or usable attachments ignored")
-		return
+	msg.Content, msg.Media = text, md.parts
+	if msg.Content == "" && len(msg.Media) == 0 {
+		return errNothingToSay
 	}
-	if err := c.deps.Bus.PublishInbound(ctx, in); err != nil {
-		if !errors.Is(err, context.Canceled) {
-			log.Warn("inbound message not delivered to the agent", zap.String("message", m.ID), zap.Error(err))
-		}
-	}
+	return nil
 }
 
 // fromHuman filters out bots (this one included), webhooks and system
@@ -111,17 +96,25 @@ func fromHuman(m *discordgo.Message, bot string) bool {
 	return m.Type == discordgo.MessageTypeDefault || m.Type == discordgo.MessageTypeReply
 }
 
-// guildRoute applies the guild rules: guild and channel allow lists, threads
-// (own session, replies stay in the thread), and mention gating unless
-// group_policy is open. It returns the text with the bot's mention removed.
-func (c *Channel) guildRoute(ctx context.Context, m *discordgo.Message, bot string, in *bus.InboundMessage) (string, bool) {
+// guildRoute applies the Discord-only guild rules before the intake: the
+// guild, channel and role lists, threads (own session, replies stay in the
+// thread), and whether the bot was addressed (the intake applies
+// group_policy). It strips the bot's mention from the text.
+func (c *Channel) guildRoute(ctx context.Context, m *discordgo.Message, bot string, a *channels.Arrival) bool {
 	log := c.log.With(zap.String("chat", m.ChannelID), zap.String("guild", m.GuildID))
 	if len(c.cfg.AllowGuilds) > 0 && !slices.Contains(c.cfg.AllowGuilds, m.GuildID) {
 		log.Debug("message in a guild not in allow_guilds ignored")
-		return "", false
+		return false
 	}
-	in.Metadata["is_group"] = "true"
-	in.Metadata["guild_id"] = m.GuildID
+	if len(c.cfg.AllowRoles) > 0 && (m.Member == nil || !slices.ContainsFunc(m.Member.Roles, func(r string) bool {
+		return slices.Contains(c.cfg.AllowRoles, r)
+	})) {
+		log.Debug("message from a member without an allow_roles role ignored", zap.String("sender", m.Author.ID))
+		return false
+	}
+	a.Group = true
+	a.Msg.Metadata["is_group"] = "true"
+	a.Msg.Metadata["guild_id"] = m.GuildID
 	parent := m.ChannelID
 	ci, err := c.lookupChannel(ctx, m.ChannelID, m.GuildID)
 	if err != nil {
@@ -130,20 +123,19 @@ func (c *Channel) guildRoute(ctx context.Context, m *discordgo.Message, bot stri
 	}
 	if ci.thread && ci.parentID != "" {
 		parent = ci.parentID
-		in.SessionKey = Name + ":" + parent + ":thread:" + m.ChannelID
-		in.Metadata["thread_id"] = m.ChannelID
-		in.Metadata["parent_id"] = parent
+		a.Msg.SessionKey = Name + ":" + parent + ":thread:" + m.ChannelID
+		a.Msg.Metadata["thread_id"] = m.ChannelID
+		a.Msg.Metadata["parent_id"] = parent
 	}
 	if len(c.cfg.AllowChannels) > 0 && !slices.Contains(c.cfg.AllowChannels, m.ChannelID) &&
 		!slices.Contains(c.cfg.AllowChannels, parent) {
 		log.Debug("message in a channel not in allow_channels ignored")
-		return "", false
+		return false
 	}
-	addressed, roles := c.addressed(ctx, m, bot)
-	if !addressed && c.cfg.GroupPolicy != "open" {
-		return "", false
-	}
-	return stripBotMention(m.Content, bot, roles), true
+	var roles []string
+	a.Addressed, roles = c.addressed(ctx, m, bot)
+	a.Msg.Content = stripBotMention(m.Content, bot, roles)
+	return true
 }
 
 // addressed reports whether the message mentions the bot (as a user or one
@@ -169,25 +161,6 @@ func (c *Channel) addressed(ctx context.Context, m *discordgo.Message, bot strin
 		}
 	}
 	return mentioned || len(hit) > 0, hit
-}
-
-// senderAllowed applies channels.discord.policy and allow_from / allow_roles.
-// Roles only exist in guilds: a DM sender must be in allow_from.
-func (c *Channel) senderAllowed(m *discordgo.Message) bool {
-	if c.cfg.Policy == "open" {
-		return true
-	}
-	if slices.Contains(c.cfg.AllowFrom, "*") || slices.Contains(c.cfg.AllowFrom, m.Author.ID) {
-		return true
-	}
-	if m.GuildID != "" && m.Member != nil {
-		for _, r := range m.Member.Roles {
-			if slices.Contains(c.cfg.AllowRoles, r) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func displayName(m *discordgo.Message) string {
@@ -243,34 +216,5 @@ func quoted(m *discordgo.Message, bot string) string {
 	if len(q) > 300 {
 		q = append(q[:300], '…')
 	}
-	return "[replying to @" + ref.Author.Username + ": " + strings.ReplaceAll(string(q), "\n", " ") + "]"
-}
-
-// recentIDs remembers the last n message ids, to drop a message Discord
-// delivers twice (around reconnects).
-type recentIDs struct {
-	mu   sync.Mutex
-	set  map[string]struct{}
-	ring []string
-	next int
-}
-
-func newRecentIDs(n int) *recentIDs {
-	return &recentIDs{set: make(map[string]struct{}, n), ring: make([]string, n)}
-}
-
-// seen records id and reports whether it was already there.
-func (r *recentIDs) seen(id string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.set[id]; ok {
-		return true
-	}
-	if old := r.ring[r.next]; old != "" {
-		delete(r.set, old)
-	}
-	r.ring[r.next] = id
-	r.set[id] = struct{}{}
-	r.next = (r.next + 1) % len(r.ring)
-	return false
+	return "[in reply to @" + ref.Author.Username + ": " + strings.ReplaceAll(string(q), "\n", " ") + "]"
 }

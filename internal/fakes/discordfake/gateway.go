@@ -42,6 +42,9 @@ type conn struct {
 	writerDone chan struct{}
 	sess       *session
 	dead       bool // guarded by Server.mu
+	// closing: the server sent a close frame, so the client's close frame
+	// is the handshake's echo, not a request to end the session.
+	closing bool // guarded by Server.mu
 }
 
 type frame struct {
@@ -312,6 +315,7 @@ func (s *Server) writer(c *conn) {
 // closeLocked sends a close frame after the frames already queued and
 // detaches the connection. It returns false for handleOp. Callers hold s.mu.
 func (s *Server) closeLocked(c *conn, code int, reason string) bool {
+	c.closing = true
 	s.enqueue(c, frame{closeCode: code, reason: reason})
 	s.detach(c)
 	if ss := c.sess; ss != nil && fatalClose(code) {
@@ -336,13 +340,14 @@ func (s *Server) detach(c *conn) {
 	}
 }
 
-// clientClosed records a close frame from the client. Closing with 1000 or
-// 1001 ends the session (Discord will not resume it).
+// clientClosed records a close frame from the client. A client closing with
+// 1000 or 1001 ends the session (Discord will not resume it), unless it was
+// answering the server's own close.
 func (s *Server) clientClosed(c *conn, code int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.CloseCodes = append(s.stats.CloseCodes, code)
-	if c.sess != nil && (code == websocket.CloseNormalClosure || code == websocket.CloseGoingAway) {
+	if c.sess != nil && !c.closing && (code == websocket.CloseNormalClosure || code == websocket.CloseGoingAway) {
 		c.sess.resumable = false
 	}
 	s.notify()

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,9 +46,11 @@ type Failure struct {
 	// Drop performs the call, then hangs up without answering: the client
 	// cannot know whether it succeeded (Status is ignored).
 	Drop bool
+	// ChannelID, when set, limits the failure to calls for that channel.
+	ChannelID string
 }
 
-// Fail makes the next len(fs) calls of route fail, in order.
+// Fail makes the next len(fs) matching calls of route fail, in order.
 func (s *Server) Fail(route string, fs ...Failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -112,9 +115,13 @@ func (s *Server) wrap(route string, auth bool, h func(http.ResponseWriter, *http
 		}
 		s.mu.Lock()
 		var f *Failure
-		if q := s.failures[route]; len(q) > 0 {
-			f = &q[0]
-			s.failures[route] = q[1:]
+		q := s.failures[route]
+		for i := range q {
+			if q[i].ChannelID == "" || q[i].ChannelID == r.PathValue("channel_id") {
+				f = &q[i]
+				s.failures[route] = slices.Delete(slices.Clone(q), i, i+1)
+				break
+			}
 		}
 		s.mu.Unlock()
 		rec.Header().Set("X-RateLimit-Bucket", fmt.Sprintf("%x", len(route)*7919))
