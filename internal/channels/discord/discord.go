@@ -258,13 +258,12 @@ func (c *Channel) connectLoop(ctx context.Context) error {
 			backoff = min(max(2*backoff, minBackoff), maxBackoff)
 			continue
 		}
-		connectedAt := c.deps.Clock.Now()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-c.disconnected:
 		}
-		if c.deps.Clock.Now().Sub(connectedAt) >= stableAfter {
+		if c.deps.Clock.Now().Sub(c.connectedAt()) >= stableAfter {
 			backoff = 0 // a long-lived connection dropped: come back at once
 		} else {
 			backoff = min(max(2*backoff, minBackoff), maxBackoff)
@@ -344,16 +343,29 @@ func (g *gatewayDialer) closeConn() {
 	}
 }
 
-// health is the gateway's state for /readyz.
+// health is the gateway's state for /readyz, and when it last connected.
 type health struct {
-	mu  sync.Mutex
-	err error
+	mu    sync.Mutex
+	err   error
+	since time.Time
 }
 
 func (h *health) set(err error) {
 	h.mu.Lock()
 	h.err = err
 	h.mu.Unlock()
+}
+
+func (h *health) connected(at time.Time) {
+	h.mu.Lock()
+	h.err, h.since = nil, at
+	h.mu.Unlock()
+}
+
+func (c *Channel) connectedAt() time.Time {
+	c.health.mu.Lock()
+	defer c.health.mu.Unlock()
+	return c.health.since
 }
 
 func (h *health) get() error {
@@ -376,7 +388,7 @@ func (c *Channel) onResumed(_ *discordgo.Session, _ *discordgo.Resumed) {
 // onConnect runs inside Open once READY or RESUMED arrived, before the
 // reader starts: health is up before any message is handled.
 func (c *Channel) onConnect(_ *discordgo.Session, _ *discordgo.Connect) {
-	c.health.set(nil)
+	c.health.connected(c.deps.Clock.Now())
 }
 
 func (c *Channel) onDisconnect(_ *discordgo.Session, _ *discordgo.Disconnect) {

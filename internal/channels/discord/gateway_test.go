@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
@@ -186,5 +187,37 @@ func TestSendErrorsAreClassified(t *testing.T) {
 	// A global limit blocks every route.
 	if err := e.ch.Typing(ctx, other, nil); !errors.As(err, &rl) {
 		t.Errorf("typing during a global limit: %v, want RateLimitError", err)
+	}
+}
+
+func TestReconnectBackoff(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake()
+	e := start(t, setup{deps: func(d *discord.Deps) { d.Clock = clk }})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// The connection dropped right after it was made: wait before retrying
+	// (1 s, jittered down to no less than half).
+	e.fake.DropConnections()
+	if !clk.WaitForTimers(ctx, 1) {
+		t.Fatal("no backoff timer armed after a quick drop")
+	}
+	if d, _ := clk.NextDeadline(); d < 500*time.Millisecond || d > time.Second {
+		t.Errorf("backoff %s, want between 0.5 and 1 s", d)
+	}
+	if n := e.fake.Stats().Resumes; n != 0 {
+		t.Fatalf("reconnected (%d resumes) before the backoff passed", n)
+	}
+	clk.Advance(time.Second)
+	e.fake.WaitResumed(t, 1)
+	e.waitHealthy()
+
+	// A connection that stayed up for minutes comes back at once.
+	clk.Advance(5 * time.Minute)
+	e.fake.DropConnections()
+	e.fake.WaitResumed(t, 2)
+	if n := clk.Pending(); n != 0 {
+		t.Errorf("%d timers armed; a long-lived connection should reconnect without waiting", n)
 	}
 }

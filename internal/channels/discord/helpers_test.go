@@ -150,8 +150,22 @@ func start(t *testing.T, s setup) *env {
 	})
 	if !s.noWait {
 		fake.WaitReady(t, 1)
+		e.waitHealthy()
 	}
 	return e
+}
+
+// waitHealthy polls until the adapter reports a live gateway: the fake
+// knows when it sent READY, not when the adapter finished handling it.
+func (e *env) waitHealthy() {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.ch.Healthy() != nil {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("adapter not healthy after 10s: %v", e.ch.Healthy())
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // standInAgent plays the agent's side of the bus contract: per inbound
