@@ -172,6 +172,7 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 	sess.AddHandler(c.onResumed)
 	sess.AddHandler(c.onDisconnect)
 	sess.AddHandler(c.onMessageCreate)
+	sess.AddHandler(c.onInteractionCreate)
 	sess.AddHandler(c.onGuildCreate)
 	sess.AddHandler(c.onGuildDelete)
 	sess.AddHandler(c.onChannelCreate)
@@ -230,6 +231,7 @@ func (c *Channel) connectLoop(ctx context.Context) error {
 		stableAfter = time.Minute
 	)
 	backoff := time.Duration(0)
+	registered := false
 	for {
 		if backoff > 0 {
 			// Jitter in the upper half, so a fleet does not reconnect in step.
@@ -257,6 +259,12 @@ func (c *Channel) connectLoop(ctx context.Context) error {
 			c.log.Warn("gateway connection failed", zap.Error(err))
 			backoff = min(max(2*backoff, minBackoff), maxBackoff)
 			continue
+		}
+		if !registered {
+			if err := c.registerCommands(ctx, c.state.app()); err != nil {
+				c.log.Warn("slash commands not registered; typed commands still work", zap.Error(err))
+			}
+			registered = true // once per start: a failure will not fix itself
 		}
 		select {
 		case <-ctx.Done():
@@ -377,6 +385,9 @@ func (h *health) get() error {
 func (c *Channel) onReady(_ *discordgo.Session, r *discordgo.Ready) {
 	if r.User != nil {
 		c.state.setBot(r.User.ID)
+	}
+	if r.Application != nil {
+		c.state.setApp(r.Application.ID)
 	}
 	c.log.Info("gateway ready", zap.Int("guilds", len(r.Guilds)))
 }

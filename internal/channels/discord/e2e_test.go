@@ -443,3 +443,41 @@ func TestE2EAllowedMentionsOnEverySend(t *testing.T) {
 		}
 	}
 }
+
+func TestE2ESlashCommands(t *testing.T) {
+	t.Parallel()
+	var alice discordfake.User
+	e := start(t, setup{
+		agent:  func(m bus.InboundMessage) reply { return reply{final: "ran " + m.Content} },
+		before: func(f *discordfake.Server) { alice = f.NewUser("alice") },
+		cfg:    func(c *config.DiscordConfig) { c.AllowFrom = []string{alice.ID} },
+	})
+	e.fake.WaitFor(t, "commands registered", func() bool { return len(e.fake.Commands()) == len(channels.Commands()) })
+	for i, c := range e.fake.Commands() {
+		if c["name"] != channels.Commands()[i].Name || c["description"] == "" {
+			t.Errorf("command %d = %v", i, c)
+		}
+	}
+
+	dm := e.fake.AddDM(alice)
+	id := e.fake.SendSlashCommand(dm, alice, nil, "model", discordfake.SlashOption{Name: "name", Value: "anthropic/claude"})
+	if in := e.receivedIs("/model anthropic/claude"); in.ChatID != dm || in.SenderID != alice.ID {
+		t.Errorf("agent got %+v", in)
+	}
+	resp := e.fake.WaitInteractionResponse(t, id)
+	if resp.Type != discordfake.ResponseChannelMessage || resp.Data == nil || resp.Data.Flags&discordfake.FlagEphemeral == 0 {
+		t.Errorf("interaction answered with %+v, want an ephemeral message", resp)
+	}
+	if got := e.fake.WaitMessages(t, dm, 1)[0].Content; got != "ran /model anthropic/claude" {
+		t.Errorf("answer %q", got)
+	}
+
+	// In a guild, from a stranger: refused privately, nothing reaches the agent.
+	_, ch, carol := e.guild()
+	id = e.fake.SendSlashCommand(ch, carol, nil, "new")
+	if resp := e.fake.WaitInteractionResponse(t, id); resp.Data == nil || !strings.Contains(resp.Data.Content, "not available") {
+		t.Errorf("stranger's command answered %+v", resp)
+	}
+	e.fake.SendSlashCommand(dm, alice, nil, "status")
+	e.receivedIs("/status")
+}

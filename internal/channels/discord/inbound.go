@@ -40,7 +40,7 @@ func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 	in := bus.InboundMessage{
 		Channel:    Name,
 		SenderID:   m.Author.ID,
-		SenderName: displayName(m),
+		SenderName: displayName(m.Author, m.Member),
 		ChatID:     m.ChannelID,
 		MessageID:  m.ID,
 		Content:    m.Content,
@@ -49,9 +49,12 @@ func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 	}
 	a := channels.Arrival{Msg: in, Username: m.Author.Username}
 	if m.GuildID != "" {
-		if !c.guildRoute(ctx, m, bot, &a) {
+		if !c.guildGate(ctx, m.GuildID, m.ChannelID, m.Author.ID, m.Member, &a) {
 			return
 		}
+		var roles []string
+		a.Addressed, roles = c.addressed(ctx, m, bot)
+		a.Msg.Content = stripBotMention(m.Content, bot, roles)
 	}
 	a.Msg.Content = strings.TrimSpace(replaceMentions(a.Msg.Content, m.Mentions))
 	if q := quoted(m, bot); q != "" {
@@ -96,45 +99,41 @@ func fromHuman(m *discordgo.Message, bot string) bool {
 	return m.Type == discordgo.MessageTypeDefault || m.Type == discordgo.MessageTypeReply
 }
 
-// guildRoute applies the Discord-only guild rules before the intake: the
-// guild, channel and role lists, threads (own session, replies stay in the
-// thread), and whether the bot was addressed (the intake applies
-// group_policy). It strips the bot's mention from the text.
-func (c *Channel) guildRoute(ctx context.Context, m *discordgo.Message, bot string, a *channels.Arrival) bool {
-	log := c.log.With(zap.String("chat", m.ChannelID), zap.String("guild", m.GuildID))
-	if len(c.cfg.AllowGuilds) > 0 && !slices.Contains(c.cfg.AllowGuilds, m.GuildID) {
+// guildGate applies the Discord-only rules for a guild message or command
+// before the intake: the guild, role and channel lists, and threads (own
+// session, replies stay in the thread). The intake applies group_policy.
+func (c *Channel) guildGate(ctx context.Context, guildID, channelID, sender string, member *discordgo.Member, a *channels.Arrival) bool {
+	log := c.log.With(zap.String("chat", channelID), zap.String("guild", guildID), zap.String("sender", sender))
+	if len(c.cfg.AllowGuilds) > 0 && !slices.Contains(c.cfg.AllowGuilds, guildID) {
 		log.Debug("message in a guild not in allow_guilds ignored")
 		return false
 	}
-	if len(c.cfg.AllowRoles) > 0 && (m.Member == nil || !slices.ContainsFunc(m.Member.Roles, func(r string) bool {
+	if len(c.cfg.AllowRoles) > 0 && (member == nil || !slices.ContainsFunc(member.Roles, func(r string) bool {
 		return slices.Contains(c.cfg.AllowRoles, r)
 	})) {
-		log.Debug("message from a member without an allow_roles role ignored", zap.String("sender", m.Author.ID))
+		log.Debug("message from a member without an allow_roles role ignored")
 		return false
 	}
 	a.Group = true
 	a.Msg.Metadata["is_group"] = "true"
-	a.Msg.Metadata["guild_id"] = m.GuildID
-	parent := m.ChannelID
-	ci, err := c.lookupChannel(ctx, m.ChannelID, m.GuildID)
+	a.Msg.Metadata["guild_id"] = guildID
+	parent := channelID
+	ci, err := c.lookupChannel(ctx, channelID, guildID)
 	if err != nil {
 		// Treated as a plain channel: the reply still lands where asked.
 		log.Warn("channel lookup failed", zap.Error(err))
 	}
 	if ci.thread && ci.parentID != "" {
 		parent = ci.parentID
-		a.Msg.SessionKey = Name + ":" + parent + ":thread:" + m.ChannelID
-		a.Msg.Metadata["thread_id"] = m.ChannelID
+		a.Msg.SessionKey = Name + ":" + parent + ":thread:" + channelID
+		a.Msg.Metadata["thread_id"] = channelID
 		a.Msg.Metadata["parent_id"] = parent
 	}
-	if len(c.cfg.AllowChannels) > 0 && !slices.Contains(c.cfg.AllowChannels, m.ChannelID) &&
+	if len(c.cfg.AllowChannels) > 0 && !slices.Contains(c.cfg.AllowChannels, channelID) &&
 		!slices.Contains(c.cfg.AllowChannels, parent) {
 		log.Debug("message in a channel not in allow_channels ignored")
 		return false
 	}
-	var roles []string
-	a.Addressed, roles = c.addressed(ctx, m, bot)
-	a.Msg.Content = stripBotMention(m.Content, bot, roles)
 	return true
 }
 
@@ -163,14 +162,14 @@ func (c *Channel) addressed(ctx context.Context, m *discordgo.Message, bot strin
 	return mentioned || len(hit) > 0, hit
 }
 
-func displayName(m *discordgo.Message) string {
-	if m.Member != nil && m.Member.Nick != "" {
-		return m.Member.Nick
+func displayName(u *discordgo.User, member *discordgo.Member) string {
+	if member != nil && member.Nick != "" {
+		return member.Nick
 	}
-	if m.Author.GlobalName != "" {
-		return m.Author.GlobalName
+	if u.GlobalName != "" {
+		return u.GlobalName
 	}
-	return m.Author.Username
+	return u.Username
 }
 
 var mentionToken = regexp.MustCompile(`<@[!&]?(\d+)>`)

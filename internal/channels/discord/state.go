@@ -16,6 +16,7 @@ import (
 type guildState struct {
 	mu       sync.RWMutex
 	botID    string
+	appID    string
 	botRoles map[string][]string    // guild id → roles the bot holds
 	channels map[string]channelInfo // guild channels and threads by id
 }
@@ -35,6 +36,18 @@ func (s *guildState) setBot(id string) {
 	s.mu.Lock()
 	s.botID = id
 	s.mu.Unlock()
+}
+
+func (s *guildState) setApp(id string) {
+	s.mu.Lock()
+	s.appID = id
+	s.mu.Unlock()
+}
+
+func (s *guildState) app() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.appID
 }
 
 func (s *guildState) bot() string {

@@ -75,6 +75,8 @@ func (s *Server) routes() http.Handler {
 	handle(RouteGuildMember, true, s.getMember)
 	handle(RouteCommands, true, s.putCommands)
 	handle(RouteAttachment, false, s.getAttachment)
+	// Interaction callbacks are authorised by the token in the path.
+	handle(RouteInteractionCallback, false, s.interactionCallback)
 	// Clients add a trailing slash to the discovered URL (discordgo does).
 	for _, p := range []string{"GET /gateway", "GET /gateway/{$}", "GET /resume", "GET /resume/{$}"} {
 		mux.HandleFunc(p, s.handleGateway)

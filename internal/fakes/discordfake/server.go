@@ -48,26 +48,27 @@ type Server struct {
 	http     *httptest.Server
 	upgrader websocket.Upgrader
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every state change
-	closed   bool
-	nextID   uint64
-	bot      User
-	appID    string
-	users    map[string]User
-	guilds   map[string]*guild
-	guildIDs []string // in creation order, for READY and GUILD_CREATE
-	channels map[string]*Channel
-	messages map[string][]*stored // channel id → messages in order
-	byID     map[string]*stored
-	typing   map[string]int
-	files    map[string]File // attachment path → content
-	sessions map[string]*session
-	conns    map[*conn]struct{}
-	failures map[string][]Failure
-	requests []Request
-	stats    Stats
-	commands []map[string]any
+	mu           sync.Mutex
+	changed      chan struct{} // closed and replaced on every state change
+	closed       bool
+	nextID       uint64
+	bot          User
+	appID        string
+	users        map[string]User
+	guilds       map[string]*guild
+	guildIDs     []string // in creation order, for READY and GUILD_CREATE
+	channels     map[string]*Channel
+	messages     map[string][]*stored // channel id → messages in order
+	byID         map[string]*stored
+	typing       map[string]int
+	files        map[string]File // attachment path → content
+	sessions     map[string]*session
+	conns        map[*conn]struct{}
+	failures     map[string][]Failure
+	requests     []Request
+	stats        Stats
+	commands     []map[string]any
+	interactions []*Interaction
 
 	wg sync.WaitGroup // gateway handlers and their writers
 }
