@@ -116,6 +116,9 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 	if deps.Clock == nil {
 		deps.Clock = clock.System{}
 	}
+	if log == nil {
+		log = zap.NewNop()
+	}
 	access, err := channels.NewAccess(Name, cfg.Access, deps.Pairing)
 	if err != nil {
 		return nil, err
@@ -217,6 +220,10 @@ func (c *Channel) Run(ctx context.Context) error {
 	}
 	c.dial.closeConn()
 	lanes.Close()
+	// Keep-alive connections hold goroutines; Send opens new ones if the
+	// manager still delivers after Run.
+	c.sess.Client.CloseIdleConnections()
+	c.http.CloseIdleConnections()
 	c.health.set(errors.New("discord: stopped"))
 	c.log.Info("discord channel stopped")
 	return err

@@ -221,3 +221,19 @@ func TestReconnectBackoff(t *testing.T) {
 		t.Errorf("%d timers armed; a long-lived connection should reconnect without waiting", n)
 	}
 }
+
+func TestZombieConnectionDetected(t *testing.T) {
+	t.Parallel()
+	// Heartbeats every 50 ms: discordgo gives up on a connection after five
+	// intervals without an ACK.
+	e := start(t, setup{fake: discordfake.Options{HeartbeatInterval: 50 * time.Millisecond}})
+	alice := e.fake.NewUser("alice")
+	dm := e.fake.AddDM(alice)
+	e.fake.Blackhole()
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "sent into the void"})
+	e.fake.WaitResumed(t, 1)
+	e.inboundIs("sent into the void") // replayed on RESUME
+	if st := e.fake.Stats(); st.Identifies != 1 {
+		t.Errorf("%d IDENTIFYs, want 1: the session should have been resumed", st.Identifies)
+	}
+}

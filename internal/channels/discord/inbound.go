@@ -64,7 +64,9 @@ func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 	a.Prepare = func(ctx context.Context, msg *bus.InboundMessage) error {
 		return c.prepare(ctx, m, msg)
 	}
-	if _, err := c.intake.Admit(ctx, a); err != nil && !errors.Is(err, context.Canceled) {
+	if _, err := c.intake.Admit(ctx, a); errors.Is(err, context.Canceled) {
+		c.log.Info("inbound message dropped: shutting down", zap.String("message", m.ID))
+	} else if err != nil {
 		c.log.Warn("inbound message not delivered to the agent", zap.String("message", m.ID), zap.Error(err))
 	}
 }

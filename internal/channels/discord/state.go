@@ -56,6 +56,10 @@ func (s *guildState) bot() string {
 	return s.botID
 }
 
+// maxChannels bounds the channel cache (threads pile up over months). An
+// evicted channel is simply looked up again.
+const maxChannels = 20000
+
 func (s *guildState) addChannel(ch *discordgo.Channel, guildID string) {
 	if ch == nil || ch.ID == "" {
 		return
@@ -64,8 +68,14 @@ func (s *guildState) addChannel(ch *discordgo.Channel, guildID string) {
 		guildID = ch.GuildID
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, known := s.channels[ch.ID]; !known && len(s.channels) >= maxChannels {
+		for id := range s.channels { // an arbitrary victim
+			delete(s.channels, id)
+			break
+		}
+	}
 	s.channels[ch.ID] = infoOf(ch, guildID)
-	s.mu.Unlock()
 }
 
 func infoOf(ch *discordgo.Channel, guildID string) channelInfo {

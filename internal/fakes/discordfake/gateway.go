@@ -45,6 +45,8 @@ type conn struct {
 	// closing: the server sent a close frame, so the client's close frame
 	// is the handshake's echo, not a request to end the session.
 	closing bool // guarded by Server.mu
+	// blackholed: a zombie connection; frames in either direction are lost.
+	blackholed bool // guarded by Server.mu
 }
 
 type frame struct {
@@ -115,6 +117,12 @@ func (s *Server) readLoop(c *conn) {
 				s.clientClosed(c, ce.Code)
 			}
 			return
+		}
+		s.mu.Lock()
+		lost := c.blackholed
+		s.mu.Unlock()
+		if lost {
+			continue
 		}
 		var p payload
 		if err := json.Unmarshal(data, &p); err != nil {
@@ -277,7 +285,7 @@ func (s *Server) send(c *conn, op int, d any) {
 // enqueue hands a frame to the connection's writer. A client too slow to
 // drain thousands of frames is hung up on. Callers hold s.mu.
 func (s *Server) enqueue(c *conn, f frame) {
-	if c.dead {
+	if c.dead || c.blackholed {
 		return
 	}
 	select {
@@ -346,6 +354,9 @@ func (s *Server) detach(c *conn) {
 func (s *Server) clientClosed(c *conn, code int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c.blackholed {
+		return // it never arrived
+	}
 	s.stats.CloseCodes = append(s.stats.CloseCodes, code)
 	if c.sess != nil && !c.closing && (code == websocket.CloseNormalClosure || code == websocket.CloseGoingAway) {
 		c.sess.resumable = false
@@ -418,6 +429,21 @@ func (s *Server) DropConnections() {
 	for c := range s.conns {
 		s.detach(c)
 		c.drop()
+	}
+	s.notify()
+}
+
+// Blackhole turns every live connection into a zombie: the TCP connection
+// stays up but nothing gets through either way (no heartbeat ACKs, no
+// events, the client's close frame never arrives), as on a dead network
+// path. Dispatches meanwhile are buffered for RESUME. The client must notice
+// the missing ACKs and reconnect.
+func (s *Server) Blackhole() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.blackholed = true
+		s.detach(c)
 	}
 	s.notify()
 }
