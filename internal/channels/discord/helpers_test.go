@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
@@ -51,6 +52,7 @@ type setup struct {
 	// manager tweaks the manager's config (retry policy...).
 	manager func(*channels.ManagerConfig)
 	noWait  bool // do not wait for READY (for refused connections)
+	quiet   bool // no logs (benchmarks print every log line)
 }
 
 // reply is what the stand-in agent does for one inbound message.
@@ -65,7 +67,7 @@ type reply struct {
 // env is an adapter connected to a fake Discord, with its bus and, when
 // asked, the real channel manager and a stand-in agent.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	fake *discordfake.Server
 	bus  *bus.Bus
 	ch   *discord.Channel
@@ -76,7 +78,7 @@ type env struct {
 	stop func() error
 }
 
-func start(t *testing.T, s setup) *env {
+func start(t testing.TB, s setup) *env {
 	t.Helper()
 	fake := discordfake.New(t, s.fake)
 	if s.before != nil {
@@ -96,7 +98,10 @@ func start(t *testing.T, s setup) *env {
 	if s.deps != nil {
 		s.deps(&deps)
 	}
-	log := zaptest.NewLogger(t)
+	log := zap.NewNop()
+	if !s.quiet {
+		log = zaptest.NewLogger(t)
+	}
 	ch, err := discord.New(cfg, deps, log.Named("discord"))
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -51,6 +51,9 @@ var (
 // ToDiscord adapts the agent's Markdown to Discord's dialect. Text inside
 // code fences is left alone.
 func ToDiscord(md string) string {
+	if !strings.Contains(md, "|") && !strings.Contains(md, "####") {
+		return md // nothing to adapt; Split calls this for every candidate cut
+	}
 	lines := strings.Split(md, "\n")
 	out := make([]string, 0, len(lines))
 	var fence string
