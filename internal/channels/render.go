@@ -23,23 +23,33 @@ var (
 )
 
 // RenderChunks splits markdown so that both renderings of each piece fit.
+// Pieces are measured by their markup, which for the usual converters is
+// never shorter than the plain twin; a piece whose plain twin still
+// overflows is split again measuring both.
 func (r MarkupRenderer) RenderChunks(markdown string) []Chunk {
-	fits := func(md string) int {
-		return max(r.Measure(r.Markup(md)), r.Measure(r.Plain(md)))
-	}
-	pieces := Split(markdown, r.Limit, fits)
-	out := make([]Chunk, 0, len(pieces))
-	for _, p := range pieces {
+	both := func(md string) int { return max(r.Measure(r.Markup(md)), r.Measure(r.Plain(md))) }
+	var out []Chunk
+	for _, p := range Split(markdown, r.Limit, func(md string) int { return r.Measure(r.Markup(md)) }) {
 		c := Chunk{Text: r.Markup(p), Plain: r.Plain(p)}
-		if strings.TrimSpace(c.Plain) == "" && strings.TrimSpace(c.Text) == "" {
+		if r.Measure(c.Plain) > r.Limit {
+			for _, q := range Split(p, r.Limit, both) {
+				out = appendChunk(out, Chunk{Text: r.Markup(q), Plain: r.Plain(q)}, q)
+			}
 			continue
 		}
-		if strings.TrimSpace(c.Plain) == "" {
-			c.Plain = p
-		}
-		out = append(out, c)
+		out = appendChunk(out, c, p)
 	}
 	return out
+}
+
+func appendChunk(out []Chunk, c Chunk, md string) []Chunk {
+	if strings.TrimSpace(c.Plain) == "" && strings.TrimSpace(c.Text) == "" {
+		return out
+	}
+	if strings.TrimSpace(c.Plain) == "" {
+		c.Plain = md
+	}
+	return append(out, c)
 }
 
 // Render returns the markup chunks.

@@ -103,6 +103,12 @@ func (w *worker) run() {
 			continue
 		}
 		t := w.clock.NewTimer(wake.Sub(now))
+		if !w.clock.Now().Before(wake) {
+			// Time moved past wake while the timer was being armed (a fake
+			// clock can jump); act now rather than miss the wake-up.
+			t.Stop()
+			continue
+		}
 		if w.m.idleHook != nil {
 			w.m.idleHook(w.key.chat, w.handled+w.box.coalescedCount())
 		}

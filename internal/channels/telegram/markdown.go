@@ -40,10 +40,7 @@ func NewRenderer() channels.MarkupRenderer {
 func UTF16Len(s string) int {
 	n := 0
 	for _, r := range s {
-		n += utf16.RuneLen(r)
-		if r == utf8.RuneError {
-			n += 0 // an invalid byte counts as U+FFFD: one unit
-		}
+		n += utf16.RuneLen(r) // an invalid byte reads as U+FFFD: one unit
 	}
 	return n
 }
@@ -64,7 +61,8 @@ func ToHTML(markdown string) string { return render(markdown, true) }
 func ToPlain(markdown string) string { return render(markdown, false) }
 
 func render(markdown string, html bool) string {
-	src := []byte(markdown)
+	// Telegram refuses invalid UTF-8; replace it before anything else.
+	src := []byte(strings.ToValidUTF8(markdown, "\uFFFD"))
 	doc := md.Parser().Parse(text.NewReader(src))
 	r := &renderer{src: src, html: html}
 	r.blocks(doc, "\n\n")
@@ -94,8 +92,6 @@ func (r *renderer) esc(s string) {
 			r.b.WriteString("&gt;")
 		case '"':
 			r.b.WriteString("&quot;")
-		case utf8.RuneError:
-			r.b.WriteRune(utf8.RuneError)
 		default:
 			r.b.WriteRune(c)
 		}

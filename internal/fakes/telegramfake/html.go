@@ -102,6 +102,9 @@ func ParseHTML(s string) (string, error) {
 
 // parseTag splits `name attr="v" attr2='w'` into its name and attributes.
 func parseTag(raw string) (string, map[string]string, error) {
+	if raw == "" || raw[0] == ' ' || raw[0] == '\t' || raw[0] == '\n' {
+		return "", nil, fmt.Errorf("Unsupported start tag \"\"")
+	}
 	raw = strings.TrimSuffix(strings.TrimSpace(raw), "/")
 	n := strings.IndexAny(raw, " \t\n")
 	name := raw

@@ -1,0 +1,798 @@
+package telegram_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/channels/telegram"
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const owner = 100 // the allowlisted user
+
+// standIn is the agent's stand-in: it consumes the bus like the real agent
+// (ack once recorded, then Start … Final on the outbound side) and replies
+// with whatever reply returns. The real agent can replace it: it only
+// needs the bus.
+type standIn struct {
+	mu    sync.Mutex
+	got   []bus.InboundMessage
+	reply func(bus.InboundMessage) []bus.OutboundMessage
+	noAck bool
+	done  chan struct{}
+}
+
+func echo(m bus.InboundMessage) []bus.OutboundMessage {
+	return turn(m, "echo: "+m.Content)
+}
+
+// turn is what an agent publishes for one answer.
+func turn(m bus.InboundMessage, answer string) []bus.OutboundMessage {
+	base := bus.OutboundMessage{Channel: m.Channel, ChatID: m.ChatID, TurnID: m.MessageID, Metadata: m.Metadata, ReplyTo: m.MessageID}
+	start, final := base, base
+	start.Kind = bus.KindStart
+	final.Kind, final.Content = bus.KindFinal, answer
+	return []bus.OutboundMessage{start, final}
+}
+
+func (a *standIn) run(b *bus.Bus) {
+	defer close(a.done)
+	for m := range b.Inbound() {
+		a.mu.Lock()
+		a.got = append(a.got, m)
+		reply, noAck := a.reply, a.noAck
+		a.mu.Unlock()
+		if !noAck && m.Ack != nil {
+			m.Ack()
+		}
+		if reply == nil {
+			continue
+		}
+		for _, o := range reply(m) {
+			if err := b.PublishOutbound(context.Background(), o); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (a *standIn) received() []bus.InboundMessage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]bus.InboundMessage(nil), a.got...)
+}
+
+type env struct {
+	t       *testing.T
+	srv     *telegramfake.Server
+	bus     *bus.Bus
+	ch      *telegram.Channel
+	agent   *standIn
+	pairing *channels.PairingStore
+	data    string
+	work    string
+	clk     *clock.Fake
+	stopped bool
+	stopFn  func()
+}
+
+type opts struct {
+	srv     *telegramfake.Server
+	data    string
+	work    string
+	cfg     func(*config.TelegramConfig)
+	deps    func(*telegram.Deps)
+	reply   func(bus.InboundMessage) []bus.OutboundMessage
+	noAck   bool
+	fakeClk bool
+	log     *zap.Logger
+}
+
+func start(t testing.TB, o opts) *env {
+	t.Helper()
+	e := &env{srv: o.srv, data: o.data, work: o.work}
+	if tt, ok := t.(*testing.T); ok {
+		e.t = tt
+	}
+	if e.srv == nil {
+		e.srv = telegramfake.New(t)
+	}
+	if e.data == "" {
+		e.data = t.TempDir()
+	}
+	if e.work == "" {
+		e.work = t.TempDir()
+	}
+	log := o.log
+	if log == nil {
+		log = zaptest.NewLogger(t)
+	}
+	cfg := config.TelegramConfig{
+		Enabled: true, Token: telegramfake.Token, APIURL: e.srv.URL(),
+		Access:       config.Access{Policy: "allowlist", AllowFrom: []string{strconv.Itoa(owner)}, GroupPolicy: "mention"},
+		OutputConfig: config.OutputConfig{Streaming: true, ToolHints: true, EditInterval: time.Second},
+		Mode:         "polling", PollTimeout: time.Second, MaxMediaBytes: 1 << 20,
+	}
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	e.pairing = channels.NewPairingStore(filepath.Join(e.data, "pairing.json"))
+	e.bus = bus.New(64)
+	deps := telegram.Deps{Bus: e.bus, Pairing: e.pairing, DataDir: e.data, Workspace: e.work,
+		StallGrace: 300 * time.Millisecond, AlbumWait: 100 * time.Millisecond, CallTimeout: 5 * time.Second}
+	if o.deps != nil {
+		o.deps(&deps)
+	}
+	ch, err := telegram.New(cfg, deps, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ch = ch
+	mcfg := channels.ManagerConfig{}
+	if o.fakeClk {
+		e.clk = clock.NewFake()
+		mcfg.Clock = e.clk
+	}
+	mgr := channels.NewManager(e.bus.Outbound(), mcfg, log)
+	if err := mgr.Register(ch, telegram.NewRenderer(), cfg.OutputConfig); err != nil {
+		t.Fatal(err)
+	}
+	reply := o.reply
+	if reply == nil {
+		reply = echo
+	}
+	e.agent = &standIn{reply: reply, noAck: o.noAck, done: make(chan struct{})}
+	chCtx, stopCh := context.WithCancel(context.Background())
+	mgrCtx, stopMgr := context.WithCancel(context.Background())
+	chDone, mgrDone := make(chan error, 1), make(chan error, 1)
+	go func() { chDone <- ch.Run(chCtx) }()
+	go func() { mgrDone <- mgr.Run(mgrCtx) }()
+	go e.agent.run(e.bus)
+	// Shutdown in the daemon's order: channel (intake) first, then the
+	// agent drains, then replies drain.
+	e.stopFn = func() {
+		stopCh()
+		if err := <-chDone; err != nil {
+			t.Errorf("channel Run: %v", err)
+		}
+		e.bus.CloseInbound()
+		<-e.agent.done
+		e.bus.CloseOutbound()
+		if err := <-mgrDone; err != nil {
+			t.Errorf("manager Run: %v", err)
+		}
+		stopMgr()
+	}
+	t.Cleanup(e.stop)
+	e.srv.Wait(t, "connected", func() bool { return len(e.srv.Calls("deleteWebhook", "setWebhook")) > 0 })
+	return e
+}
+
+func (e *env) stop() {
+	if !e.stopped {
+		e.stopped = true
+		e.stopFn()
+	}
+}
+
+func dm(from int64, text string) models.Message {
+	return models.Message{Chat: models.Chat{ID: from, Type: models.ChatTypePrivate},
+		From: &models.User{ID: from, FirstName: "User", Username: fmt.Sprintf("user%d", from)}, Text: text}
+}
+
+func group(chat, from int64, text string) models.Message {
+	m := dm(from, text)
+	m.Chat = models.Chat{ID: chat, Type: models.ChatTypeSupergroup, Title: "team"}
+	return m
+}
+
+// mention makes a group message that @mentions the bot at the start.
+func mention(chat, from int64, text string) models.Message {
+	at := "@" + telegramfake.Username
+	m := group(chat, from, at+" "+text)
+	m.Entities = []models.MessageEntity{{Type: models.MessageEntityTypeMention, Offset: 0, Length: len(at)}}
+	return m
+}
+
+// waitAcked waits until the channel's journal no longer holds update id:
+// the message was fully handled (recorded by the agent, or dropped).
+func (e *env) waitAcked(t *testing.T, id int64) {
+	t.Helper()
+	path := filepath.Join(e.data, "telegram-updates.json")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var j struct {
+			Next    int64             `json:"next_offset"`
+			Pending []json.RawMessage `json:"pending"`
+		}
+		data, err := os.ReadFile(path)
+		if err == nil && json.Unmarshal(data, &j) == nil && j.Next > id {
+			pending := false
+			for _, raw := range j.Pending {
+				pending = pending || bytes.Contains(raw, []byte(fmt.Sprintf(`"update_id":%d`, id)))
+			}
+			if !pending {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("update %d never acknowledged; journal: %s", id, data)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a file for an async condition
+	}
+}
+
+func TestDMRoundTrip(t *testing.T) {
+	e := start(t, opts{})
+	id := e.srv.PushMessage(dm(owner, "hello"))
+	e.srv.Wait(t, "the answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
+	if got := e.srv.Visible(owner); got[0] != "echo: hello" {
+		t.Fatalf("visible = %q", got)
+	}
+	sent := e.srv.Sent(owner)[0]
+	if sent.ParseMode != "HTML" || sent.ReplyTo == 0 {
+		t.Errorf("answer parse mode %q reply-to %d; want HTML replying to the question", sent.ParseMode, sent.ReplyTo)
+	}
+	if len(e.srv.Calls("sendChatAction")) == 0 {
+		t.Error("no typing indicator")
+	}
+	if cmds := e.srv.Commands(); len(cmds) != len(channels.Commands()) || cmds[0].Command != "new" {
+		t.Errorf("setMyCommands = %+v", cmds)
+	}
+	got := e.agent.received()
+	if len(got) != 1 || got[0].SenderID != "100" || got[0].SessionKey != "" || got[0].Key() != "telegram:100" {
+		t.Fatalf("agent got %+v", got)
+	}
+	e.waitAcked(t, id)
+	e.srv.Wait(t, "offset confirmed", func() bool { return e.srv.Confirmed() > id })
+}
+
+func TestGroupGating(t *testing.T) {
+	e := start(t, opts{})
+	const chat = -500
+	ignored := e.srv.PushMessage(group(chat, owner, "just chatting"))
+	e.waitAcked(t, ignored)
+	e.srv.PushMessage(mention(chat, owner, "what time is it?"))
+	e.srv.Wait(t, "answer to the mention", func() bool { return len(e.srv.Visible(chat)) == 1 })
+	reply := group(chat, owner, "and now?")
+	reply.ReplyToMessage = &models.Message{ID: e.srv.Sent(chat)[0].ID, From: &e.srv.Bot, Chat: reply.Chat}
+	e.srv.PushMessage(reply)
+	e.srv.Wait(t, "answer to the reply", func() bool { return len(e.srv.Visible(chat)) == 2 })
+	cmd := group(chat, owner, "/status@"+telegramfake.Username)
+	cmd.Entities = []models.MessageEntity{{Type: models.MessageEntityTypeBotCommand, Offset: 0, Length: len(cmd.Text)}}
+	e.srv.PushMessage(cmd)
+	e.srv.Wait(t, "answer to the command", func() bool { return len(e.srv.Visible(chat)) == 3 })
+	var contents []string
+	for _, m := range e.agent.received() {
+		contents = append(contents, m.Content)
+	}
+	if strings.Join(contents, "|") != "what time is it?|and now?|/status" {
+		t.Fatalf("agent got %q: want the mention stripped, unaddressed chatter dropped", contents)
+	}
+}
+
+func TestDeniedSenderCostsNothing(t *testing.T) {
+	e := start(t, opts{})
+	id := e.srv.PushMessage(dm(666, "let me in"))
+	e.waitAcked(t, id)
+	if n := len(e.agent.received()); n != 0 {
+		t.Fatalf("a denied message reached the bus (%d)", n)
+	}
+	if got := e.srv.Sent(666); len(got) != 0 {
+		t.Fatalf("the stranger got an answer: %+v", got)
+	}
+	// /whoami is answered by the channel layer, even for strangers.
+	e.srv.PushMessage(dm(666, "/whoami"))
+	e.srv.Wait(t, "whoami answer", func() bool { return len(e.srv.Visible(666)) == 1 })
+	if got := e.srv.Visible(666)[0]; !strings.Contains(got, "666") || !strings.Contains(got, "allowlist") {
+		t.Fatalf("whoami = %q", got)
+	}
+	if n := len(e.agent.received()); n != 0 {
+		t.Fatal("/whoami reached the agent")
+	}
+}
+
+func TestPairingFlow(t *testing.T) {
+	e := start(t, opts{cfg: func(c *config.TelegramConfig) { c.Policy, c.AllowFrom = "pairing", nil }})
+	e.srv.PushMessage(dm(777, "hi"))
+	e.srv.Wait(t, "pairing code", func() bool { return len(e.srv.Visible(777)) == 1 })
+	code := regexp.MustCompile(`approve ([A-Z0-9]{8})`).FindStringSubmatch(e.srv.Visible(777)[0])
+	if code == nil {
+		t.Fatalf("no code in %q", e.srv.Visible(777)[0])
+	}
+	if len(e.agent.received()) != 0 {
+		t.Fatal("an unpaired sender reached the agent")
+	}
+	if _, err := channels.NewPairingStore(filepath.Join(e.data, "pairing.json")).Approve(code[1]); err != nil {
+		t.Fatal(err) // as `nanobot pairing approve` would, from another process
+	}
+	e.srv.PushMessage(dm(777, "thanks"))
+	e.srv.Wait(t, "answer after approval", func() bool { return len(e.srv.Visible(777)) == 2 })
+	if got := e.srv.Visible(777)[1]; got != "echo: thanks" {
+		t.Fatalf("after approval: %q", got)
+	}
+}
+
+// longAnswer is ~9,000 characters of Markdown with code blocks holding
+// characters that need escaping.
+func longAnswer() (string, []string) {
+	var b strings.Builder
+	var codeLines []string
+	for i := 0; b.Len() < 9000; i++ {
+		fmt.Fprintf(&b, "Paragraph %d explains **step %d** in detail, with `x < y && z` and some more words to read.\n\n", i, i)
+		b.WriteString("```go\n")
+		for j := range 12 {
+			line := fmt.Sprintf("if a%d_%d < b && c > d { fmt.Println(\"<%d & %d>\") }", i, j, i, j)
+			codeLines = append(codeLines, line)
+			b.WriteString(line + "\n")
+		}
+		b.WriteString("```\n\n")
+	}
+	return b.String(), codeLines
+}
+
+func TestLongAnswerArrivesAsValidChunks(t *testing.T) {
+	answer, codeLines := longAnswer()
+	e := start(t, opts{reply: func(m bus.InboundMessage) []bus.OutboundMessage { return turn(m, answer) }})
+	e.srv.PushMessage(dm(owner, "explain"))
+	e.srv.Wait(t, "all chunks", func() bool {
+		return len(e.srv.Visible(owner)) >= 3 && len(e.agent.received()) == 1 && strings.Contains(strings.Join(e.srv.Visible(owner), "\n"), codeLines[len(codeLines)-1])
+	})
+	for _, c := range e.srv.Calls("sendMessage") {
+		if c.Status != 200 {
+			t.Errorf("sendMessage refused: %d %s", c.Status, c.Error)
+		}
+	}
+	all := strings.Join(e.srv.Visible(owner), "\n")
+	for _, line := range codeLines {
+		if !strings.Contains(all, line) {
+			t.Fatalf("code line lost: %q", line)
+		}
+	}
+	for i, m := range e.srv.Sent(owner) {
+		if telegram.UTF16Len(m.Visible) > telegram.MaxMessageLen || strings.Count(m.Text, "<pre>") != strings.Count(m.Text, "</pre>") {
+			t.Errorf("chunk %d: %d units, pre balanced=%v", i, telegram.UTF16Len(m.Visible), strings.Count(m.Text, "<pre>") == strings.Count(m.Text, "</pre>"))
+		}
+	}
+}
+
+// drive publishes outbound messages directly, as the agent does mid-turn.
+func (e *env) publish(t *testing.T, msgs ...bus.OutboundMessage) {
+	t.Helper()
+	for _, m := range msgs {
+		m.Channel, m.ChatID = telegram.Name, strconv.Itoa(owner)
+		if m.TurnID == "" {
+			m.TurnID = "t1"
+		}
+		if err := e.bus.PublishOutbound(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// tick waits for the manager to arm its timer, then moves the fake clock.
+func (e *env) tick(t *testing.T, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !e.clk.WaitForTimers(ctx, 1) {
+		t.Fatal("manager never armed a timer")
+	}
+	e.clk.Advance(d)
+}
+
+func edits(s *telegramfake.Server) []telegramfake.Call {
+	var out []telegramfake.Call
+	for _, c := range s.Calls("editMessageText") {
+		if c.Status == 200 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func TestStreamingEditsThrottledAndFinalComplete(t *testing.T) {
+	e := start(t, opts{fakeClk: true, reply: func(bus.InboundMessage) []bus.OutboundMessage { return nil }})
+	e.publish(t, bus.OutboundMessage{Kind: bus.KindStart}, bus.OutboundMessage{Kind: bus.KindDraft, Content: "Hel"})
+	e.srv.Wait(t, "first draft", func() bool { return len(e.srv.Visible(owner)) == 1 })
+	for _, d := range []string{"Hello", "Hello **wor", "Hello **world** and", "Hello **world** and more"} {
+		e.publish(t, bus.OutboundMessage{Kind: bus.KindDraft, Content: d})
+	}
+	e.publish(t, bus.OutboundMessage{Kind: bus.KindStatus, Content: "searching the web"})
+	if n := len(e.srv.Calls("editMessageText")); n != 0 {
+		t.Fatalf("%d edits before a second passed", n)
+	}
+	e.tick(t, time.Second)
+	e.srv.Wait(t, "one throttled edit", func() bool { return len(edits(e.srv)) == 1 })
+	if got := e.srv.Visible(owner)[0]; got != "Hello world and more\n\n… searching the web" {
+		t.Fatalf("draft shown = %q: want the newest draft as plain text, with the tool hint", got)
+	}
+	final := "Hello **world** and more, done."
+	e.publish(t, bus.OutboundMessage{Kind: bus.KindFinal, Content: final})
+	e.srv.Wait(t, "final edit", func() bool { return len(edits(e.srv)) == 2 })
+	sent := e.srv.Sent(owner)
+	if len(sent) != 1 || sent[0].Visible != "Hello world and more, done." || sent[0].ParseMode != "HTML" {
+		t.Fatalf("after final: %+v", sent)
+	}
+}
+
+func TestRateLimitDuringStreamingAndSend(t *testing.T) {
+	e := start(t, opts{fakeClk: true, reply: func(bus.InboundMessage) []bus.OutboundMessage { return nil }})
+	e.publish(t, bus.OutboundMessage{Kind: bus.KindDraft, Content: "one"})
+	e.srv.Wait(t, "first draft", func() bool { return len(e.srv.Visible(owner)) == 1 })
+	e.srv.Inject("editMessageText", telegramfake.Fault{Kind: telegramfake.RateLimit, RetryAfter: 3})
+	e.publish(t, bus.OutboundMessage{Kind: bus.KindDraft, Content: "one two"})
+	e.tick(t, time.Second)
+	e.srv.Wait(t, "refused edit", func() bool { return len(e.srv.Calls("editMessageText")) == 1 })
+	e.publish(t, bus.OutboundMessage{Kind: bus.KindDraft, Content: "one two three"})
+	e.tick(t, time.Second) // still paused: retry_after is 3s
+	e.tick(t, 2*time.Second)
+	e.srv.Wait(t, "newest draft after the pause", func() bool { return len(edits(e.srv)) == 1 })
+	if got := e.srv.Visible(owner)[0]; got != "one two three" {
+		t.Fatalf("after the pause the draft shows %q", got)
+	}
+	// A 429 on the final's extra chunk: it is retried after retry_after and
+	// sent exactly once.
+	answer, codeLines := longAnswer()
+	e.srv.Inject("sendMessage", telegramfake.Fault{Kind: telegramfake.RateLimit, RetryAfter: 2})
+	e.publish(t, bus.OutboundMessage{Kind: bus.KindFinal, Content: answer})
+	e.srv.Wait(t, "rate-limited send", func() bool { return len(e.srv.Calls("sendMessage")) == 2 })
+	e.tick(t, 2*time.Second)
+	e.srv.Wait(t, "whole answer", func() bool {
+		return strings.Contains(strings.Join(e.srv.Visible(owner), ""), codeLines[len(codeLines)-1])
+	})
+	seen := map[string]bool{}
+	for _, v := range e.srv.Visible(owner) {
+		if seen[v] {
+			t.Fatalf("a chunk was sent twice: %.60q", v)
+		}
+		seen[v] = true
+	}
+	if got := len(e.srv.Sent(owner)); got != len(telegram.NewRenderer().RenderChunks(answer)) {
+		t.Fatalf("%d messages, want one per chunk", got)
+	}
+}
+
+func TestPollingStallRecovered(t *testing.T) {
+	e := start(t, opts{})
+	e.srv.Inject("getUpdates", telegramfake.Fault{Kind: telegramfake.Stall})
+	e.srv.Wait(t, "a stalled poll", func() bool {
+		for _, c := range e.srv.Calls("getUpdates") {
+			if c.Error == "stalled" {
+				return true
+			}
+		}
+		return false
+	})
+	e.srv.PushMessage(dm(owner, "are you there?"))
+	e.srv.Wait(t, "answer after the stall", func() bool { return len(e.srv.Visible(owner)) == 1 })
+	if e.ch.Stalls() < 1 {
+		t.Fatal("the watchdog did not count the stall")
+	}
+}
+
+func TestConflictReported(t *testing.T) {
+	e := start(t, opts{})
+	e.srv.Inject("getUpdates", telegramfake.Fault{Kind: telegramfake.Conflict})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := e.ch.Healthy(); err != nil && strings.Contains(err.Error(), "only one may poll per token") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Healthy() = %v, want the conflict explained", e.ch.Healthy())
+		}
+		time.Sleep(5 * time.Millisecond) // polling an async condition
+	}
+}
+
+var jpeg = append([]byte{0xff, 0xd8, 0xff, 0xe0}, bytes.Repeat([]byte("photo"), 100)...)
+
+func TestPhotoReachesTheAgentAsImage(t *testing.T) {
+	e := start(t, opts{})
+	small := e.srv.AddFile("photos/small.jpg", jpeg[:20])
+	large := e.srv.AddFile("photos/large.jpg", jpeg)
+	m := dm(owner, "")
+	m.Caption = "what is this?"
+	m.Photo = []models.PhotoSize{{FileID: small, Width: 90, Height: 90, FileSize: 20}, {FileID: large, Width: 800, Height: 600, FileSize: len(jpeg)}}
+	e.srv.PushMessage(m)
+	e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
+	got := e.agent.received()[0]
+	if got.Content != "what is this?" || len(got.Media) != 1 || got.Media[0].Kind != llm.PartImage ||
+		!bytes.Equal(got.Media[0].Image.Data, jpeg) || got.Media[0].Image.MIME != "image/jpeg" {
+		t.Fatalf("agent got content %q media %+v", got.Content, got.Media)
+	}
+}
+
+func TestAlbumMergedIntoOneMessage(t *testing.T) {
+	e := start(t, opts{})
+	a, b := e.srv.AddFile("photos/a.jpg", jpeg), e.srv.AddFile("photos/b.jpg", jpeg[:50])
+	for i, id := range []string{a, b} {
+		m := dm(owner, "")
+		m.MediaGroupID = "album1"
+		if i == 0 {
+			m.Caption = "two pictures"
+		}
+		m.Photo = []models.PhotoSize{{FileID: id, Width: 100, Height: 100}}
+		e.srv.PushMessage(m)
+	}
+	e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
+	got := e.agent.received()
+	if len(got) != 1 || len(got[0].Media) != 2 || got[0].Content != "two pictures" {
+		t.Fatalf("agent got %d messages, first with %d media %q", len(got), len(got[0].Media), got[0].Content)
+	}
+}
+
+func TestDocumentSavedInInbox(t *testing.T) {
+	e := start(t, opts{})
+	data := []byte("%PDF-1.4 pretend report")
+	m := dm(owner, "")
+	m.Caption = "summarise"
+	m.Document = &models.Document{FileID: e.srv.AddFile("docs/r.pdf", data), FileName: "Q3 report.pdf", MimeType: "application/pdf", FileSize: int64(len(data))}
+	e.srv.PushMessage(m)
+	e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
+	got := e.agent.received()[0].Media
+	if len(got) != 1 || got[0].Kind != llm.PartFileRef || !strings.HasPrefix(got[0].File.Path, "inbox/") || got[0].File.Name != "Q3 report.pdf" {
+		t.Fatalf("media = %+v", got)
+	}
+	saved, err := os.ReadFile(filepath.Join(e.work, got[0].File.Path))
+	if err != nil || !bytes.Equal(saved, data) {
+		t.Fatalf("saved file: %v", err)
+	}
+}
+
+func TestVoiceTranscribed(t *testing.T) {
+	var gotModel, gotAuth string
+	var gotAudio []byte
+	tr := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/audio/transcriptions" {
+			http.NotFound(w, r)
+			return
+		}
+		gotAuth = r.Header.Get("Authorization")
+		gotModel = r.FormValue("model")
+		f, _, err := r.FormFile("file")
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		gotAudio, _ = io.ReadAll(f)
+		_ = json.NewEncoder(w).Encode(map[string]string{"text": "remind me to water the plants"})
+	}))
+	defer tr.Close()
+	e := start(t, opts{deps: func(d *telegram.Deps) {
+		d.Transcription = config.TranscriptionConfig{BaseURL: tr.URL + "/v1", APIKey: "k", Model: "whisper-1"}
+	}})
+	audio := []byte("OggS pretend opus")
+	m := dm(owner, "")
+	m.Voice = &models.Voice{FileID: e.srv.AddFile("voice/v.oga", audio), Duration: 2, MimeType: "audio/ogg", FileSize: int64(len(audio))}
+	e.srv.PushMessage(m)
+	e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
+	if got := e.agent.received()[0].Content; got != "[voice message] remind me to water the plants" {
+		t.Fatalf("content = %q", got)
+	}
+	if gotModel != "whisper-1" || gotAuth != "Bearer k" || !bytes.Equal(gotAudio, audio) {
+		t.Fatalf("transcription request: model %q auth %q audio %q", gotModel, gotAuth, gotAudio)
+	}
+}
+
+func TestVoiceWithoutTranscriptionTellsTheUser(t *testing.T) {
+	e := start(t, opts{})
+	m := dm(owner, "")
+	m.Voice = &models.Voice{FileID: e.srv.AddFile("voice/v.oga", []byte("x")), FileSize: 1}
+	id := e.srv.PushMessage(m)
+	e.srv.Wait(t, "notice", func() bool { return len(e.srv.Visible(owner)) == 1 })
+	if got := e.srv.Visible(owner)[0]; !strings.Contains(got, "transcription is off") {
+		t.Fatalf("notice = %q", got)
+	}
+	e.waitAcked(t, id)
+	if len(e.agent.received()) != 0 {
+		t.Fatal("an empty voice message reached the agent")
+	}
+}
+
+func TestForumTopicSessionAndReplies(t *testing.T) {
+	e := start(t, opts{})
+	const chat = -1001
+	m := mention(chat, owner, "hi topic")
+	m.IsTopicMessage, m.MessageThreadID = true, 7
+	e.srv.PushMessage(m)
+	e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(chat)) == 1 })
+	if got := e.agent.received()[0]; got.Key() != "telegram:-1001:topic:7" {
+		t.Fatalf("session key = %q", got.Key())
+	}
+	if got := e.srv.Sent(chat)[0]; got.ThreadID != 7 {
+		t.Fatalf("reply went to thread %d, want 7", got.ThreadID)
+	}
+	for _, c := range e.srv.Calls("sendChatAction") {
+		if c.Params["message_thread_id"] != "7" {
+			t.Fatalf("typing shown outside the topic: %+v", c.Params)
+		}
+	}
+}
+
+func TestBadMarkupResentAsPlain(t *testing.T) {
+	e := start(t, opts{reply: func(m bus.InboundMessage) []bus.OutboundMessage { return turn(m, "**bold** answer") }})
+	e.srv.Inject("sendMessage", telegramfake.Fault{Kind: telegramfake.BadEntities})
+	e.srv.PushMessage(dm(owner, "q"))
+	e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
+	sent := e.srv.Sent(owner)
+	if len(sent) != 1 || sent[0].ParseMode != "" || sent[0].Visible != "bold answer" {
+		t.Fatalf("sent = %+v, want one plain message", sent)
+	}
+}
+
+func TestOutboundMediaFromTheMessageTool(t *testing.T) {
+	e := start(t, opts{reply: func(m bus.InboundMessage) []bus.OutboundMessage {
+		out := bus.OutboundMessage{Channel: m.Channel, ChatID: m.ChatID, Kind: bus.KindMessage, Content: "here you go",
+			Media: []llm.Part{{Kind: llm.PartImage, Image: &llm.Image{MIME: "image/png", Data: []byte("\x89PNG fake")}}}}
+		return []bus.OutboundMessage{out}
+	}})
+	if err := os.WriteFile(filepath.Join(e.work, "notes.txt"), []byte("notes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.PushMessage(dm(owner, "send me the chart"))
+	e.srv.Wait(t, "photo", func() bool { return len(e.srv.Sent(owner)) == 2 })
+	sent := e.srv.Sent(owner)
+	if sent[0].Visible != "here you go" || string(sent[1].Photo) != "\x89PNG fake" {
+		t.Fatalf("sent = %+v", sent)
+	}
+}
+
+func TestRestartNeitherLosesNorRepeats(t *testing.T) {
+	srv := telegramfake.New(t)
+	data, work := t.TempDir(), t.TempDir()
+	// First run: the agent receives the message but "crashes" before
+	// recording it (no ack).
+	e1 := start(t, opts{srv: srv, data: data, work: work, noAck: true, reply: func(bus.InboundMessage) []bus.OutboundMessage { return nil }})
+	id := srv.PushMessage(dm(owner, "important"))
+	srv.Wait(t, "polled past it", func() bool { return srv.Confirmed() > id })
+	deadline := time.Now().Add(5 * time.Second)
+	for len(e1.agent.received()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("first run never delivered the message")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e1.stop()
+	// Second run: Telegram will not redeliver (confirmed), but the journal
+	// replays it, and this time it is answered and acknowledged.
+	e2 := start(t, opts{srv: srv, data: data, work: work})
+	srv.Wait(t, "answer after restart", func() bool { return len(srv.Visible(owner)) == 1 })
+	e2.waitAcked(t, id)
+	e2.stop()
+	// Third run: nothing left to replay.
+	e3 := start(t, opts{srv: srv, data: data, work: work})
+	srv.PushMessage(dm(owner, "next"))
+	srv.Wait(t, "next answer", func() bool { return len(srv.Visible(owner)) == 2 })
+	if got := e3.agent.received(); len(got) != 1 || got[0].Content != "next" {
+		t.Fatalf("third run got %+v: the acknowledged message was replayed", got)
+	}
+	if got := srv.Visible(owner); got[0] != "echo: important" || got[1] != "echo: next" {
+		t.Fatalf("visible = %q", got)
+	}
+}
+
+func TestWebhookMode(t *testing.T) {
+	e := start(t, opts{cfg: func(c *config.TelegramConfig) {
+		c.Mode, c.WebhookURL, c.WebhookSecret = "webhook", "https://bot.example.com/tg/hook", "s3cret"
+	}})
+	path, h := e.ch.WebhookHandler()
+	if path != "/tg/hook" {
+		t.Fatalf("path = %q", path)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(path, h)
+	gw := httptest.NewServer(mux)
+	defer gw.Close()
+	e.srv.Wait(t, "setWebhook", func() bool { u, s := e.srv.Webhook(); return u != "" && s == "s3cret" })
+	msg := dm(owner, "via webhook")
+	msg.ID = 42
+	body, _ := json.Marshal(models.Update{ID: 5001, Message: &msg})
+	post := func(secret string) int {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+path, bytes.NewReader(body))
+		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("wrong"); code != http.StatusForbidden {
+		t.Fatalf("wrong secret: %d", code)
+	}
+	if code := post("s3cret"); code != http.StatusOK {
+		t.Fatalf("right secret: %d", code)
+	}
+	e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
+	if code := post("s3cret"); code != http.StatusOK { // Telegram redelivers
+		t.Fatalf("redelivery: %d", code)
+	}
+	// A redelivery is recognised while journaling, before the 200.
+	if n := len(e.agent.received()); n != 1 {
+		t.Fatalf("redelivered update answered %d times", n)
+	}
+}
+
+// BenchmarkFirstVisibleText measures, over loopback through the fake Bot
+// API, the time from an update being available to getUpdates until the
+// answer of an instant stand-in agent is visible in the chat: long-poll
+// wake-up, journal write (fsync), intake, bus, typing call, render, send.
+// "no-journal" runs without a data dir, to show the fsync's share.
+func BenchmarkFirstVisibleText(b *testing.B) {
+	for _, journal := range []bool{true, false} {
+		name := "journal"
+		if !journal {
+			name = "no-journal"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := start(b, opts{log: zap.NewNop(), cfg: func(c *config.TelegramConfig) { c.PollTimeout = 10 * time.Second },
+				deps: func(d *telegram.Deps) {
+					d.Limits.RatePerMinute = 1 << 30
+					if !journal {
+						d.DataDir = ""
+					}
+				}})
+			n := 0
+			for b.Loop() {
+				n++
+				e.srv.PushMessage(dm(owner, "ping"))
+				e.srv.Wait(b, "answer", func() bool { return len(e.srv.Sent(owner)) >= n })
+			}
+		})
+	}
+}
+
+// BenchmarkStreamingEdits streams drafts every 10 ms for 3 s through the
+// real clock and reports the edits per second that reach Telegram.
+func BenchmarkStreamingEdits(b *testing.B) {
+	for b.Loop() {
+		e := start(b, opts{log: zap.NewNop(), reply: func(bus.InboundMessage) []bus.OutboundMessage { return nil }})
+		ctx := context.Background()
+		base := bus.OutboundMessage{Channel: telegram.Name, ChatID: strconv.Itoa(owner), TurnID: "t"}
+		began := time.Now()
+		text := ""
+		for time.Since(began) < 3*time.Second {
+			text += "word "
+			d := base
+			d.Kind, d.Content = bus.KindDraft, text
+			_ = e.bus.PublishOutbound(ctx, d)
+			time.Sleep(10 * time.Millisecond) // the model's token pace, not a test wait
+		}
+		elapsed := time.Since(began)
+		n := 0
+		for _, c := range e.srv.Calls("editMessageText") {
+			if c.Status == 200 {
+				n++
+			}
+		}
+		b.ReportMetric(float64(n)/elapsed.Seconds(), "edits/s")
+		e.stop()
+	}
+}

@@ -1,0 +1,268 @@
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// errTooLarge refuses a file over max_media_bytes.
+var errTooLarge = errors.New("file too large")
+
+// prepareMedia fetches what the agent needs from msgs' attachments: photos
+// as image parts, documents saved under <workspace>/inbox/ as file_ref
+// parts, voice and audio transcribed into the text. It runs only for
+// senders the gate let in.
+func (c *Channel) prepareMedia(ctx context.Context, msgs []*models.Message, in *bus.InboundMessage) error {
+	var notes []string
+	for _, m := range msgs {
+		if len(m.Photo) > 0 {
+			part, err := c.photo(ctx, m.Photo)
+			if err != nil {
+				notes = append(notes, c.mediaNote("photo", err))
+			} else {
+				in.Media = append(in.Media, part)
+			}
+		}
+		if d := m.Document; d != nil {
+			part, err := c.document(ctx, m, d)
+			if err != nil {
+				notes = append(notes, c.mediaNote("file "+d.FileName, err))
+			} else {
+				in.Media = append(in.Media, part)
+			}
+		}
+		if m.Voice != nil || m.Audio != nil {
+			text, err := c.transcribe(ctx, m)
+			switch {
+			case errors.Is(err, errTranscriptionOff):
+				c.tell(ctx, in, "I can't listen to voice messages: transcription is off. Please type your message.")
+			case err != nil:
+				notes = append(notes, c.mediaNote("voice message", err))
+			default:
+				in.Content = strings.TrimSpace("[voice message] " + text + "\n\n" + in.Content)
+			}
+		}
+	}
+	if len(notes) > 0 {
+		in.Content = strings.TrimSpace(in.Content + "\n\n" + strings.Join(notes, "\n"))
+	}
+	if strings.TrimSpace(in.Content) == "" && len(in.Media) == 0 {
+		return errNothing
+	}
+	return nil
+}
+
+// mediaNote logs a failed attachment and returns the line the agent sees
+// in its place, so it can tell the user.
+func (c *Channel) mediaNote(what string, err error) string {
+	if errors.Is(err, errTooLarge) {
+		return fmt.Sprintf("[the %s was not downloaded: it is larger than the %s limit]", what, describeBytes(c.cfg.MaxMediaBytes))
+	}
+	c.log.Warn("attachment not downloaded", zap.String("what", what), zap.String("error", c.scrub(err.Error())))
+	return fmt.Sprintf("[the %s could not be downloaded]", what)
+}
+
+// tell sends a short notice to the sender from the channel layer.
+func (c *Channel) tell(ctx context.Context, in *bus.InboundMessage, text string) {
+	err := c.deps.Bus.PublishOutbound(ctx, bus.OutboundMessage{Channel: Name, ChatID: in.ChatID, Kind: bus.KindMessage,
+		Content: text, ReplyTo: in.MessageID, Metadata: in.Metadata})
+	if err != nil {
+		c.log.Warn("notice not queued", zap.Error(err))
+	}
+}
+
+// photo downloads the largest size of a photo that fits the cap.
+func (c *Channel) photo(ctx context.Context, sizes []models.PhotoSize) (llm.Part, error) {
+	best := -1
+	for i, p := range sizes {
+		if int64(p.FileSize) > c.cfg.MaxMediaBytes {
+			continue
+		}
+		if best < 0 || p.Width*p.Height > sizes[best].Width*sizes[best].Height {
+			best = i
+		}
+	}
+	if best < 0 {
+		return llm.Part{}, errTooLarge
+	}
+	data, err := c.download(ctx, sizes[best].FileID)
+	if err != nil {
+		return llm.Part{}, err
+	}
+	mime := http.DetectContentType(data)
+	if !strings.HasPrefix(mime, "image/") {
+		mime = "image/jpeg" // Telegram re-encodes photos as JPEG
+	}
+	return llm.Part{Kind: llm.PartImage, Image: &llm.Image{MIME: mime, Data: data}}, nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// document saves a document under <workspace>/inbox/ and refers to it.
+func (c *Channel) document(ctx context.Context, m *models.Message, d *models.Document) (llm.Part, error) {
+	if d.FileSize > c.cfg.MaxMediaBytes {
+		return llm.Part{}, errTooLarge
+	}
+	if c.deps.Workspace == "" {
+		return llm.Part{}, errors.New("no workspace to save files in")
+	}
+	data, err := c.download(ctx, d.FileID)
+	if err != nil {
+		return llm.Part{}, err
+	}
+	name := strings.Trim(unsafeName.ReplaceAllString(filepath.Base(d.FileName), "_"), "._")
+	if name == "" {
+		name = "document"
+	}
+	if len(name) > 100 {
+		name = name[len(name)-100:]
+	}
+	rel := filepath.Join("inbox", fmt.Sprintf("%s-%d-%s", time.Now().UTC().Format("20060102-150405"), m.ID, name))
+	abs := filepath.Join(c.deps.Workspace, rel)
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return llm.Part{}, fmt.Errorf("save %s: %w", rel, err)
+	}
+	if err := os.WriteFile(abs, data, 0o600); err != nil {
+		return llm.Part{}, fmt.Errorf("save %s: %w", rel, err)
+	}
+	mime := d.MimeType
+	if mime == "" {
+		mime = http.DetectContentType(data)
+	}
+	return llm.Part{Kind: llm.PartFileRef, File: &llm.FileRef{Path: filepath.ToSlash(rel), MIME: mime, Size: int64(len(data)), Name: d.FileName}}, nil
+}
+
+// download fetches a file by id (getFile, then the file URL), capped.
+func (c *Channel) download(ctx context.Context, fileID string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	f, err := c.api.GetFile(ctx, &bot.GetFileParams{FileID: fileID})
+	if err != nil {
+		return nil, fmt.Errorf("getFile: %s", c.scrub(err.Error()))
+	}
+	if f.FileSize > c.cfg.MaxMediaBytes {
+		return nil, errTooLarge
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.api.FileDownloadLink(f), nil)
+	if err != nil {
+		return nil, fmt.Errorf("download: %s", c.scrub(err.Error()))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("download: %s", c.scrub(err.Error()))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("download: HTTP %d", resp.StatusCode)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxMediaBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("download: %s", c.scrub(err.Error()))
+	}
+	if int64(len(data)) > c.cfg.MaxMediaBytes {
+		return nil, errTooLarge
+	}
+	return data, nil
+}
+
+func (c *Channel) transcribe(ctx context.Context, m *models.Message) (string, error) {
+	if !c.tx.enabled() {
+		return "", errTranscriptionOff
+	}
+	id, size, name := "", int64(0), "voice.ogg"
+	if m.Voice != nil {
+		id, size = m.Voice.FileID, m.Voice.FileSize
+	} else {
+		id, size = m.Audio.FileID, m.Audio.FileSize
+		if m.Audio.FileName != "" {
+			name = m.Audio.FileName
+		}
+	}
+	if size > c.cfg.MaxMediaBytes {
+		return "", errTooLarge
+	}
+	data, err := c.download(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return c.tx.transcribe(ctx, name, data)
+}
+
+// errTranscriptionOff: no transcription endpoint is configured.
+var errTranscriptionOff = errors.New("transcription is off")
+
+// transcriber calls an OpenAI-compatible /audio/transcriptions endpoint.
+type transcriber struct {
+	cfg config.TranscriptionConfig
+	hc  *http.Client
+}
+
+func newTranscriber(cfg config.TranscriptionConfig, hc *http.Client) *transcriber {
+	if hc == nil {
+		hc = &http.Client{Timeout: 2 * time.Minute}
+	}
+	if cfg.Model == "" {
+		cfg.Model = "whisper-1"
+	}
+	return &transcriber{cfg: cfg, hc: hc}
+}
+
+func (t *transcriber) enabled() bool { return t.cfg.BaseURL != "" }
+
+func (t *transcriber) transcribe(ctx context.Context, name string, audio []byte) (string, error) {
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	_ = w.WriteField("model", t.cfg.Model)
+	fw, err := w.CreateFormFile("file", name)
+	if err != nil {
+		return "", err
+	}
+	_, _ = fw.Write(audio)
+	if err := w.Close(); err != nil {
+		return "", err
+	}
+	u := strings.TrimRight(t.cfg.BaseURL, "/") + "/audio/transcriptions"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, &body)
+	if err != nil {
+		return "", fmt.Errorf("transcribe: %w", err)
+	}
+	req.Header.Set("Content-Type", w.FormDataContentType())
+	if t.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+t.cfg.APIKey)
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("transcribe: %w", err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("transcribe: HTTP %d: %.200s", resp.StatusCode, data)
+	}
+	var out struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return "", fmt.Errorf("transcribe: undecodable answer: %w", err)
+	}
+	return strings.TrimSpace(out.Text), nil
+}

@@ -1,0 +1,435 @@
+// Package telegram is the Telegram channel (S-H2): it receives messages by
+// long polling or a webhook, passes them through the shared inbound gate
+// (access, dedupe, limits) onto the bus, and sends, edits and deletes
+// messages for the channel manager, rendering Markdown as Telegram HTML. It
+// uses github.com/go-telegram/bot for the Bot API methods but polls and
+// confirms updates itself, so an update is only forgotten once the agent
+// has recorded it.
+package telegram
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/config"
+)
+
+// Name is the channel's name on the bus.
+const Name = "telegram"
+
+// Deps are what the Telegram channel needs besides its config.
+type Deps struct {
+	// Bus receives inbound messages and the channel layer's own short
+	// replies (/whoami, pairing codes, "transcription is off").
+	Bus channels.Publisher
+	// Pairing is the shared pairing store; required when policy is pairing.
+	Pairing *channels.PairingStore
+	// DataDir holds the update journal (telegram-updates.json), so a restart
+	// neither drops nor re-answers a message. Empty keeps it in memory only.
+	DataDir string
+	// Workspace is where documents are saved, under inbox/.
+	Workspace string
+	// Transcription is the voice transcription endpoint; empty BaseURL
+	// turns transcription off.
+	Transcription config.TranscriptionConfig
+	// Limits bounds inbound messages (length, rate, dedupe); Channel is set
+	// by the adapter.
+	Limits channels.IntakeConfig
+	// HTTPClient replaces the Bot API client (tests); nil builds one that
+	// honours cfg.Proxy.
+	HTTPClient *http.Client
+	// TranscriptionClient is used for the transcription endpoint [a plain
+	// client with a 2-minute timeout].
+	TranscriptionClient *http.Client
+	// StallGrace is how long past poll_timeout a getUpdates may take before
+	// it counts as stalled and polling restarts [15s].
+	StallGrace time.Duration
+	// AlbumWait is how long the parts of an album are collected [1.5s].
+	AlbumWait time.Duration
+	// CallTimeout bounds every Bot API call other than getUpdates [30s].
+	CallTimeout time.Duration
+}
+
+// Channel is the Telegram adapter. Create it with New, run it with Run, and
+// register it (with NewRenderer) on a channels.Manager.
+type Channel struct {
+	cfg    config.TelegramConfig
+	deps   Deps
+	log    *zap.Logger
+	token  string
+	apiURL string
+	http   *http.Client
+	api    *bot.Bot
+	intake *channels.Intake
+	access *channels.Access
+	tx     *transcriber
+
+	journal *journal
+	me      atomic.Pointer[models.User]
+
+	// running is set while Run accepts updates (the webhook answers 503
+	// otherwise, so Telegram redelivers later).
+	runMu   sync.RWMutex
+	lanes   *channels.Lanes
+	handCtx context.Context
+	albums  *albums
+
+	health atomic.Pointer[error]
+	stalls atomic.Int64
+}
+
+var (
+	_ channels.Channel  = (*Channel)(nil)
+	_ channels.Editor   = (*Channel)(nil)
+	_ channels.Deleter  = (*Channel)(nil)
+	_ channels.Typer    = (*Channel)(nil)
+	_ channels.Healther = (*Channel)(nil)
+)
+
+// New builds the channel from its config. It does no I/O.
+func New(cfg config.TelegramConfig, deps Deps, log *zap.Logger) (*Channel, error) {
+	if strings.TrimSpace(cfg.Token) == "" {
+		return nil, errors.New("channels.telegram.token: must not be empty")
+	}
+	if deps.Bus == nil {
+		return nil, errors.New("telegram: no bus")
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = "https://api.telegram.org"
+	}
+	if _, err := url.Parse(cfg.APIURL); err != nil {
+		return nil, fmt.Errorf("channels.telegram.api_url: %w", err)
+	}
+	switch cfg.Mode {
+	case "", "polling":
+		cfg.Mode = "polling"
+	case "webhook":
+		if _, err := webhookPath(cfg.WebhookURL); err != nil {
+			return nil, err
+		}
+		if cfg.WebhookSecret == "" {
+			return nil, errors.New("channels.telegram.webhook_secret: must be set in webhook mode")
+		}
+	default:
+		return nil, fmt.Errorf("channels.telegram.mode: %q is not polling or webhook", cfg.Mode)
+	}
+	if cfg.PollTimeout <= 0 {
+		cfg.PollTimeout = 30 * time.Second
+	}
+	if cfg.MaxMediaBytes <= 0 {
+		cfg.MaxMediaBytes = 20 << 20
+	}
+	if cfg.EditInterval <= 0 {
+		cfg.EditInterval = time.Second
+	}
+	if deps.StallGrace <= 0 {
+		deps.StallGrace = 15 * time.Second
+	}
+	if deps.AlbumWait <= 0 {
+		deps.AlbumWait = 1500 * time.Millisecond
+	}
+	if deps.CallTimeout <= 0 {
+		deps.CallTimeout = 30 * time.Second
+	}
+	access, err := channels.NewAccess(Name, cfg.Access, deps.Pairing)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := newHTTPClient(deps.HTTPClient, cfg.Proxy)
+	if err != nil {
+		return nil, err
+	}
+	c := &Channel{
+		cfg:    cfg,
+		deps:   deps,
+		log:    log,
+		token:  cfg.Token,
+		apiURL: strings.TrimRight(cfg.APIURL, "/"),
+		http:   hc,
+		access: access,
+	}
+	c.api, err = bot.New(cfg.Token,
+		bot.WithSkipGetMe(),
+		bot.WithServerURL(c.apiURL),
+		bot.WithHTTPClient(cfg.PollTimeout, traceClient{hc}),
+		bot.WithErrorsHandler(func(err error) { log.Debug("bot library", zap.String("error", c.scrub(err.Error()))) }),
+		bot.WithDefaultHandler(func(context.Context, *bot.Bot, *models.Update) {}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("telegram: %w", err)
+	}
+	limits := deps.Limits
+	limits.Channel = Name
+	c.intake = channels.NewIntake(limits, access, deps.Bus, log)
+	c.tx = newTranscriber(deps.Transcription, deps.TranscriptionClient)
+	jpath := ""
+	if deps.DataDir != "" {
+		jpath = filepath.Join(deps.DataDir, "telegram-updates.json")
+	}
+	c.journal = newJournal(jpath)
+	unstarted := errors.New("telegram: not started")
+	c.health.Store(&unstarted)
+	return c, nil
+}
+
+// Name returns "telegram".
+func (c *Channel) Name() string { return Name }
+
+// Healthy reports nil while the channel is connected: the last getUpdates
+// answered (polling) or the webhook is set.
+func (c *Channel) Healthy() error { return *c.health.Load() }
+
+func (c *Channel) setHealth(err error) { c.health.Store(&err) }
+
+// Run connects (getMe, setMyCommands, webhook set or removed), replays
+// updates journaled but never acknowledged, and receives updates until ctx
+// ends. On the way out it stops taking updates, waits for the handlers in
+// flight, and writes the journal. It returns nil on a clean shutdown and an
+// error only when the token is refused.
+func (c *Channel) Run(ctx context.Context) error {
+	if err := c.journal.load(); err != nil {
+		return fmt.Errorf("telegram: %w", err)
+	}
+	if c.deps.DataDir == "" {
+		c.log.Warn("no data dir: unacknowledged updates are lost on a crash")
+	}
+	me, err := c.connect(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	c.me.Store(me)
+	c.log.Info("connected", zap.String("bot", "@"+me.Username), zap.String("mode", c.cfg.Mode))
+
+	var bg sync.WaitGroup
+	jctx, stopJournal := context.WithCancel(context.Background())
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		c.journal.writer(jctx, c.log)
+	}()
+
+	lanes := channels.NewLanes(1024)
+	albums := newAlbums(c.deps.AlbumWait, func(parts []*models.Update) {
+		key := strconv.FormatInt(parts[0].Message.Chat.ID, 10)
+		if err := lanes.Go(context.Background(), key, func() { c.handle(parts) }); err != nil {
+			c.log.Debug("album left for replay", zap.Error(err))
+		}
+	})
+	c.runMu.Lock()
+	c.lanes, c.albums = lanes, albums
+	c.handCtx = context.WithoutCancel(ctx)
+	c.runMu.Unlock()
+
+	for _, raw := range c.journal.replay() {
+		c.log.Info("replaying an update received before the last shutdown but never recorded")
+		c.accept(ctx, raw)
+	}
+
+	if c.cfg.Mode == "webhook" {
+		c.runWebhook(ctx)
+	} else {
+		c.poll(ctx)
+	}
+
+	// Stop taking updates, hand over albums still collecting, then let the
+	// handlers in flight finish (the bot library would not wait for them).
+	c.runMu.Lock()
+	c.albums, c.lanes = nil, nil
+	c.runMu.Unlock()
+	albums.flush()
+	lanes.Close()
+	stopJournal()
+	bg.Wait()
+	if err := c.journal.save(true); err != nil {
+		c.log.Error("update journal not written", zap.Error(err))
+	}
+	c.setHealth(errors.New("telegram: stopped"))
+	return nil
+}
+
+// connect calls getMe until it answers (retrying transient failures) and
+// registers the command list. A refused token is fatal.
+func (c *Channel) connect(ctx context.Context) (*models.User, error) {
+	wait := time.Second
+	for {
+		cctx, cancel := context.WithTimeout(ctx, c.deps.CallTimeout)
+		me, err := c.api.GetMe(cctx)
+		cancel()
+		if err == nil {
+			c.setCommands(ctx)
+			return me, nil
+		}
+		if errors.Is(err, bot.ErrorUnauthorized) || errors.Is(err, bot.ErrorNotFound) {
+			err = fmt.Errorf("telegram: the bot token was refused (check channels.telegram.token): %s", c.scrub(err.Error()))
+			c.setHealth(err)
+			return nil, err
+		}
+		c.setHealth(fmt.Errorf("telegram getMe: %s", c.scrub(err.Error())))
+		c.log.Warn("telegram unreachable; retrying", zap.Duration("in", wait), zap.String("error", c.scrub(err.Error())))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Minute)
+	}
+}
+
+func (c *Channel) setCommands(ctx context.Context) {
+	var cmds []models.BotCommand
+	for _, cmd := range channels.Commands() {
+		cmds = append(cmds, models.BotCommand{Command: cmd.Name, Description: cmd.Description})
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.deps.CallTimeout)
+	defer cancel()
+	if _, err := c.api.SetMyCommands(cctx, &bot.SetMyCommandsParams{Commands: cmds}); err != nil {
+		c.log.Warn("setMyCommands failed; the command menu may be stale", zap.String("error", c.scrub(err.Error())))
+	}
+}
+
+// accept takes one update from Telegram (poll, webhook or replay): albums
+// are collected, everything else goes to its chat's lane.
+func (c *Channel) accept(ctx context.Context, raw json.RawMessage) {
+	var u models.Update
+	if err := json.Unmarshal(raw, &u); err != nil {
+		c.log.Warn("undecodable update skipped", zap.Error(err))
+		c.journal.ack(peekID(raw))
+		return
+	}
+	m := u.Message
+	if m == nil {
+		c.journal.ack(u.ID)
+		return
+	}
+	c.runMu.RLock()
+	lanes, albums := c.lanes, c.albums
+	c.runMu.RUnlock()
+	if lanes == nil {
+		return // shutting down: stays in the journal, replayed next start
+	}
+	if m.MediaGroupID != "" {
+		albums.add(&u)
+		return
+	}
+	key := strconv.FormatInt(m.Chat.ID, 10)
+	if err := lanes.Go(ctx, key, func() { c.handle([]*models.Update{&u}) }); err != nil {
+		c.log.Debug("update left for replay", zap.Int64("update", u.ID), zap.Error(err))
+	}
+}
+
+func peekID(raw json.RawMessage) int64 {
+	var v struct {
+		ID int64 `json:"update_id"`
+	}
+	_ = json.Unmarshal(raw, &v)
+	return v.ID
+}
+
+// webhookPath returns the path part of the public webhook URL, which is
+// where the daemon mounts WebhookHandler.
+func webhookPath(webhookURL string) (string, error) {
+	u, err := url.Parse(webhookURL)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return "", fmt.Errorf("channels.telegram.webhook_url: %q must be an https URL in webhook mode", webhookURL)
+	}
+	if u.Path == "" {
+		return "/", nil
+	}
+	return u.Path, nil
+}
+
+// WebhookHandler returns the path to mount on the gateway's HTTP listener
+// and the handler for Telegram's webhook calls. The handler checks the
+// secret token, journals the update and answers 200 only then, so a crash
+// never loses an update Telegram believes delivered.
+func (c *Channel) WebhookHandler() (string, http.Handler) {
+	path, _ := webhookPath(c.cfg.WebhookURL)
+	return path, http.HandlerFunc(c.serveWebhook)
+}
+
+func (c *Channel) serveWebhook(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	got := r.Header.Get("X-Telegram-Bot-Api-Secret-Token")
+	if subtle.ConstantTimeCompare([]byte(got), []byte(c.cfg.WebhookSecret)) != 1 {
+		c.log.Warn("webhook call with a wrong secret token refused", zap.String("remote", r.RemoteAddr))
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxResponseBody))
+	if err != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	if !json.Valid(body) {
+		c.log.Warn("webhook body is not JSON")
+		w.WriteHeader(http.StatusOK) // redelivering it would not help
+		return
+	}
+	c.runMu.RLock()
+	running := c.lanes != nil
+	c.runMu.RUnlock()
+	if !running {
+		http.Error(w, "not running", http.StatusServiceUnavailable)
+		return
+	}
+	fresh, err := c.journal.received([]json.RawMessage{body}, false)
+	if err != nil {
+		c.log.Error("update journal not written; asking Telegram to redeliver", zap.Error(err))
+		http.Error(w, "journal", http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	for _, raw := range fresh {
+		c.accept(r.Context(), raw)
+	}
+}
+
+// runWebhook registers the webhook and waits for shutdown; updates arrive
+// through WebhookHandler on the daemon's listener.
+func (c *Channel) runWebhook(ctx context.Context) {
+	wait := time.Second
+	for {
+		cctx, cancel := context.WithTimeout(ctx, c.deps.CallTimeout)
+		_, err := c.api.SetWebhook(cctx, &bot.SetWebhookParams{
+			URL: c.cfg.WebhookURL, SecretToken: c.cfg.WebhookSecret,
+			AllowedUpdates: []string{models.AllowedUpdateMessage},
+		})
+		cancel()
+		if err == nil {
+			c.setHealth(nil)
+			break
+		}
+		c.setHealth(fmt.Errorf("telegram setWebhook: %s", c.scrub(err.Error())))
+		c.log.Warn("setWebhook failed; retrying", zap.Duration("in", wait), zap.String("error", c.scrub(err.Error())))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Minute)
+	}
+	<-ctx.Done()
+}
