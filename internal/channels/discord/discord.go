@@ -59,7 +59,10 @@ type Deps struct {
 	// under <workspace>/inbox/ and outbound file_ref paths are resolved in
 	// it. Without it files are described to the agent, not saved.
 	Workspace string
-	// Transcriber, when set, transcribes voice messages.
+	// Transcription is the OpenAI-compatible endpoint voice messages are
+	// transcribed with; an empty BaseURL turns transcription off.
+	Transcription config.TranscriptionConfig
+	// Transcriber replaces the client built from Transcription (tests).
 	Transcriber Transcriber
 	// HTTPTransport is the base transport for REST and downloads
 	// (default: a clone of http.DefaultTransport, proxy from the environment).
@@ -118,6 +121,9 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 	}
 	if log == nil {
 		log = zap.NewNop()
+	}
+	if deps.Transcriber == nil {
+		deps.Transcriber = NewTranscriber(deps.Transcription, nil)
 	}
 	access, err := channels.NewAccess(Name, cfg.Access, deps.Pairing)
 	if err != nil {
