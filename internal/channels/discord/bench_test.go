@@ -36,7 +36,7 @@ func BenchmarkRender5000(b *testing.B) {
 // BenchmarkInboundDM measures one DM from the fake gateway to the bus:
 // JSON decode in discordgo, the lane hand-off, the intake and the publish.
 func BenchmarkInboundDM(b *testing.B) {
-	e := start(b, setup{quiet: true, deps: func(d *discord.Deps) { d.Intake.RatePerMinute = 1 << 30 }})
+	e := start(b, setup{quiet: true, deps: func(d *discord.Deps) { d.Limits.RatePerMinute = 1 << 30 }})
 	alice := e.fake.NewUser("alice")
 	dm := e.fake.AddDM(alice)
 	b.ReportAllocs()

@@ -70,9 +70,9 @@ type Deps struct {
 	// Clock drives reconnect backoff and rate-limit bookkeeping
 	// (default: the system clock).
 	Clock clock.Clock
-	// Intake bounds what senders can push (rate, length, dedupe); Channel
-	// and Clock are filled in.
-	Intake channels.IntakeConfig
+	// Limits bound what senders can push (length, rate, dedupe); Channel
+	// and Clock are filled in by the adapter.
+	Limits channels.IntakeConfig
 }
 
 // Channel is the Discord adapter. Create it with New, then Run it; Send,
@@ -155,8 +155,8 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 		token:        token,
 		disconnected: make(chan struct{}, 1),
 	}
-	deps.Intake.Channel, deps.Intake.Clock = Name, deps.Clock
-	c.intake = channels.NewIntake(deps.Intake, access, deps.Bus, log)
+	deps.Limits.Channel, deps.Limits.Clock = Name, deps.Clock
+	c.intake = channels.NewIntake(deps.Limits, access, deps.Bus, log)
 	c.state.init()
 	c.health.set(errors.New("discord: not connected yet"))
 
