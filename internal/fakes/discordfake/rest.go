@@ -97,9 +97,15 @@ func (s *Server) wrap(route string, auth bool, h func(http.ResponseWriter, *http
 			_, _, jsonBody, _ = parseMessageRequest(r.Header.Get("Content-Type"), body)
 		}
 		rec := &statusRecorder{ResponseWriter: w, status: 200}
+		// Recorded before it is handled, so a test that sees the effect
+		// (a stored message) also sees the request; the status follows.
+		s.mu.Lock()
+		idx := len(s.requests)
+		s.requests = append(s.requests, Request{Method: r.Method, Route: route, Path: r.URL.Path, Body: jsonBody})
+		s.mu.Unlock()
 		defer func() {
 			s.mu.Lock()
-			s.requests = append(s.requests, Request{Method: r.Method, Route: route, Path: r.URL.Path, Body: jsonBody, Status: rec.status})
+			s.requests[idx].Status = rec.status
 			s.notify()
 			s.mu.Unlock()
 		}()

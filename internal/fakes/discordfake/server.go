@@ -113,7 +113,9 @@ type Request struct {
 	Route string
 	Path  string
 	// Body is the JSON body (for multipart, the payload_json part).
-	Body   []byte
+	Body []byte
+	// Status is the HTTP status answered (0 while in flight, or when the
+	// connection was dropped).
 	Status int
 }
 
