@@ -1,0 +1,221 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/bwmarrin/discordgo"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/channels"
+)
+
+// onMessageCreate runs on discordgo's gateway reader (SyncEvents): it only
+// queues the message on its chat's lane, waiting while too many are
+// pending, so a chat's messages keep their order and memory stays bounded.
+func (c *Channel) onMessageCreate(_ *discordgo.Session, e *discordgo.MessageCreate) {
+	if e.Message == nil || !fromHuman(e.Message, c.state.bot()) {
+		return
+	}
+	ctxp, lanes := c.runCtx.Load(), c.lanes.Load()
+	if ctxp == nil || lanes == nil {
+		return
+	}
+	ctx, m := *ctxp, e.Message
+	if err := lanes.Go(ctx, m.ChannelID, func() { c.handle(ctx, m) }); err != nil {
+		c.log.Info("inbound message not handled: shutting down", zap.String("message", m.ID))
+	}
+}
+
+// handle turns a message into an Arrival for the intake, which applies the
+// access policy, dedupe, rate limits and /whoami. Attachments are fetched
+// only in Prepare, after the gate: a sender who is not allowed costs
+// nothing but this check.
+func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
+	bot := c.state.bot()
+	in := bus.InboundMessage{
+		Channel:    Name,
+		SenderID:   m.Author.ID,
+		SenderName: displayName(m.Author, m.Member),
+		ChatID:     m.ChannelID,
+		MessageID:  m.ID,
+		Content:    m.Content,
+		Time:       m.Timestamp,
+		Metadata:   map[string]string{"is_group": "false"},
+	}
+	a := channels.Arrival{Msg: in, Username: m.Author.Username}
+	if m.GuildID != "" {
+		if !c.guildGate(ctx, m.GuildID, m.ChannelID, m.Author.ID, m.Member, &a) {
+			return
+		}
+		var roles []string
+		a.Addressed, roles = c.addressed(ctx, m, bot)
+		a.Msg.Content = stripBotMention(m.Content, bot, roles)
+	}
+	a.Msg.Content = strings.TrimSpace(replaceMentions(a.Msg.Content, m.Mentions))
+	if q := quoted(m, bot); q != "" {
+		// After the text, so a reply that is a command stays a command.
+		a.Msg.Content = strings.TrimSpace(a.Msg.Content + "\n" + q)
+	}
+	a.Prepare = func(ctx context.Context, msg *bus.InboundMessage) error {
+		return c.prepare(ctx, m, msg)
+	}
+	if _, err := c.intake.Admit(ctx, a); errors.Is(err, context.Canceled) {
+		c.log.Info("inbound message dropped: shutting down", zap.String("message", m.ID))
+	} else if err != nil {
+		c.log.Warn("inbound message not delivered to the agent", zap.String("message", m.ID), zap.Error(err))
+	}
+}
+
+// errNothingToSay drops a message left with no text and nothing attached
+// (a sticker, a bare mention).
+var errNothingToSay = errors.New("no text and no usable attachment")
+
+// prepare fetches the attachments of an admitted message.
+func (c *Channel) prepare(ctx context.Context, m *discordgo.Message, msg *bus.InboundMessage) error {
+	md := c.fetchMedia(ctx, m)
+	text := msg.Content
+	if md.transcript != "" {
+		text = strings.TrimSpace(text + "\n[voice message] " + md.transcript)
+	}
+	for _, n := range md.notes {
+		text = strings.TrimSpace(text + "\n" + n)
+	}
+	msg.Content, msg.Media = text, md.parts
+	if msg.Content == "" && len(msg.Media) == 0 {
+		return errNothingToSay
+	}
+	return nil
+}
+
+// fromHuman filters out bots (this one included), webhooks and system
+// messages (joins, pins, boosts...): only ordinary messages and replies.
+func fromHuman(m *discordgo.Message, bot string) bool {
+	if m.Author == nil || m.Author.Bot || m.Author.System || m.Author.ID == bot || m.WebhookID != "" {
+		return false
+	}
+	return m.Type == discordgo.MessageTypeDefault || m.Type == discordgo.MessageTypeReply
+}
+
+// guildGate applies the Discord-only rules for a guild message or command
+// before the intake: the guild, role and channel lists, and threads (own
+// session, replies stay in the thread). The intake applies group_policy.
+func (c *Channel) guildGate(ctx context.Context, guildID, channelID, sender string, member *discordgo.Member, a *channels.Arrival) bool {
+	log := c.log.With(zap.String("chat", channelID), zap.String("guild", guildID), zap.String("sender", sender))
+	if len(c.cfg.AllowGuilds) > 0 && !slices.Contains(c.cfg.AllowGuilds, guildID) {
+		log.Debug("message in a guild not in allow_guilds ignored")
+		return false
+	}
+	if len(c.cfg.AllowRoles) > 0 && (member == nil || !slices.ContainsFunc(member.Roles, func(r string) bool {
+		return slices.Contains(c.cfg.AllowRoles, r)
+	})) {
+		log.Debug("message from a member without an allow_roles role ignored")
+		return false
+	}
+	a.Group = true
+	a.Msg.Metadata["is_group"] = "true"
+	a.Msg.Metadata["guild_id"] = guildID
+	parent := channelID
+	ci, err := c.lookupChannel(ctx, channelID, guildID)
+	if err != nil {
+		// Treated as a plain channel: the reply still lands where asked.
+		log.Warn("channel lookup failed", zap.Error(err))
+	}
+	if ci.thread && ci.parentID != "" {
+		parent = ci.parentID
+		a.Msg.SessionKey = Name + ":" + parent + ":thread:" + channelID
+		a.Msg.Metadata["thread_id"] = channelID
+		a.Msg.Metadata["parent_id"] = parent
+	}
+	if len(c.cfg.AllowChannels) > 0 && !slices.Contains(c.cfg.AllowChannels, channelID) &&
+		!slices.Contains(c.cfg.AllowChannels, parent) {
+		log.Debug("message in a channel not in allow_channels ignored")
+		return false
+	}
+	return true
+}
+
+// addressed reports whether the message mentions the bot (as a user or one
+// of its roles) or replies to one of its messages, and returns the bot's
+// roles that were mentioned.
+func (c *Channel) addressed(ctx context.Context, m *discordgo.Message, bot string) (bool, []string) {
+	if m.ReferencedMessage != nil && m.ReferencedMessage.Author != nil && m.ReferencedMessage.Author.ID == bot {
+		return true, nil
+	}
+	mentioned := slices.ContainsFunc(m.Mentions, func(u *discordgo.User) bool { return u != nil && u.ID == bot })
+	if len(m.MentionRoles) == 0 {
+		return mentioned, nil
+	}
+	own, err := c.botRoles(ctx, m.GuildID)
+	if err != nil {
+		c.log.Warn("cannot tell whether a role mention is for the bot", zap.Error(err))
+		return mentioned, nil
+	}
+	var hit []string
+	for _, r := range m.MentionRoles {
+		if slices.Contains(own, r) {
+			hit = append(hit, r)
+		}
+	}
+	return mentioned || len(hit) > 0, hit
+}
+
+func displayName(u *discordgo.User, member *discordgo.Member) string {
+	if member != nil && member.Nick != "" {
+		return member.Nick
+	}
+	if u.GlobalName != "" {
+		return u.GlobalName
+	}
+	return u.Username
+}
+
+var mentionToken = regexp.MustCompile(`<@[!&]?(\d+)>`)
+
+// stripBotMention removes the mentions that addressed the bot.
+func stripBotMention(text, bot string, roles []string) string {
+	return mentionToken.ReplaceAllStringFunc(text, func(tok string) string {
+		id := mentionToken.FindStringSubmatch(tok)[1]
+		if strings.HasPrefix(tok, "<@&") {
+			if slices.Contains(roles, id) {
+				return ""
+			}
+			return tok
+		}
+		if id == bot {
+			return ""
+		}
+		return tok
+	})
+}
+
+// replaceMentions shows other users' mentions as @name, which reads better
+// to the model than <@123>.
+func replaceMentions(text string, users []*discordgo.User) string {
+	for _, u := range users {
+		if u == nil {
+			continue
+		}
+		name := "@" + u.Username
+		text = strings.NewReplacer("<@"+u.ID+">", name, "<@!"+u.ID+">", name).Replace(text)
+	}
+	return text
+}
+
+// quoted gives context for a reply to someone else's message (replies to
+// the bot's own messages are already in the session).
+func quoted(m *discordgo.Message, bot string) string {
+	ref := m.ReferencedMessage
+	if ref == nil || ref.Author == nil || ref.Author.ID == bot || strings.TrimSpace(ref.Content) == "" {
+		return ""
+	}
+	q := []rune(strings.TrimSpace(ref.Content))
+	if len(q) > 300 {
+		q = append(q[:300], '…')
+	}
+	return "[in reply to @" + ref.Author.Username + ": " + strings.ReplaceAll(string(q), "\n", " ") + "]"
+}

@@ -1,0 +1,296 @@
+package discord
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/bwmarrin/discordgo"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// inboxDir is where received files are saved, relative to the workspace.
+const inboxDir = "inbox"
+
+// media is what the attachments of one inbound message became.
+type media struct {
+	parts []llm.Part
+	// notes are short lines for the model about what could not be fetched.
+	notes []string
+	// transcript is the text of a voice message.
+	transcript string
+}
+
+// fetchMedia downloads a message's attachments (each capped at
+// max_media_bytes): images become image parts, voice messages are
+// transcribed when a transcriber is configured, other files are saved under
+// <workspace>/inbox/ as file_ref parts. Failures become notes, never errors:
+// the text of the message still reaches the agent.
+func (c *Channel) fetchMedia(ctx context.Context, m *discordgo.Message) media {
+	var out media
+	voice := m.Flags&discordgo.MessageFlagsIsVoiceMessage != 0
+	for _, a := range m.Attachments {
+		if a == nil {
+			continue
+		}
+		name := safeName(a.Filename)
+		mimeType := attachmentMIME(a)
+		if int64(a.Size) > c.cfg.MaxMediaBytes {
+			out.notes = append(out.notes, fmt.Sprintf("[attachment %s (%s) not downloaded: larger than the %s limit]",
+				name, humanBytes(int64(a.Size)), humanBytes(c.cfg.MaxMediaBytes)))
+			continue
+		}
+		data, err := c.download(ctx, a.URL)
+		if err != nil {
+			c.log.Warn("attachment download failed", zap.String("file", name), zap.Error(err))
+			out.notes = append(out.notes, fmt.Sprintf("[attachment %s could not be downloaded]", name))
+			continue
+		}
+		switch {
+		case voice || (strings.HasPrefix(mimeType, "audio/") && c.deps.Transcriber != nil):
+			c.voice(ctx, a, name, mimeType, data, &out)
+		case isImage(mimeType):
+			out.parts = append(out.parts, llm.Part{Kind: llm.PartImage, Image: &llm.Image{MIME: mimeType, Data: data}})
+		default:
+			c.saveFile(a, name, mimeType, data, &out)
+		}
+	}
+	return out
+}
+
+func (c *Channel) voice(ctx context.Context, a *discordgo.MessageAttachment, name, mimeType string, data []byte, out *media) {
+	if c.deps.Transcriber == nil {
+		out.notes = append(out.notes, "[voice message: transcription is not configured]")
+		c.saveFile(a, name, mimeType, data, out)
+		return
+	}
+	text, err := c.deps.Transcriber.Transcribe(ctx, name, mimeType, data)
+	if err != nil {
+		c.log.Warn("voice transcription failed", zap.String("file", name), zap.Error(err))
+		out.notes = append(out.notes, "[voice message: transcription failed]")
+		c.saveFile(a, name, mimeType, data, out)
+		return
+	}
+	out.transcript = strings.TrimSpace(out.transcript + "\n" + text)
+}
+
+// saveFile writes a received file under <workspace>/inbox/ and adds a
+// file_ref part. The name carries the attachment id, so nothing is ever
+// overwritten.
+func (c *Channel) saveFile(a *discordgo.MessageAttachment, name, mimeType string, data []byte, out *media) {
+	if c.deps.Workspace == "" {
+		out.notes = append(out.notes, fmt.Sprintf("[file %s received but not saved: no workspace]", name))
+		return
+	}
+	rel := path.Join(inboxDir, "discord-"+a.ID+"-"+name)
+	if err := writeInWorkspace(c.deps.Workspace, rel, data); err != nil {
+		c.log.Error("saving received file", zap.String("path", rel), zap.Error(err))
+		out.notes = append(out.notes, fmt.Sprintf("[file %s could not be saved]", name))
+		return
+	}
+	out.parts = append(out.parts, llm.Part{Kind: llm.PartFileRef, File: &llm.FileRef{
+		Path: rel, MIME: mimeType, Size: int64(len(data)), Name: a.Filename}})
+}
+
+func writeInWorkspace(workspace, rel string, data []byte) error {
+	root, err := os.OpenRoot(workspace)
+	if err != nil {
+		return fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	if err := root.MkdirAll(path.Dir(rel), 0o750); err != nil {
+		return fmt.Errorf("create %s: %w", path.Dir(rel), err)
+	}
+	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", rel, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", rel, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", rel, err)
+	}
+	return nil
+}
+
+// download fetches an attachment, refusing more than max_media_bytes even
+// when the announced size lied.
+func (c *Channel) download(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("attachment request: %w", err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("attachment GET: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("attachment GET: HTTP %d", resp.StatusCode)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxMediaBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("attachment read: %w", err)
+	}
+	if int64(len(data)) > c.cfg.MaxMediaBytes {
+		return nil, fmt.Errorf("attachment larger than %d bytes", c.cfg.MaxMediaBytes)
+	}
+	return data, nil
+}
+
+func attachmentMIME(a *discordgo.MessageAttachment) string {
+	if mt, _, err := mime.ParseMediaType(a.ContentType); err == nil && mt != "" {
+		return mt
+	}
+	if mt := mime.TypeByExtension(filepath.Ext(a.Filename)); mt != "" {
+		mt, _, _ = mime.ParseMediaType(mt)
+		return mt
+	}
+	return "application/octet-stream"
+}
+
+// isImage reports the image formats vision models accept.
+func isImage(mimeType string) bool {
+	switch mimeType {
+	case "image/png", "image/jpeg", "image/gif", "image/webp":
+		return true
+	}
+	return false
+}
+
+// safeName keeps a file name readable but harmless as a path element.
+func safeName(name string) string {
+	name = filepath.Base(strings.ReplaceAll(name, "\\", "/"))
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	s := strings.TrimLeft(b.String(), ".")
+	if len(s) > 100 {
+		ext := filepath.Ext(s)
+		if len(ext) > 10 {
+			ext = ""
+		}
+		s = s[:100-len(ext)] + ext
+	}
+	if s == "" {
+		s = "file"
+	}
+	return s
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// outboundFiles turns image and file_ref parts into uploads. Paths are
+// resolved inside the workspace (symlinks cannot leave it) and never reach
+// sessions/.
+func (c *Channel) outboundFiles(parts []llm.Part) ([]*discordgo.File, error) {
+	var files []*discordgo.File
+	for i, p := range parts {
+		switch {
+		case p.Kind == llm.PartImage && p.Image != nil && len(p.Image.Data) > 0:
+			ext := ".png"
+			if exts, _ := mime.ExtensionsByType(p.Image.MIME); len(exts) > 0 {
+				ext = exts[0]
+			}
+			files = append(files, &discordgo.File{Name: fmt.Sprintf("image-%d%s", i+1, ext),
+				ContentType: p.Image.MIME, Reader: bytes.NewReader(p.Image.Data)})
+		case p.Kind == llm.PartImage && p.Image != nil && p.Image.Path != "":
+			f, err := c.workspaceFile(p.Image.Path, "", p.Image.MIME)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, f)
+		case p.Kind == llm.PartFileRef && p.File != nil:
+			f, err := c.workspaceFile(p.File.Path, p.File.Name, p.File.MIME)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+func (c *Channel) workspaceFile(p, name, mimeType string) (*discordgo.File, error) {
+	if c.deps.Workspace == "" {
+		return nil, fmt.Errorf("file %s: no workspace configured", p)
+	}
+	rel := p
+	if filepath.IsAbs(p) {
+		r, err := filepath.Rel(c.deps.Workspace, p)
+		if err != nil {
+			return nil, fmt.Errorf("file %s: outside the workspace", p)
+		}
+		rel = r
+	}
+	rel = filepath.ToSlash(filepath.Clean(rel))
+	if !filepath.IsLocal(rel) || rel == "sessions" || strings.HasPrefix(rel, "sessions/") {
+		return nil, fmt.Errorf("file %s: not allowed (outside the workspace or in sessions/)", p)
+	}
+	root, err := os.OpenRoot(c.deps.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	st, err := root.Stat(rel)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", p, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("file %s: not a regular file", p)
+	}
+	if st.Size() > c.cfg.MaxMediaBytes {
+		return nil, fmt.Errorf("file %s: %s is over the %s upload limit", p, humanBytes(st.Size()), humanBytes(c.cfg.MaxMediaBytes))
+	}
+	data, err := root.ReadFile(rel)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("file %s: no such file", p)
+	} else if err != nil {
+		return nil, fmt.Errorf("file %s: %w", p, err)
+	}
+	if name == "" {
+		name = path.Base(rel)
+	}
+	if mimeType == "" {
+		mimeType = mime.TypeByExtension(path.Ext(name))
+	}
+	return &discordgo.File{Name: safeName(name), ContentType: mimeType, Reader: bytes.NewReader(data)}, nil
+}
+
+// imageURLs returns the URLs of image parts that have no bytes or path; they
+// are appended to the text and Discord shows a preview.
+func imageURLs(parts []llm.Part) []string {
+	var urls []string
+	for _, p := range parts {
+		if p.Kind == llm.PartImage && p.Image != nil && len(p.Image.Data) == 0 && p.Image.Path == "" && p.Image.URL != "" {
+			urls = append(urls, p.Image.URL)
+		}
+	}
+	return urls
+}

@@ -1,0 +1,97 @@
+package discord
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// chunkSep separates chunks in the golden files.
+const chunkSep = "\n-------- chunk --------\n"
+
+func TestRenderGolden(t *testing.T) {
+	inputs, _ := filepath.Glob("testdata/render/*.md")
+	if len(inputs) == 0 {
+		t.Fatal("no inputs")
+	}
+	r := NewRenderer(0)
+	for _, in := range inputs {
+		t.Run(filepath.Base(in), func(t *testing.T) {
+			md, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chunks := r.Render(string(md))
+			for i, c := range chunks {
+				if n := utf8.RuneCountInString(c); n > MaxMessageRunes {
+					t.Errorf("chunk %d: %d characters", i, n)
+				}
+				if n := strings.Count(c, "\n") + 1; n > DefaultMaxLines {
+					t.Errorf("chunk %d: %d lines", i, n)
+				}
+				if strings.Count(c, "```")%2 != 0 {
+					t.Errorf("chunk %d leaves a fence open", i)
+				}
+			}
+			got := strings.Join(chunks, chunkSep) + "\n"
+			golden := strings.TrimSuffix(in, ".md") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("render differs from %s (run with -update to accept):\n%s", golden, got)
+			}
+		})
+	}
+}
+
+func TestToDiscord(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"plain markdown passes through", "**bold** _it_ `code` [link](https://x.y)\n- item", "**bold** _it_ `code` [link](https://x.y)\n- item"},
+		{"h1-h3 kept", "# A\n## B\n### C", "# A\n## B\n### C"},
+		{"h4+ become bold", "#### Deep ####\n###### Deeper", "**Deep**\n**Deeper**"},
+		{"table fenced", "| a | b |\n|---|---|\n| 1 | 2 |\ntext", "```\n| a | b |\n|---|---|\n| 1 | 2 |\n```\ntext"},
+		{"pipe without separator is text", "a | b\nc | d", "a | b\nc | d"},
+		{"tilde fence respected", "~~~\n#### x\n~~~", "~~~\n#### x\n~~~"},
+	}
+	for _, tt := range tests {
+		if got := ToDiscord(tt.in); got != tt.want {
+			t.Errorf("%s: ToDiscord(%q) = %q, want %q", tt.name, tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestStripAndReplaceMentions(t *testing.T) {
+	if got := stripBotMention("<@1> hi <@!1> <@2> <@&5> <@&6>", "1", []string{"5"}); got != " hi  <@2>  <@&6>" {
+		t.Errorf("stripBotMention = %q", got)
+	}
+}
+
+func TestSafeName(t *testing.T) {
+	tests := map[string]string{
+		"report.pdf":                      "report.pdf",
+		"../../etc/passwd":                "passwd",
+		`..\..\boot.ini`:                  "boot.ini",
+		"my file (1).txt":                 "my_file__1_.txt",
+		".hidden":                         "hidden",
+		"":                                "file",
+		"日本.txt":                          "__.txt",
+		strings.Repeat("a", 300) + ".png": strings.Repeat("a", 96) + ".png",
+	}
+	for in, want := range tests {
+		if got := safeName(in); got != want {
+			t.Errorf("safeName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
