@@ -36,7 +36,7 @@ const (
 func Detail(call llm.ToolCall, res llm.ToolResult) llm.Content {
 	live := res.Content.Live
 	c := llm.Content{Live: live, Summary: summarize(live), Gist: toolGist(call, res)}
-	if len(c.Gist) >= len(live) {
+	if len(c.Gist) >= len(live) && len(res.Images) == 0 {
 		c.Gist = live // the gist would say more than the text itself
 	}
 	if len(c.Summary) >= len(live) {
