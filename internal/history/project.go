@@ -23,9 +23,14 @@ const (
 	// markReach bounds how far past the N Summary observations the band
 	// may reach while it waits for a mark.
 	markReach = 3 * markEvery
+	// cutEvery: about one user turn in cutEvery is a place to cut.
+	cutEvery = 16
 	// cutSlackDiv: a cut moves forward to a marked turn only when that gives
 	// up at most 1/cutSlackDiv of the budget.
-	cutSlackDiv = 4
+	cutSlackDiv = 8
+	// reserveDiv: 1/reserveDiv of the budget is kept for the detail of
+	// recent observations when deciding where to cut.
+	reserveDiv = 5
 )
 
 // Options bound a projection.
@@ -243,13 +248,23 @@ func (p *plan) cost(i int, l llm.Level) int {
 
 // fit chooses the least degraded mode whose newest turns fit avail (< 0:
 // unlimited) and the first turn to keep.
+//
+// Where to cut is decided on the turns' cheapest costs (every observation at
+// Gist, which never changes once a message is stored), against avail less a
+// reserve for the detail of the recent observations; so the cut only moves
+// forward as the session grows, and only to a marked turn. Only when the
+// reserve is too small is the cut moved further by the exact costs.
 func (p *plan) fit(avail int) (Degradation, int) {
 	last := len(p.starts) - 1
+	start := 0
+	if avail >= 0 {
+		start = p.stableCut(avail - avail/reserveDiv)
+	}
 	for mode := Normal; ; mode++ {
 		suffix := p.suffixCosts(mode)
-		first := last
-		for first > 0 && (avail < 0 || suffix[first-1] <= avail) {
-			first--
+		first := start
+		for avail >= 0 && first < last && suffix[first] > avail {
+			first++
 		}
 		// In Normal mode the turns holding the Summary band must fit;
 		// otherwise only the newest turn must.
@@ -259,27 +274,54 @@ func (p *plan) fit(avail int) (Degradation, int) {
 		}
 		fits := avail < 0 || suffix[last] <= avail
 		if (fits && first <= protect) || mode == AllGisted || p.obsCount == 0 {
-			return mode, p.stepCut(first, protect, suffix, avail)
+			return mode, first
 		}
 	}
 }
 
-// stepCut moves a cut forward to the next marked turn when that costs at
-// most a quarter of the budget, so the first message sent stays the same
-// for several turns instead of changing every turn.
-func (p *plan) stepCut(first, protect int, suffix []int, avail int) int {
-	if first == 0 || avail < 0 {
-		return first
+// stableCut returns the first turn to keep so that the cheapest costs of
+// the kept turns fit limit: the oldest turn that fits, moved forward to the
+// next marked turn when that gives up at most 1/cutSlackDiv of the limit.
+// As a session grows, the cheapest costs of a fixed suffix only grow, so the
+// result only moves forward, and by whole mark intervals.
+func (p *plan) stableCut(limit int) int {
+	last := len(p.starts) - 1
+	suffix := make([]int, len(p.starts))
+	end, total := len(p.msgs), 0
+	for t := last; t >= 0; t-- {
+		for i := p.starts[t]; i < end; i++ {
+			total += p.cheapest(i)
+		}
+		suffix[t] = total
+		end = p.starts[t]
 	}
-	for j := first; j <= protect; j++ {
-		if marked(p.msgs[p.starts[j]]) {
-			if suffix[first]-suffix[j] <= avail/cutSlackDiv {
-				return j
+	first := last
+	for first > 0 && suffix[first-1] <= limit {
+		first--
+	}
+	if first == 0 {
+		return 0
+	}
+	// Marks are nested (a turn marked one in cutEvery is also marked one in
+	// markEvery): the sparser ones when the budget has room for their
+	// intervals, the denser ones otherwise.
+	for _, every := range []uint32{cutEvery, markEvery} {
+		for j := first; j < last; j++ {
+			if markedEvery(p.msgs[p.starts[j]], every) {
+				if suffix[first]-suffix[j] <= limit/cutSlackDiv {
+					return j
+				}
+				break
 			}
-			break
 		}
 	}
 	return first
+}
+
+// cheapest is message i's cost with every observation at Gist, no thinking
+// and images as notes: what it costs once it is old, which never changes.
+func (p *plan) cheapest(i int) int {
+	return messageCost(&p.msgs[i], llm.Gist, false, false)
 }
 
 // suffixCosts returns, per turn, the cost of that turn and all newer ones.
@@ -487,14 +529,17 @@ func Window(stored, turn []llm.Message, budget int) []llm.Message {
 // one message in markEvery, from what m stores (its time, and a tool
 // message's first call id or a user message's first text), so it never
 // changes.
-func marked(m llm.Message) bool {
+func marked(m llm.Message) bool { return markedEvery(m, markEvery) }
+
+// markedEvery reports whether m is one of about one in every n messages.
+func markedEvery(m llm.Message, n uint32) bool {
 	h := fnv.New32a()
 	var buf [12]byte
 	binary.LittleEndian.PutUint64(buf[:8], uint64(m.Time.Unix()))
 	binary.LittleEndian.PutUint32(buf[8:], uint32(m.Time.Nanosecond()))
 	_, _ = h.Write(buf[:])
 	_, _ = h.Write([]byte(markKey(m)))
-	return h.Sum32()%markEvery == 0
+	return h.Sum32()%n == 0
 }
 
 func markKey(m llm.Message) string {

@@ -7,38 +7,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// shape renders a history compactly: u a c(ids) t(ids).
-func shape(msgs []llm.Message) string {
-	var b []string
-	for _, m := range msgs {
-		switch m.Role {
-		case llm.RoleUser:
-			b = append(b, "u")
-		case llm.RoleAssistant:
-			if cs := m.ToolCalls(); len(cs) > 0 {
-				var ids []string
-				for _, c := range cs {
-					ids = append(ids, c.ID)
-				}
-				b = append(b, "c("+strings.Join(ids, ",")+")")
-			} else {
-				b = append(b, "a")
-			}
-		case llm.RoleTool:
-			var ids []string
-			for _, r := range m.ToolResults() {
-				id := r.ToolCallID
-				if r.IsError {
-					id += "!"
-				}
-				ids = append(ids, id)
-			}
-			b = append(b, "t("+strings.Join(ids, ",")+")")
-		}
-	}
-	return strings.Join(b, " ")
-}
-
 func TestRepair(t *testing.T) {
 	tests := []struct {
 		name string
