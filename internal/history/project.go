@@ -321,6 +321,9 @@ func (p *plan) stableCut(limit int) int {
 // cheapest is message i's cost with every observation at Gist, no thinking
 // and images as notes: what it costs once it is old, which never changes.
 func (p *plan) cheapest(i int) int {
+	if i < p.starts[len(p.starts)-1] {
+		return p.cost(i, llm.Gist) // the same, and cached
+	}
 	return messageCost(&p.msgs[i], llm.Gist, false, false)
 }
 
@@ -373,6 +376,9 @@ func (p *plan) render(i int, mode Degradation) (llm.Message, int) {
 func renderAt(m llm.Message, l llm.Level, newestUser bool) llm.Message {
 	switch m.Role {
 	case llm.RoleTool:
+		if !needsToolCopy(m, l) {
+			return m
+		}
 		out := m
 		out.Parts = make([]llm.Part, len(m.Parts))
 		for k, part := range m.Parts {
@@ -407,6 +413,16 @@ func renderAt(m llm.Message, l llm.Level, newestUser bool) llm.Message {
 		return out
 	}
 	return m
+}
+
+// needsToolCopy reports whether rendering m at l changes any result.
+func needsToolCopy(m llm.Message, l llm.Level) bool {
+	for _, p := range m.Parts {
+		if r := p.Result; r != nil && (r.Content.Summary != "" || r.Content.Gist != "" || (l != llm.Live && len(r.Images) > 0)) {
+			return true
+		}
+	}
+	return false
 }
 
 func needsUserCopy(m llm.Message, newestUser bool) bool {
