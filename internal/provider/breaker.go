@@ -10,7 +10,8 @@ import (
 // BreakerPolicy configures the circuit breaker each route (provider and
 // model) has. Zero fields take the defaults in brackets.
 type BreakerPolicy struct {
-	// Failures is how many retryable failures in a row open the circuit [3].
+	// Failures is how many calls in a row that failed on the route (after
+	// their retries) open the circuit [3].
 	Failures int
 	// Cooldown is how long an open circuit skips the route before one probe
 	// call may try it again [30s].
@@ -53,26 +54,26 @@ type breaker struct {
 	policy BreakerPolicy
 
 	mu        sync.Mutex
-	failures  int       // retryable failures in a row while closed
+	failures  int       // failed calls in a row while closed
 	openUntil time.Time // zero while closed
 	probing   bool      // a half-open probe is in flight
 	last      error     // the failure that opened the circuit
 }
 
 // allow reports whether a call may go to the route now; when it may not,
-// err says why. A call allowed as the half-open probe must be followed by
-// exactly one of success, fail or release.
-func (b *breaker) allow(now time.Time, route string) error {
+// err says why. probe is true for the one call let through after the
+// cool-down; it must be followed by exactly one of success, fail or release.
+func (b *breaker) allow(now time.Time, route string) (probe bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case b.openUntil.IsZero():
-		return nil
+		return false, nil
 	case now.Before(b.openUntil) || b.probing:
-		return &circuitError{route: route, until: b.openUntil, last: b.last}
+		return false, &circuitError{route: route, until: b.openUntil, last: b.last}
 	}
 	b.probing = true
-	return nil
+	return true, nil
 }
 
 // success records a call that reached the provider and got an answer (or a
@@ -83,8 +84,8 @@ func (b *breaker) success() {
 	b.failures, b.openUntil, b.probing, b.last = 0, time.Time{}, false, nil
 }
 
-// fail records a retryable failure and reports whether the circuit is now
-// open.
+// fail records a call that failed with a retryable error after its
+// retries, and reports whether the circuit is now open.
 func (b *breaker) fail(now time.Time, err error) (opened bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -102,11 +103,4 @@ func (b *breaker) release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.probing = false
-}
-
-// open reports whether the circuit is open at now.
-func (b *breaker) open(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return !b.openUntil.IsZero() && now.Before(b.openUntil)
 }

@@ -231,48 +231,51 @@ func (r *Router) chain(rt Route) []Route {
 	return out
 }
 
-// onRoute calls one route, retrying retryable failures with backoff while
-// its breaker allows.
+// onRoute calls one route, retrying retryable failures with backoff. The
+// route's breaker sees the outcome of the whole call: one failure when the
+// retries are used up (or a Retry-After is too long to wait for). A
+// half-open probe gets a single attempt.
 func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error) {
 	b := r.breaker(rt)
 	label := rt.Provider + "/" + rt.Model
+	probe, err := b.allow(r.opts.Clock.Now(), label)
+	if err != nil {
+		return llm.Message{}, err
+	}
 	retries, ok := r.opts.MaxRetries[rt.Provider]
 	if !ok {
 		retries = r.opts.Retry.DefaultRetries
 	}
+	if probe {
+		retries = 0
+	}
 	for attempt := 1; ; attempt++ {
-		if err := b.allow(r.opts.Clock.Now(), label); err != nil {
-			return llm.Message{}, err
-		}
 		msg, err := r.attempt(ctx, rt, req, onDelta)
-		if err == nil {
+		switch {
+		case err == nil:
 			b.success()
 			return msg, nil
-		}
-		kind := classify(err)
-		switch {
 		case ctx.Err() != nil:
 			b.release()
 			return llm.Message{}, err
-		case kind != retryable:
+		case classify(err) != retryable:
 			b.success() // the provider answered; it is up
 			return llm.Message{}, err
 		}
-		if b.fail(r.opts.Clock.Now(), err) {
-			r.log.Warn("circuit opened", zap.String("route", label), zap.Duration("cooldown", r.opts.Breaker.Cooldown), zap.Error(err))
-			return llm.Message{}, err
-		}
-		if attempt > retries {
-			return llm.Message{}, err
-		}
 		wait, ok := r.wait(attempt, err)
-		if !ok {
-			r.log.Warn("retry-after too long, not waiting", zap.String("route", label), zap.Duration("retry_after", wait), zap.Error(err))
+		if attempt > retries || !ok {
+			if !ok {
+				r.log.Warn("retry-after too long, not waiting", zap.String("route", label), zap.Duration("retry_after", wait), zap.Error(err))
+			}
+			if b.fail(r.opts.Clock.Now(), err) {
+				r.log.Warn("circuit opened", zap.String("route", label), zap.Duration("cooldown", r.opts.Breaker.Cooldown), zap.Error(err))
+			}
 			return llm.Message{}, err
 		}
 		r.log.Warn("model call failed, retrying", zap.String("route", label), zap.Int("attempt", attempt),
 			zap.Duration("wait", wait), zap.Error(err))
 		if err := r.opts.Clock.Sleep(ctx, wait); err != nil {
+			b.release()
 			return llm.Message{}, err
 		}
 	}

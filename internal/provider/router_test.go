@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,7 +160,6 @@ func TestCompleteRetriesAndFallsBack(t *testing.T) {
 	tests := []struct {
 		name      string
 		retries   int
-		breaker   int // failures that open the circuit, when not 3
 		primary   []fakellm.Reply
 		backup    []fakellm.Reply
 		wantText  string
@@ -179,7 +179,6 @@ func TestCompleteRetriesAndFallsBack(t *testing.T) {
 		{
 			name:     "backoff doubles and is capped",
 			retries:  5,
-			breaker:  10,
 			primary:  []fakellm.Reply{{Status: 503}, {Status: 502}, {Status: 500}, {Status: 529, ErrorType: "overloaded_error"}, {Status: 500}, {Text: "finally"}},
 			wantText: "finally", wantProv: "primary",
 			wantWaits: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second},
@@ -247,11 +246,7 @@ func TestCompleteRetriesAndFallsBack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rig := newFallbackRig(t, tt.retries, func(o *Options) {
-				if tt.breaker > 0 {
-					o.Breaker.Failures = tt.breaker
-				}
-			})
+			rig := newFallbackRig(t, tt.retries, nil)
 			rig.primary.Push(tt.primary...)
 			rig.backup.Push(tt.backup...)
 			msg, err := rig.complete(context.Background())
@@ -398,5 +393,56 @@ func TestClassify(t *testing.T) {
 		if got := classify(tt.err); got != tt.want {
 			t.Errorf("classify(%v) = %s, want %s", tt.err, got, tt.want)
 		}
+	}
+}
+
+// The breaker counts failed calls, not attempts, so it never cuts a call's
+// retries short; the half-open probe gets one attempt however many retries
+// the provider allows.
+func TestBreakerCountsCallsAndProbesOnce(t *testing.T) {
+	rig := newFallbackRig(t, 2, nil)
+	rig.backup.Func = func(fakellm.Request) fakellm.Reply { return fakellm.Reply{Text: "backup"} }
+	rig.primary.Func = func(fakellm.Request) fakellm.Reply { return fakellm.Reply{Status: 502} }
+	for i := 1; i <= 3; i++ {
+		if _, err := rig.complete(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(rig.primary.Requests()); n != 3*i {
+			t.Fatalf("after call %d: primary tried %d times, want %d (all retries used)", i, n, 3*i)
+		}
+	}
+	if _, err := rig.complete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rig.primary.Requests()); n != 9 {
+		t.Fatalf("primary tried %d times while open", n)
+	}
+	rig.clock.Advance(time.Minute)
+	if _, err := rig.complete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rig.primary.Requests()); n != 10 {
+		t.Fatalf("half-open probe made %d attempts, want 1", n-9)
+	}
+}
+
+func TestCompleteConcurrent(t *testing.T) {
+	rig := newFallbackRig(t, 1, nil)
+	rig.primary.Func = func(fakellm.Request) fakellm.Reply { return fakellm.Reply{Status: 500} }
+	rig.backup.Func = func(fakellm.Request) fakellm.Reply { return fakellm.Reply{Text: "backup"} }
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Go(func() {
+			msg, err := rig.router.Complete(context.Background(), "", llm.Request{}, nil)
+			if err == nil && msg.Text() != "backup" {
+				err = errors.New("answer " + msg.Text())
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }
