@@ -256,9 +256,15 @@ func (p *plan) cost(i int, l llm.Level) int {
 // reserve is too small is the cut moved further by the exact costs.
 func (p *plan) fit(avail int) (Degradation, int) {
 	last := len(p.starts) - 1
+	// In Normal mode the turns holding the Summary band must fit;
+	// otherwise only the newest turn must.
+	band := last
+	if p.obsCount > 0 {
+		band = p.turnOf(p.obsAt(min(p.summaries, p.obsCount-1)))
+	}
 	start := 0
 	if avail >= 0 {
-		start = p.stableCut(avail - avail/reserveDiv)
+		start = p.stableCut(avail-avail/reserveDiv, band)
 	}
 	for mode := Normal; ; mode++ {
 		suffix := p.suffixCosts(mode)
@@ -266,11 +272,9 @@ func (p *plan) fit(avail int) (Degradation, int) {
 		for avail >= 0 && first < last && suffix[first] > avail {
 			first++
 		}
-		// In Normal mode the turns holding the Summary band must fit;
-		// otherwise only the newest turn must.
 		protect := last
-		if mode == Normal && p.obsCount > 0 {
-			protect = p.turnOf(p.obsAt(min(p.summaries, p.obsCount-1)))
+		if mode == Normal {
+			protect = band
 		}
 		fits := avail < 0 || suffix[last] <= avail
 		if (fits && first <= protect) || mode == AllGisted || p.obsCount == 0 {
@@ -280,11 +284,12 @@ func (p *plan) fit(avail int) (Degradation, int) {
 }
 
 // stableCut returns the first turn to keep so that the cheapest costs of
-// the kept turns fit limit: the oldest turn that fits, moved forward to the
-// next marked turn when that gives up at most 1/cutSlackDiv of the limit.
-// As a session grows, the cheapest costs of a fixed suffix only grow, so the
-// result only moves forward, and by whole mark intervals.
-func (p *plan) stableCut(limit int) int {
+// the kept turns fit limit: the oldest turn that fits, moved forward (never
+// past turn bound) to the next marked turn when that gives up at most
+// 1/cutSlackDiv of the limit. As a session grows, the cheapest costs of a
+// fixed suffix only grow, so the result only moves forward, and by whole
+// mark intervals.
+func (p *plan) stableCut(limit, bound int) int {
 	last := len(p.starts) - 1
 	suffix := make([]int, len(p.starts))
 	end, total := len(p.msgs), 0
@@ -306,7 +311,7 @@ func (p *plan) stableCut(limit int) int {
 	// markEvery): the sparser ones when the budget has room for their
 	// intervals, the denser ones otherwise.
 	for _, every := range []uint32{cutEvery, markEvery} {
-		for j := first; j < last; j++ {
+		for j := first; j <= min(bound, last-1); j++ {
 			if markedEvery(p.msgs[p.starts[j]], every) {
 				if suffix[first]-suffix[j] <= limit/cutSlackDiv {
 					return j
