@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
 // sample reads the token-estimate sample: English prose, Go code, JSON and
@@ -129,4 +132,25 @@ func mapValues(m map[string]string) []string {
 		out = append(out, m[k])
 	}
 	return out
+}
+
+func TestEstimateMessage(t *testing.T) {
+	call := llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
+		llm.Text("reading"),
+		{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: "a", Name: "read_file", Arguments: json.RawMessage(`{"path":"x"}`)}},
+		{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: "b", Name: "exec", RawArgs: `{"command": "ls`, ParseError: "bad"}},
+	}}
+	if got, want := Estimate(call), messageOverhead+EstimateText("reading")+
+		2*callOverhead+EstimateText("read_file")+EstimateText(`{"path":"x"}`)+EstimateText("exec")+EstimateText(`{"command": "ls`); got != want {
+		t.Errorf("assistant estimate %d, want %d", got, want)
+	}
+	res := llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, Result: &llm.ToolResult{
+		ToolCallID: "a", Content: llm.Content{Live: "full text here", Gist: "g"}, Images: []llm.Image{{Path: "p.png"}}}}}}
+	if got, want := Estimate(res), messageOverhead+callOverhead+EstimateText("full text here")+imageTokens; got != want {
+		t.Errorf("tool estimate %d, want %d (Live and images count)", got, want)
+	}
+	u := llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartImage, Image: &llm.Image{Path: "a.png"}}, {Kind: llm.PartFileRef, File: &llm.FileRef{Path: "f"}}}}
+	if got, want := Estimate(u), messageOverhead+imageTokens+fileRefTokens; got != want {
+		t.Errorf("user estimate %d, want %d", got, want)
+	}
 }
