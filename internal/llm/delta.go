@@ -111,18 +111,44 @@ func (e *APIError) Error() string {
 func (e *APIError) Unwrap() error { return e.Err }
 
 // Retryable reports whether the same request may succeed later: rate limits,
-// server errors and overload, but never authentication or validation errors.
+// timeouts, conflicts, server errors and overload, and failures that were
+// not an HTTP answer (transport errors, error events mid-stream) unless
+// their type names a client error. Never authentication or validation
+// errors, and not an exhausted quota (see QuotaExceeded). 409 is retried as
+// the official OpenAI and Anthropic SDKs do (a conflict on the provider's
+// side, e.g. a lock timeout).
 func (e *APIError) Retryable() bool {
 	switch {
+	case e.QuotaExceeded():
+		return false
 	case e.Status == 429, e.Status == 408, e.Status == 409, e.Status >= 500:
 		return true
-	case e.Type == "overloaded_error", e.Type == "rate_limit_error":
+	case e.Type == "overloaded_error", e.Type == "rate_limit_error", e.Type == "api_error", e.Type == "server_error":
 		return true
 	case e.Status == 0:
-		return true // transport failure
+		return !clientErrorTypes[e.Type]
 	}
 	return false
 }
 
+// clientErrorTypes are error types (OpenAI's and Anthropic's) that say the
+// request itself was refused; they may arrive without a status inside a
+// stream.
+var clientErrorTypes = map[string]bool{
+	"invalid_request_error": true, "authentication_error": true, "permission_error": true,
+	"not_found_error": true, "request_too_large": true, "invalid_api_key": true,
+	"context_length_exceeded": true, "insufficient_quota": true, "billing_error": true,
+}
+
 // Auth reports whether the key was refused; fallbacks are not tried for it.
-func (e *APIError) Auth() bool { return e.Status == 401 || e.Status == 403 }
+func (e *APIError) Auth() bool {
+	return e.Status == 401 || e.Status == 403 || e.Type == "authentication_error" ||
+		e.Type == "permission_error" || e.Type == "invalid_api_key"
+}
+
+// QuotaExceeded reports an exhausted quota or billing problem (OpenAI
+// answers 429 insufficient_quota): retrying the same provider soon cannot
+// help, another provider may.
+func (e *APIError) QuotaExceeded() bool {
+	return e.Type == "insufficient_quota" || e.Type == "billing_error"
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -32,7 +34,9 @@ type Route struct {
 	MaxTokens     int
 }
 
-// Options configure a Router.
+// Options configure a Router. The daemon fills them from the configuration:
+// agents.model, agents.fallbacks, routes, agents.context_window and
+// providers.<name>.max_retries.
 type Options struct {
 	// Default is the route used when a session has none (agents.model).
 	Default string
@@ -41,6 +45,20 @@ type Options struct {
 	DefaultFallbacks []string
 	// Routes are the named routes.
 	Routes map[string]RouteSpec
+	// ContextWindow is the context window of models the built-in table does
+	// not know, when their route sets none (agents.context_window); 0 means
+	// a conservative 32k.
+	ContextWindow int
+	// MaxRetries is how many times a retryable failure is retried on the
+	// same route, per provider name (providers.<name>.max_retries);
+	// providers without an entry get Retry.DefaultRetries.
+	MaxRetries map[string]int
+	Retry      RetryPolicy
+	Breaker    BreakerPolicy
+	// Clock is real time when nil.
+	Clock Clock
+	// Jitter draws a backoff wait from [0, d]; uniform random when nil.
+	Jitter func(d time.Duration) time.Duration
 }
 
 // ErrUnknownRoute is returned for a route that names neither a configured
@@ -48,18 +66,34 @@ type Options struct {
 // routes exist.
 var ErrUnknownRoute = errors.New("unknown route")
 
-// Router resolves routes and runs model calls on the configured providers.
-// It is safe for concurrent use.
+// Router resolves routes and runs model calls on the configured providers:
+// a retryable failure is retried on the same route with backoff, then the
+// route's fallbacks are tried in order; a route that keeps failing is
+// skipped for a while by its circuit breaker. It is safe for concurrent use.
 type Router struct {
 	providers map[string]Streamer
 	opts      Options
 	log       *zap.Logger
+
+	mu       sync.Mutex
+	breakers map[string]*breaker // by provider/model
 }
 
 // NewRouter returns a router over the given providers (keyed by their
-// configured name).
+// configured name). It does no I/O.
 func NewRouter(providers map[string]Streamer, opts Options, log *zap.Logger) *Router {
-	return &Router{providers: providers, opts: opts, log: log}
+	opts.Retry = opts.Retry.withDefaults()
+	opts.Breaker = opts.Breaker.withDefaults()
+	if opts.Clock == nil {
+		opts.Clock = realClock{}
+	}
+	if opts.Jitter == nil {
+		opts.Jitter = fullJitter
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Router{providers: providers, opts: opts, log: log, breakers: map[string]*breaker{}}
 }
 
 // Default is the default route's name.
@@ -78,7 +112,9 @@ func (r *Router) Routes() []string {
 	return names
 }
 
-// Resolve turns a route name ("" for the default) into a Route.
+// Resolve turns a route name ("" for the default) into a Route. Its
+// context window is the route's context_window when set, else the known
+// window of the model, else Options.ContextWindow.
 func (r *Router) Resolve(name string) (Route, error) {
 	if name == "" {
 		name = r.opts.Default
@@ -89,10 +125,10 @@ func (r *Router) Resolve(name string) (Route, error) {
 			return Route{}, err
 		}
 		rt.Fallbacks = spec.Fallbacks
-		rt.ContextWindow = spec.ContextWindow
 		rt.MaxTokens = spec.MaxTokens
-		if rt.ContextWindow == 0 {
-			rt.ContextWindow = ContextWindow(rt.Model)
+		rt.ContextWindow = spec.ContextWindow
+		if rt.ContextWindow <= 0 {
+			rt.ContextWindow = r.contextWindow(rt.Model)
 		}
 		return rt, nil
 	}
@@ -101,8 +137,18 @@ func (r *Router) Resolve(name string) (Route, error) {
 		return Route{}, err
 	}
 	rt.Fallbacks = r.opts.DefaultFallbacks
-	rt.ContextWindow = ContextWindow(rt.Model)
+	rt.ContextWindow = r.contextWindow(rt.Model)
 	return rt, nil
+}
+
+func (r *Router) contextWindow(model string) int {
+	if n, ok := KnownContextWindow(model); ok {
+		return n
+	}
+	if r.opts.ContextWindow > 0 {
+		return r.opts.ContextWindow
+	}
+	return defaultContextWindow
 }
 
 func (r *Router) resolveModel(name, model string) (Route, error) {
@@ -125,18 +171,137 @@ func (r *Router) ContextWindow(route string) int {
 	return rt.ContextWindow
 }
 
+// Check reports whether route resolves to a configured provider.
+func (r *Router) Check(route string) error {
+	_, err := r.Resolve(route)
+	return err
+}
+
 // Complete runs req on the route and returns the accumulated assistant
-// message, with Meta recording the route, provider, api and model that
-// answered (S-V4). onDelta, if not nil, sees every delta as it arrives (for
-// streaming drafts); a DeltaStart tells it a new attempt began and any draft
-// so far is void. A failed call returns an error and no message, so nothing
-// half-made is ever persisted (S-A2).
+// message, with Meta recording the route asked for and the provider, api
+// and model that answered (S-V4). A retryable failure is retried on the
+// route, then each fallback is tried in order; an authentication or
+// validation error ends the call at once. onDelta, if not nil, sees every
+// delta as it arrives (for streaming drafts); a DeltaStart tells it a new
+// attempt began and any draft so far is void. A failed call returns an
+// error and no message, so nothing half-made is ever persisted (S-A2).
 func (r *Router) Complete(ctx context.Context, route string, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error) {
 	rt, err := r.Resolve(route)
 	if err != nil {
 		return llm.Message{}, err
 	}
-	return r.attempt(ctx, rt, req, onDelta)
+	var errs []error
+	for i, cand := range r.chain(rt) {
+		if i > 0 {
+			r.log.Warn("falling back", zap.String("route", rt.Name), zap.String("fallback", cand.Name), zap.Error(errs[len(errs)-1]))
+		}
+		msg, err := r.onRoute(ctx, cand, req, onDelta)
+		if err == nil {
+			msg.Meta.Route = rt.Name
+			return msg, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || classify(err) == fatal {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return llm.Message{}, errs[0]
+	}
+	return llm.Message{}, fmt.Errorf("every route failed: %w", errors.Join(errs...))
+}
+
+// chain is the route followed by its resolvable fallbacks, each
+// provider/model once. A fallback that does not resolve is logged and
+// skipped (config validation reports it at start).
+func (r *Router) chain(rt Route) []Route {
+	out := []Route{rt}
+	seen := map[string]bool{rt.Provider + "/" + rt.Model: true}
+	for _, name := range rt.Fallbacks {
+		fb, err := r.Resolve(name)
+		if err != nil {
+			r.log.Warn("fallback does not resolve", zap.String("route", rt.Name), zap.String("fallback", name), zap.Error(err))
+			continue
+		}
+		if key := fb.Provider + "/" + fb.Model; !seen[key] {
+			seen[key] = true
+			out = append(out, fb)
+		}
+	}
+	return out
+}
+
+// onRoute calls one route, retrying retryable failures with backoff. The
+// route's breaker sees the outcome of the whole call: one failure when the
+// retries are used up (or a Retry-After is too long to wait for). A
+// half-open probe gets a single attempt.
+func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error) {
+	b := r.breaker(rt)
+	label := rt.Provider + "/" + rt.Model
+	probe, err := b.allow(r.opts.Clock.Now(), label)
+	if err != nil {
+		return llm.Message{}, err
+	}
+	retries, ok := r.opts.MaxRetries[rt.Provider]
+	if !ok {
+		retries = r.opts.Retry.DefaultRetries
+	}
+	if probe {
+		retries = 0
+	}
+	for attempt := 1; ; attempt++ {
+		msg, err := r.attempt(ctx, rt, req, onDelta)
+		switch {
+		case err == nil:
+			b.success()
+			return msg, nil
+		case ctx.Err() != nil:
+			b.release()
+			return llm.Message{}, err
+		case classify(err) != retryable:
+			b.success() // the provider answered; it is up
+			return llm.Message{}, err
+		}
+		wait, ok := r.wait(attempt, err)
+		if attempt > retries || !ok {
+			if !ok {
+				r.log.Warn("retry-after too long, not waiting", zap.String("route", label), zap.Duration("retry_after", wait), zap.Error(err))
+			}
+			if b.fail(r.opts.Clock.Now(), err) {
+				r.log.Warn("circuit opened", zap.String("route", label), zap.Duration("cooldown", r.opts.Breaker.Cooldown), zap.Error(err))
+			}
+			return llm.Message{}, err
+		}
+		r.log.Warn("model call failed, retrying", zap.String("route", label), zap.Int("attempt", attempt),
+			zap.Duration("wait", wait), zap.Error(err))
+		if err := r.opts.Clock.Sleep(ctx, wait); err != nil {
+			b.release()
+			return llm.Message{}, err
+		}
+	}
+}
+
+// wait is how long to wait before retry number n after err: the server's
+// Retry-After exactly, if it asked for one no longer than MaxWait (ok is
+// false for a longer one), else a jittered exponential backoff.
+func (r *Router) wait(n int, err error) (time.Duration, bool) {
+	var api *llm.APIError
+	if errors.As(err, &api) && api.RetryAfter > 0 {
+		return api.RetryAfter, api.RetryAfter <= r.opts.Retry.MaxWait
+	}
+	return r.opts.Jitter(r.opts.Retry.backoff(n)), true
+}
+
+func (r *Router) breaker(rt Route) *breaker {
+	key := rt.Provider + "/" + rt.Model
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.breakers[key]
+	if !ok {
+		b = &breaker{policy: r.opts.Breaker}
+		r.breakers[key] = b
+	}
+	return b
 }
 
 // attempt streams one call on one route.
@@ -159,7 +324,6 @@ func (r *Router) attempt(ctx context.Context, rt Route, req llm.Request, onDelta
 	if err != nil {
 		return llm.Message{}, fmt.Errorf("route %s (%s/%s): %w", rt.Name, rt.Provider, rt.Model, err)
 	}
-	msg.Meta.Route = rt.Name
 	if msg.Meta.Provider == "" {
 		msg.Meta.Provider = rt.Provider
 	}
@@ -167,10 +331,4 @@ func (r *Router) attempt(ctx context.Context, rt Route, req llm.Request, onDelta
 		msg.Meta.Model = rt.Model
 	}
 	return msg, nil
-}
-
-// Check reports whether route resolves to a configured provider.
-func (r *Router) Check(route string) error {
-	_, err := r.Resolve(route)
-	return err
 }

@@ -32,17 +32,27 @@ var contextWindows = []struct {
 	{"mistral", 32_000},
 }
 
-// ContextWindow returns the known context window of a model id, ignoring an
-// aggregator prefix such as "openai/" or "anthropic/" (OpenRouter).
+// ContextWindow returns the known context window of a model id, or a
+// conservative 32k for a model the table does not know.
 func ContextWindow(model string) int {
+	if n, ok := KnownContextWindow(model); ok {
+		return n
+	}
+	return defaultContextWindow
+}
+
+// KnownContextWindow returns the context window of a model id the table
+// knows, ignoring an aggregator prefix such as "openai/" or "anthropic/"
+// (OpenRouter).
+func KnownContextWindow(model string) (int, bool) {
 	m := strings.ToLower(model)
 	if i := strings.LastIndexByte(m, '/'); i >= 0 {
 		m = m[i+1:]
 	}
 	for _, w := range contextWindows {
 		if strings.HasPrefix(m, w.prefix) {
-			return w.tokens
+			return w.tokens, true
 		}
 	}
-	return defaultContextWindow
+	return 0, false
 }

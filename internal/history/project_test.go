@@ -1,61 +1,11 @@
 package history
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
-
-func user(s string) llm.Message      { return llm.NewText(llm.RoleUser, s) }
-func assistant(s string) llm.Message { return llm.NewText(llm.RoleAssistant, s) }
-func call(ids ...string) llm.Message {
-	m := llm.Message{Role: llm.RoleAssistant}
-	for _, id := range ids {
-		m.Parts = append(m.Parts, llm.Part{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: id, Name: "read_file", Arguments: json.RawMessage(`{}`)}})
-	}
-	return m
-}
-func results(ids ...string) llm.Message {
-	m := llm.Message{Role: llm.RoleTool}
-	for _, id := range ids {
-		m.Parts = append(m.Parts, llm.Part{Kind: llm.PartToolResult, Result: &llm.ToolResult{ToolCallID: id, Name: "read_file", Content: llm.PlainContent("r" + id)}})
-	}
-	return m
-}
-
-// shape renders a history compactly: u a c(ids) t(ids).
-func shape(msgs []llm.Message) string {
-	var b []string
-	for _, m := range msgs {
-		switch m.Role {
-		case llm.RoleUser:
-			b = append(b, "u")
-		case llm.RoleAssistant:
-			if cs := m.ToolCalls(); len(cs) > 0 {
-				var ids []string
-				for _, c := range cs {
-					ids = append(ids, c.ID)
-				}
-				b = append(b, "c("+strings.Join(ids, ",")+")")
-			} else {
-				b = append(b, "a")
-			}
-		case llm.RoleTool:
-			var ids []string
-			for _, r := range m.ToolResults() {
-				id := r.ToolCallID
-				if r.IsError {
-					id += "!"
-				}
-				ids = append(ids, id)
-			}
-			b = append(b, "t("+strings.Join(ids, ",")+")")
-		}
-	}
-	return strings.Join(b, " ")
-}
 
 func TestRepair(t *testing.T) {
 	tests := []struct {
@@ -118,15 +68,6 @@ func TestProjectCutsAtUserTurns(t *testing.T) {
 				t.Errorf("tokens %d over budget %d", v.Tokens, tt.budget)
 			}
 		})
-	}
-}
-
-func TestEstimateText(t *testing.T) {
-	if got := EstimateText("hello world, this is text"); got < 5 || got > 8 {
-		t.Errorf("english estimate %d", got)
-	}
-	if got := EstimateText("你好世界你好世界"); got < 8 {
-		t.Errorf("CJK estimate %d, want at least one per rune", got)
 	}
 }
 

@@ -1,0 +1,133 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// RetryPolicy bounds retries on one route. Zero fields take the defaults in
+// brackets.
+type RetryPolicy struct {
+	// BaseDelay is the first backoff ceiling; it doubles per retry [1s].
+	BaseDelay time.Duration
+	// MaxDelay caps one backoff ceiling [30s].
+	MaxDelay time.Duration
+	// MaxWait is the longest server-requested wait (Retry-After) honoured;
+	// a longer one moves on to the next route at once [60s].
+	MaxWait time.Duration
+	// DefaultRetries applies to providers without an entry in
+	// Options.MaxRetries [2].
+	DefaultRetries int
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.BaseDelay <= 0 {
+		p.BaseDelay = time.Second
+	}
+	if p.MaxDelay <= 0 {
+		p.MaxDelay = 30 * time.Second
+	}
+	if p.MaxWait <= 0 {
+		p.MaxWait = time.Minute
+	}
+	if p.DefaultRetries <= 0 {
+		p.DefaultRetries = 2
+	}
+	return p
+}
+
+// backoff is the ceiling of the wait before retry number n (1-based):
+// BaseDelay·2^(n-1), capped at MaxDelay. The wait itself is drawn uniformly
+// below it ("full jitter"), so clients that failed together do not retry
+// together.
+func (p RetryPolicy) backoff(n int) time.Duration {
+	d := p.BaseDelay
+	for i := 1; i < n && d < p.MaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, p.MaxDelay)
+}
+
+// Clock is the router's time: Now for the circuit breakers, Sleep for
+// backoff. Tests inject a fake so that nothing really waits.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits d or until ctx ends, returning ctx.Err() then.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// fullJitter draws a wait uniformly from [0, d].
+func fullJitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d + 1)
+}
+
+// failure says what a failed attempt allows.
+type failure uint8
+
+const (
+	// fatal: neither retry nor fall back (auth, validation, a broken
+	// stream contract, cancellation).
+	fatal failure = iota
+	// retryable: retry the same route, then fall back (429, 5xx, timeouts,
+	// overload, a truncated stream).
+	retryable
+	// fallbackOnly: the same route cannot succeed soon but another may (an
+	// exhausted quota).
+	fallbackOnly
+)
+
+func (f failure) String() string {
+	switch f {
+	case retryable:
+		return "retryable"
+	case fallbackOnly:
+		return "fallback-only"
+	}
+	return "fatal"
+}
+
+// classify decides what a failed attempt allows.
+func classify(err error) failure {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		var api *llm.APIError
+		if !errors.As(err, &api) {
+			return fatal // the caller's own cancellation or deadline
+		}
+	}
+	if errors.Is(err, llm.ErrTruncated) || errors.Is(err, llm.ErrIncomplete) {
+		return retryable
+	}
+	var api *llm.APIError
+	if !errors.As(err, &api) {
+		return fatal
+	}
+	switch {
+	case api.QuotaExceeded():
+		return fallbackOnly
+	case api.Retryable():
+		return retryable
+	}
+	return fatal
+}

@@ -1,0 +1,118 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
+	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/provider/openai"
+)
+
+// httpRig is a router over two OpenAI adapters talking HTTP to two fake
+// OpenAI servers: "primary" (the default route) and "backup" (its fallback).
+type httpRig struct {
+	router          *Router
+	clock           *fakeClock
+	primary, backup *openaifake.Server
+}
+
+func newHTTPRig(t *testing.T, primaryKey string) *httpRig {
+	t.Helper()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
+	rig := &httpRig{clock: newFakeClock(), primary: openaifake.New(t, nil), backup: openaifake.New(t, nil)}
+	if primaryKey == "" {
+		primaryKey = rig.primary.APIKey()
+	}
+	log := zaptest.NewLogger(t)
+	providers := map[string]Streamer{
+		"primary": openai.New("primary", config.ProviderConfig{Kind: "openai", APIKey: primaryKey, BaseURL: rig.primary.URL(), Timeout: time.Minute}, hc, log),
+		"backup":  openai.New("backup", config.ProviderConfig{Kind: "openai", APIKey: rig.backup.APIKey(), BaseURL: rig.backup.URL(), Timeout: time.Minute}, hc, log),
+	}
+	rig.router = NewRouter(providers, Options{
+		Default:          "primary/gpt-4o-mini",
+		DefaultFallbacks: []string{"backup/gpt-4o"},
+		MaxRetries:       map[string]int{"primary": 1, "backup": 1},
+		Clock:            rig.clock,
+		Jitter:           halfJitter,
+	}, log)
+	return rig
+}
+
+func (rig *httpRig) complete(t *testing.T) (llm.Message, int, error) {
+	t.Helper()
+	starts := 0
+	msg, err := rig.router.Complete(context.Background(), "", llm.Request{Messages: []llm.Message{llm.NewText(llm.RoleUser, "hi")}},
+		func(d llm.Delta) {
+			if d.Kind == llm.DeltaStart {
+				starts++
+			}
+		})
+	return msg, starts, err
+}
+
+func TestRouterOverHTTP(t *testing.T) {
+	t.Run("429 with Retry-After then 500, then the fallback answers", func(t *testing.T) {
+		rig := newHTTPRig(t, "")
+		rig.primary.Script().Push(fakellm.Reply{Status: 429, RetryAfter: "2"}, fakellm.Reply{Status: 500})
+		rig.backup.Script().Push(fakellm.Reply{Text: "served by the backup"})
+		msg, starts, err := rig.complete(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Text() != "served by the backup" || msg.Meta.Provider != "backup" || msg.Meta.API != "openai" ||
+			msg.Meta.Model != "gpt-4o" || msg.Meta.Route != "primary/gpt-4o-mini" {
+			t.Errorf("answer %q meta %+v", msg.Text(), msg.Meta)
+		}
+		if got := rig.clock.Waits(); !slices.Equal(got, []time.Duration{2 * time.Second}) {
+			t.Errorf("waits = %v, want the server's Retry-After of 2s", got)
+		}
+		if p, b := len(rig.primary.Script().Requests()), len(rig.backup.Script().Requests()); p != 2 || b != 1 || starts != 3 {
+			t.Errorf("primary %d, backup %d requests, %d starts", p, b, starts)
+		}
+	})
+	t.Run("refused key: no fallback, a clear error", func(t *testing.T) {
+		rig := newHTTPRig(t, "sk-wrong-key-for-test")
+		rig.backup.Script().Push(fakellm.Reply{Text: "must not be asked"})
+		_, _, err := rig.complete(t)
+		var api *llm.APIError
+		if !errors.As(err, &api) || !api.Auth() || api.Provider != "primary" {
+			t.Fatalf("err = %v, want the primary's auth error", err)
+		}
+		if strings.Contains(err.Error(), "sk-wrong-key-for-test") {
+			t.Errorf("error leaks the key: %v", err)
+		}
+		if b := len(rig.backup.Script().Requests()); b != 0 {
+			t.Errorf("fallback asked %d times after an auth error", b)
+		}
+		if w := rig.clock.Waits(); len(w) != 0 {
+			t.Errorf("auth error retried after %v", w)
+		}
+	})
+	t.Run("truncated streams retried, then the fallback answers", func(t *testing.T) {
+		rig := newHTTPRig(t, "")
+		rig.primary.Script().Push(fakellm.Reply{Text: "an answer that stops", Truncate: true}, fakellm.Reply{Text: "again", Truncate: true})
+		rig.backup.Script().Push(fakellm.Reply{Text: "complete answer"})
+		msg, starts, err := rig.complete(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Text() != "complete answer" || starts != 3 {
+			t.Errorf("answer %q after %d starts", msg.Text(), starts)
+		}
+		if got := rig.clock.Waits(); !slices.Equal(got, []time.Duration{500 * time.Millisecond}) {
+			t.Errorf("waits = %v", got)
+		}
+	})
+}
