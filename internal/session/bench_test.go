@@ -124,8 +124,8 @@ func priorSession(b testing.TB, n int) []byte {
 }
 
 // TestAppendCostIndependentOfLength is the timing-free check of S-S2: a turn
-// appended to a session of 10,000 messages costs no more allocations, and not
-// materially more bytes, than one appended to a session of 10. A re-read, a
+// appended to a session of 10,000 messages costs not materially more
+// allocations or bytes than one appended to a session of 10. A re-read, a
 // rewrite or a copy of the history per turn would show up here (a copy of
 // 10,000 messages alone is ~700 KB). The byte bound leaves room for the
 // in-memory slice's amortised growth.
@@ -157,7 +157,10 @@ func TestAppendCostIndependentOfLength(t *testing.T) {
 	}
 	short, long := costs[10], costs[10000]
 	t.Logf("per turn: %.1f allocs / %.0f B with 10 prior messages, %.1f allocs / %.0f B with 10,000", short.allocs, short.bytes, long.allocs, long.bytes)
-	if long.allocs > short.allocs+1 || long.bytes > 2*short.bytes {
+	// Loose bounds: the counters are process-wide and the race detector
+	// adds allocations of its own. Re-reading the history alone would add
+	// over 10,000 allocations per turn, copying it ~700 KB.
+	if long.allocs > 1.1*short.allocs+1 || long.bytes > 2*short.bytes {
 		t.Errorf("appending to a long session costs more: %+v vs %+v", long, short)
 	}
 }

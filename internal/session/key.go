@@ -13,9 +13,10 @@ import (
 const maxEncodedKey = 200
 
 // EncodeKey turns a session key into a file-name stem (without extension).
-// The encoding is reversible (DecodeKey) and one-to-one, and its output never
-// contains '/', ':', NUL or upper-case letters and never starts with '.', so
-// it is safe on every common file system, including case-insensitive ones.
+// The encoding is reversible (DecodeKey) and one-to-one. Its output never
+// contains '/', ':' or NUL, never starts with '.', and has upper-case letters
+// only as hex digits of %XX escapes, so it is safe on every common file
+// system, including case-insensitive ones.
 //
 // Lower-case ASCII letters, digits, '-' and '.' (except a leading '.') are kept;
 // ':' — the separator of `channel:chat_id` keys — becomes '_'; every other byte
