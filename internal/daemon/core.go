@@ -8,9 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 	"net/http"
 	"path/filepath"
+	"time"
 
 	"go.uber.org/zap"
 

@@ -38,7 +38,7 @@ func TestParse(t *testing.T) {
 	}{
 		{
 			name: "yaml map metadata",
-			src: "---\nname: github\ndescription: Use gh.\nmetadata:\n  nanobot:\n    requires:\n      bins: [gh]\n      env: [GITHUB_TOKEN]\n---\n# GitHub\nbody\n",
+			src:  "---\nname: github\ndescription: Use gh.\nmetadata:\n  nanobot:\n    requires:\n      bins: [gh]\n      env: [GITHUB_TOKEN]\n---\n# GitHub\nbody\n",
 			want: Skill{Name: "github", Description: "Use gh.", Requires: Requirements{Bins: []string{"gh"}, Env: []string{"GITHUB_TOKEN"}},
 				Missing: []string{"ENV: GITHUB_TOKEN"}, Body: "# GitHub\nbody"},
 		},
