@@ -25,7 +25,7 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			core, err := daemon.Build(cfg, daemon.Options{Version: buildVersion()}, log)
+			core, err := daemon.Build(cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g)}, log)
 			if err != nil {
 				return err
 			}

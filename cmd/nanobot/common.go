@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"go.uber.org/zap"
 
@@ -35,4 +36,13 @@ func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
 		log.Warn("config file is readable by other users; it holds secrets (chmod 600 it)", zap.String("path", path), zap.Error(err))
 	}
 	return cfg, log, nil
+}
+
+// dataDir is where the daemon keeps its own state: next to the config file.
+func dataDir(g *globalFlags) string {
+	path := g.configPath
+	if path == "" {
+		path = config.DefaultPath()
+	}
+	return filepath.Dir(path)
 }

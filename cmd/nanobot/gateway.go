@@ -17,7 +17,7 @@ func newGatewayCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			return daemon.RunGateway(cmd.Context(), cfg, daemon.Options{Version: buildVersion()}, log)
+			return daemon.RunGateway(cmd.Context(), cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g)}, log)
 		},
 	}
 }

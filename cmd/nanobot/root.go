@@ -25,6 +25,7 @@ func newRootCmd() *cobra.Command {
 		newAgentCmd(g),
 		newGatewayCmd(g),
 		newStatusCmd(g),
+		newPairingCmd(g),
 		newVersionCmd(),
 	)
 	return root

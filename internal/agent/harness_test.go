@@ -53,7 +53,8 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 		}
 	}
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: h.script}},
-		provider.Options{Default: "openai/gpt-4o-mini", Routes: map[string]provider.RouteSpec{"smart": {Model: "openai/gpt-4.1"}}}, log)
+		provider.Options{Default: "openai/gpt-4o-mini", Routes: map[string]provider.RouteSpec{"smart": {Model: "openai/gpt-4.1"}},
+			MaxRetries: map[string]int{"openai": 0}}, log)
 	cfg := Config{Workspace: ws, MaxTokens: 1000, Version: "test", DraftInterval: time.Nanosecond}
 	for _, f := range tweak {
 		f(&cfg)

@@ -168,6 +168,7 @@ func (a *Agent) runTools(ctx context.Context, t *turn, calls []llm.ToolCall) llm
 	msg := llm.Message{Role: llm.RoleTool, Time: a.now(), Parts: make([]llm.Part, len(calls))}
 	for i, r := range results {
 		r.ToolCallID, r.Name = calls[i].ID, calls[i].Name
+		r.Content = history.Detail(calls[i], r) // LOD renderings, written once (S-V5)
 		t.log.Debug("tool call", zap.String("tool", r.Name), zap.Bool("error", r.IsError), zap.Duration("elapsed", r.Elapsed))
 		if tools.SentToCurrentChat(calls[i], r, origin) {
 			t.replied = true
@@ -243,7 +244,9 @@ func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
 			}
 		}
 	}
-	msg.Parts = append([]llm.Part{llm.Text(b.String())}, msg.Parts...)
+	text := llm.Text(b.String())
+	text.Summary, text.Gist = history.DetailText(text.Text) // large inputs get LOD renderings too
+	msg.Parts = append([]llm.Part{text}, msg.Parts...)
 	return msg, errors.Join(errs...)
 }
 
@@ -351,6 +354,8 @@ func userFacing(err error) string {
 	switch {
 	case errors.As(err, &api) && api.Auth():
 		return "⚠️ The model provider refused the API key. The operator needs to check the provider's api_key in the config."
+	case errors.As(err, &api) && api.QuotaExceeded():
+		return "⚠️ The model provider says the account's quota is used up. The operator needs to check the provider account's billing."
 	case errors.As(err, &api) && api.Status == 429:
 		return "⚠️ The model provider is rate-limiting me right now. Please try again in a minute."
 	case errors.As(err, &api) && api.Retryable():

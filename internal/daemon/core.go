@@ -45,6 +45,9 @@ type Core struct {
 // Options are what the command line adds to the configuration.
 type Options struct {
 	Version string
+	// DataDir holds the daemon's own state next to the config: the pairing
+	// store and the Telegram update journal [the config file's directory].
+	DataDir string
 	// HTTPClient is used for every provider call [a client with sane timeouts].
 	HTTPClient *http.Client
 }
@@ -72,8 +75,13 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	for name, r := range cfg.Routes {
 		routes[name] = provider.RouteSpec{Model: r.Model, Fallbacks: r.Fallbacks, ContextWindow: r.ContextWindow, MaxTokens: r.MaxTokens}
 	}
+	maxRetries := make(map[string]int, len(cfg.Providers))
+	for name, pc := range cfg.Providers {
+		maxRetries[name] = pc.MaxRetries
+	}
 	router := provider.NewRouter(providers, provider.Options{
 		Default: cfg.Agents.Model, DefaultFallbacks: cfg.Agents.Fallbacks, Routes: routes,
+		ContextWindow: cfg.Agents.ContextWindow, MaxRetries: maxRetries,
 	}, log.Named("router"))
 
 	ws := cfg.Agents.Workspace

@@ -6,71 +6,177 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
 )
 
-// RunGateway runs the daemon until ctx ends, then shuts down in order
-// (S-F4): channels stop taking messages, the agent finishes running turns
-// within gateway.shutdown_grace (the rest are cancelled; their user messages
-// are already persisted), queued replies are flushed, and files are closed.
-func RunGateway(ctx context.Context, cfg *config.Config, opts Options, log *zap.Logger) error {
+// PairingFile is the pairing store's file name in the data dir.
+const PairingFile = "pairing.json"
+
+// Gateway is the long-running daemon: the core, the chat channels, the
+// outbound channel manager and the HTTP listener.
+type Gateway struct {
+	core     *Core
+	cfg      *config.Config
+	opts     Options
+	log      *zap.Logger
+	channels []channels.Channel
+	manager  *channels.Manager
+	mux      *http.ServeMux
+}
+
+// NewGateway builds the gateway. Its only I/O is Build's.
+func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, error) {
 	core, err := Build(cfg, opts, log)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux()}
+	g.manager = channels.NewManager(core.Bus.Outbound(), channels.ManagerConfig{}, log.Named("channels"))
+	if err := g.buildChannels(); err != nil {
+		_ = core.Close()
+		return nil, err
+	}
+	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return g, nil
+}
+
+func (g *Gateway) buildChannels() error {
+	cfg, ws := g.cfg, g.cfg.Agents.Workspace
+	pairing := channels.NewPairingStore(filepath.Join(g.opts.DataDir, PairingFile))
+	limits := channels.IntakeConfig{MaxChars: cfg.Agents.MaxInputChars}
+	if tc := cfg.Channels.Telegram; tc.Enabled {
+		tg, err := telegram.New(tc, telegram.Deps{
+			Bus: g.core.Bus, Pairing: pairing, DataDir: g.opts.DataDir, Workspace: ws,
+			Transcription: cfg.Channels.Transcription, Limits: limits,
+		}, g.log.Named("telegram"))
+		if err != nil {
+			return fmt.Errorf("channels.telegram: %w", err)
+		}
+		if err := g.manager.Register(tg, telegram.NewRenderer(), tc.OutputConfig); err != nil {
+			return fmt.Errorf("channels.telegram: %w", err)
+		}
+		if tc.Mode == "webhook" {
+			path, h := tg.WebhookHandler()
+			g.mux.Handle("POST "+path, h)
+		}
+		g.channels = append(g.channels, tg)
+	}
+	if dc := cfg.Channels.Discord; dc.Enabled {
+		d, err := discord.New(dc, discord.Deps{
+			Bus: g.core.Bus, Pairing: pairing, Workspace: ws,
+			Transcription: cfg.Channels.Transcription, Limits: limits,
+		}, g.log.Named("discord"))
+		if err != nil {
+			return fmt.Errorf("channels.discord: %w", err)
+		}
+		if err := g.manager.Register(d, discord.NewRenderer(0), dc.OutputConfig); err != nil {
+			return fmt.Errorf("channels.discord: %w", err)
+		}
+		g.channels = append(g.channels, d)
+	}
+	return nil
+}
+
+// RunGateway builds and runs the gateway until ctx ends.
+func RunGateway(ctx context.Context, cfg *config.Config, opts Options, log *zap.Logger) error {
+	g, err := NewGateway(cfg, opts, log)
 	if err != nil {
 		return err
 	}
+	return g.Run(ctx)
+}
+
+// Run serves until ctx ends, then shuts down in order (S-F4): channels stop
+// taking messages; the agent finishes running turns within
+// gateway.shutdown_grace (the rest are cancelled, their user messages already
+// persisted and never acknowledged twice); queued replies are delivered;
+// the listener and the files are closed. A channel that fails for good (its
+// token refused) stops the daemon with that error.
+func (g *Gateway) Run(ctx context.Context) error {
 	defer func() {
-		if err := core.Close(); err != nil {
-			log.Error("close", zap.Error(err))
+		if err := g.core.Close(); err != nil {
+			g.log.Error("close", zap.Error(err))
 		}
 	}()
-	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
+	ln, err := net.Listen("tcp", g.cfg.Gateway.Listen)
 	if err != nil {
-		return fmt.Errorf("gateway.listen %s: %w", cfg.Gateway.Listen, err)
+		return fmt.Errorf("gateway.listen %s: %w", g.cfg.Gateway.Listen, err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log.Info("gateway started", zap.String("listen", ln.Addr().String()), zap.String("model", cfg.Agents.Model),
-		zap.String("workspace", cfg.Agents.Workspace), zap.String("version", opts.Version))
+	srv := &http.Server{Handler: g.mux, ReadHeaderTimeout: 10 * time.Second}
+	names := make([]string, 0, len(g.channels))
+	for _, c := range g.channels {
+		names = append(names, c.Name())
+	}
+	g.log.Info("gateway started", zap.String("listen", ln.Addr().String()), zap.Strings("channels", names),
+		zap.String("model", g.cfg.Agents.Model), zap.String("workspace", g.cfg.Agents.Workspace), zap.String("version", g.opts.Version))
 
-	// agentCtx outlives ctx by the grace period, so running turns can finish.
+	// A fatal channel error ends intake like a signal does.
+	ctx, stopIntake := context.WithCancelCause(ctx)
+	defer stopIntake(nil)
+	// The agent and the manager outlive intake: turns finish within the
+	// grace period and their replies are still delivered.
 	agentCtx, cancelAgent := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelAgent()
+	outCtx, cancelOut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelOut()
+
 	var eg errgroup.Group
 	agentDone := make(chan struct{})
 	eg.Go(func() error {
 		defer close(agentDone)
-		return core.RunAgent(agentCtx)
+		return g.core.RunAgent(agentCtx)
 	})
+	eg.Go(func() error { return g.manager.Run(outCtx) })
 	eg.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
 		}
 		return nil
 	})
+	var intake sync.WaitGroup
+	for _, c := range g.channels {
+		intake.Go(func() {
+			if err := c.Run(ctx); err != nil {
+				g.log.Error("channel stopped", zap.String("channel", c.Name()), zap.Error(err))
+				stopIntake(fmt.Errorf("channel %s: %w", c.Name(), err))
+			}
+		})
+	}
 
 	<-ctx.Done()
-	log.Info("shutting down: no new messages; finishing running turns", zap.Duration("grace", cfg.Gateway.ShutdownGrace))
-	core.Bus.CloseInbound()
+	cause := context.Cause(ctx)
+	if errors.Is(cause, context.Canceled) {
+		cause = nil // a signal: a clean shutdown
+	}
+	g.log.Info("shutting down: taking no new messages, finishing running turns", zap.Duration("grace", g.cfg.Gateway.ShutdownGrace))
+	intake.Wait()
+	g.core.Bus.CloseInbound()
+	grace := time.NewTimer(g.cfg.Gateway.ShutdownGrace)
+	defer grace.Stop()
 	select {
 	case <-agentDone:
-	case <-time.After(cfg.Gateway.ShutdownGrace):
-		log.Warn("grace period over; cancelling the turns still running")
+	case <-grace.C:
+		g.log.Warn("grace period over; cancelling the turns still running")
 		cancelAgent()
 		<-agentDone
 	}
-	core.Bus.CloseOutbound()
+	g.core.Bus.CloseOutbound() // the manager delivers what is queued, then returns
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
-	err = eg.Wait()
-	log.Info("gateway stopped")
+	err = errors.Join(cause, eg.Wait())
+	g.log.Info("gateway stopped")
 	return err
 }
