@@ -75,18 +75,7 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	}
 	channel("telegram", cfg.Channels.Telegram.Enabled, cfg.Channels.Telegram.Token, cfg.Channels.Telegram.Access)
 	channel("discord", cfg.Channels.Discord.Enabled, cfg.Channels.Discord.Token, cfg.Channels.Discord.Access)
-	for _, name := range sortedKeys(cfg.Tools.MCPServers) {
-		s := cfg.Tools.MCPServers[name]
-		state := "enabled"
-		if s.Disabled {
-			state = "disabled"
-		}
-		target := s.URL
-		if target == "" {
-			target = strings.TrimSpace(s.Command + " " + strings.Join(s.Args, " "))
-		}
-		fmt.Fprintf(w, "MCP %s\t%s: %s\n", name, state, target)
-	}
+	printMCP(w, cfg)
 	fmt.Fprintln(w)
 	store := session.NewStore(filepath.Join(cfg.Agents.Workspace, "sessions"), session.Options{}, zap.NewNop())
 	defer store.Close()
@@ -105,6 +94,31 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 		fmt.Fprintf(w, "  %s\t%.1f KiB, last active %s\n", in.Key, float64(in.Size)/1024, in.ModTime.Format("2006-01-02 15:04"))
 	}
 	return w.Flush()
+}
+
+// printMCP lists the MCP servers as configured: status does not connect to
+// them (the gateway does, and /status in a chat shows their live state).
+func printMCP(w io.Writer, cfg *config.Config) {
+	servers := cfg.Redacted().Tools.MCPServers // no password of a URL
+	for _, name := range sortedKeys(servers) {
+		s := servers[name]
+		if s.Disabled {
+			fmt.Fprintf(w, "MCP %s\tdisabled\n", name)
+			continue
+		}
+		target := "http " + s.URL
+		if s.URL == "" {
+			target = "stdio " + strings.TrimSpace(s.Command+" "+strings.Join(s.Args, " "))
+		}
+		fmt.Fprintf(w, "MCP %s\tconfigured: %s", name, target)
+		if len(s.EnabledTools) > 0 {
+			fmt.Fprintf(w, " (tools: %s)", strings.Join(s.EnabledTools, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(servers) > 0 {
+		fmt.Fprintf(w, "\t(MCP servers connect when the gateway runs; /status in a chat shows their state and tools)\n")
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

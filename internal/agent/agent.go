@@ -103,6 +103,9 @@ type Deps struct {
 	Prompt   *PromptBuilder
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// StatusLines, when set, adds lines to /status (e.g. each MCP server's
+	// state and tool count).
+	StatusLines func() []string
 }
 
 // Agent serves inbound messages. Create it with New and run it with Run.
@@ -116,6 +119,8 @@ type Agent struct {
 	now     func() time.Time
 	log     *zap.Logger
 	started time.Time
+	// statusLines adds lines to /status; nil for none.
+	statusLines func() []string
 
 	// turns caps concurrent turns across sessions.
 	turns chan struct{}
@@ -150,6 +155,8 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		started: now(),
 		turns:   make(chan struct{}, cfg.MaxConcurrentTurns),
 		active:  make(map[string]*sessionQueue),
+
+		statusLines: deps.StatusLines,
 	}
 }
 

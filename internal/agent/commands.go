@@ -87,6 +87,11 @@ func (a *Agent) status(key string) (string, error) {
 		len(snap.Messages), len(snap.Messages)-snap.Consolidated, humanBytes(snap.Size))
 	fmt.Fprintf(&b, "Uptime: %s\n", a.now().Sub(a.started).Round(time.Second))
 	fmt.Fprintf(&b, "Version: %s", a.cfg.Version)
+	if a.statusLines != nil {
+		for _, l := range a.statusLines() {
+			b.WriteString("\n" + l)
+		}
+	}
 	return b.String(), nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/mcp"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
@@ -37,9 +38,11 @@ type Core struct {
 	Sessions *session.Store
 	Router   *provider.Router
 	Tools    *tools.Registry
-	Agent    *agent.Agent
-	root     *workspace.Root
-	log      *zap.Logger
+	// MCP connects the MCP servers' tools into Tools; the gateway runs it.
+	MCP   *mcp.Manager
+	Agent *agent.Agent
+	root  *workspace.Root
+	log   *zap.Logger
 }
 
 // Options are what the command line adds to the configuration.
@@ -98,6 +101,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	if err := registerBuiltins(reg, cfg, root, b, log.Named("tools")); err != nil {
 		return nil, err
 	}
+	mcpServers := newMCP(cfg, reg, opts.Version, log.Named("mcp"))
 	ag := agent.New(agent.Config{
 		Workspace:          ws,
 		MaxToolIterations:  cfg.Agents.MaxToolIterations,
@@ -107,10 +111,10 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		MaxInputChars:      cfg.Agents.MaxInputChars,
 		Version:            opts.Version,
 	}, agent.Deps{
-		Model: router, Sessions: store, Tools: reg, Out: b,
+		Model: router, Sessions: store, Tools: reg, Out: b, StatusLines: mcpServers.StatusLines,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version},
 	}, log.Named("agent"))
-	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, Agent: ag, root: root, log: log}, nil
+	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag, root: root, log: log}, nil
 }
 
 // RunAgent serves the bus until its inbound side closes or ctx ends.

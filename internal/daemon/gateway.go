@@ -131,6 +131,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	defer cancelAgent()
 	outCtx, cancelOut := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelOut()
+	// MCP servers serve the turns until the agent is done.
+	mcpCtx, stopMCP := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMCP()
 
 	var eg errgroup.Group
 	agentDone := make(chan struct{})
@@ -139,6 +142,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return g.core.RunAgent(agentCtx)
 	})
 	eg.Go(func() error { return g.manager.Run(outCtx) })
+	eg.Go(func() error { return g.core.MCP.Run(mcpCtx) })
 	eg.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
@@ -172,6 +176,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		cancelAgent()
 		<-agentDone
 	}
+	stopMCP()                  // no turn is left to call their tools; Run stops and reaps them
 	g.core.Bus.CloseOutbound() // the manager delivers what is queued, then returns
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

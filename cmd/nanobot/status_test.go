@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/nanobot-go/nanobot/internal/config"
+)
+
+func TestStatusListsMCPServers(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Agents.Workspace = t.TempDir()
+	cfg.Tools.MCPServers = map[string]config.MCPServerConfig{
+		"gh":   {Command: "gh-mcp", Args: []string{"--verbose"}, EnabledTools: []string{"search"}},
+		"docs": {URL: "https://bot:hunter2-secret@mcp.example.com/mcp"},
+		"old":  {Command: "old-mcp", Disabled: true},
+	}
+	var out bytes.Buffer
+	if err := printStatus(&out, "config.yaml", cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		`MCP docs +configured: http https://bot:\*\*\*@mcp\.example\.com/mcp\n`,
+		`MCP gh +configured: stdio gh-mcp --verbose \(tools: search\)\n`,
+		`MCP old +disabled\n`,
+		`\(MCP servers connect when the gateway runs; /status in a chat shows their state and tools\)`,
+	} {
+		if !regexp.MustCompile(want).MatchString(got) {
+			t.Errorf("status lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "hunter2") {
+		t.Errorf("status shows the URL's password:\n%s", got)
+	}
+}

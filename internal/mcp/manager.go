@@ -1,0 +1,201 @@
+package mcp
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/tools"
+)
+
+// Defaults for Options' zero values and an unset tool_timeout.
+const (
+	DefaultToolTimeout    = 60 * time.Second // as config's default
+	DefaultConnectTimeout = 30 * time.Second
+	DefaultMinBackoff     = time.Second
+	DefaultMaxBackoff     = 5 * time.Minute
+	DefaultStopGrace      = 2 * time.Second
+)
+
+// Registry is where server tools are offered to the model; the agent's
+// *tools.Registry, whose Register and Unregister are safe while calls run.
+type Registry interface {
+	Register(t tools.Tool) error
+	Unregister(name string)
+}
+
+// Options tune the manager; the zero value of each field means its default.
+type Options struct {
+	// Clock paces reconnection backoff [the system clock].
+	Clock clock.Clock
+	// ConnectTimeout bounds connecting (for a stdio server: starting it and
+	// the MCP handshake), listing tools and a health ping [30s].
+	ConnectTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait before reconnecting, which
+	// doubles with each failure in a row [1s, 5m].
+	MinBackoff, MaxBackoff time.Duration
+	// StopGrace is how long a stdio server gets to exit after its stdin is
+	// closed, and again after SIGTERM, before SIGKILL [2s].
+	StopGrace time.Duration
+	// Workspace is where stdio servers run when their cwd is empty, and
+	// what a relative cwd is relative to [the daemon's working directory].
+	Workspace string
+	// Secrets are removed from error text shown to the model and in /status.
+	Secrets []string
+	// Version is reported to servers as the client version.
+	Version string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = clock.System{}
+	}
+	o.ConnectTimeout = cmp.Or(o.ConnectTimeout, DefaultConnectTimeout)
+	o.MinBackoff = cmp.Or(o.MinBackoff, DefaultMinBackoff)
+	o.MaxBackoff = max(cmp.Or(o.MaxBackoff, DefaultMaxBackoff), o.MinBackoff)
+	o.StopGrace = cmp.Or(o.StopGrace, DefaultStopGrace)
+	o.Version = cmp.Or(o.Version, "dev")
+	return o
+}
+
+// State is where a server's connection stands.
+type State string
+
+// The states of a server.
+const (
+	StateDisabled   State = "disabled"    // disabled: true; never connected
+	StateIdle       State = "not started" // the manager is not running
+	StateConnecting State = "connecting"
+	StateConnected  State = "connected"
+	StateRetrying   State = "retrying" // waiting out the backoff after a failure
+	StateStopped    State = "stopped"  // the manager has shut down
+)
+
+// Status is a snapshot of one server.
+type Status struct {
+	Name      string
+	Transport string // "stdio" or "http"
+	State     State
+	// Tools is how many of its tools are registered; Skipped how many could
+	// not be (a schema or name the registry refused; see the log).
+	Tools, Skipped int
+	// LastError says why the last connection failed or ended.
+	LastError string
+	// RetryIn is the time left before the next attempt (StateRetrying).
+	RetryIn time.Duration
+	// PID is the stdio server's process id while it runs.
+	PID int
+}
+
+// Manager owns the connections to the configured MCP servers.
+type Manager struct {
+	servers []*server // sorted by name
+	log     *zap.Logger
+
+	mu      sync.Mutex
+	started bool
+}
+
+// NewManager prepares a manager for servers (tools.mcp_servers), whose tools
+// it will register in reg. It does no I/O; Run connects.
+func NewManager(servers map[string]config.MCPServerConfig, reg Registry, opts Options, log *zap.Logger) *Manager {
+	opts = opts.withDefaults()
+	m := &Manager{log: log}
+	for _, name := range sortedKeys(servers) {
+		m.servers = append(m.servers, newServer(name, servers[name], reg, opts,
+			log.With(zap.String("mcp_server", name))))
+	}
+	return m
+}
+
+// Run connects every enabled server in the background and keeps it
+// connected until ctx ends; then it closes every connection, stops the
+// stdio servers (and their process groups), unregisters their tools and
+// returns nil. A server that fails never makes Run fail: it is retried, and
+// its state shows in Status. Run may be called once.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return fmt.Errorf("mcp: manager already ran")
+	}
+	m.started = true
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range m.servers {
+		if s.cfg.Disabled {
+			continue
+		}
+		wg.Go(func() { s.run(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Status returns every configured server's state, sorted by name.
+func (m *Manager) Status() []Status {
+	out := make([]Status, 0, len(m.servers))
+	for _, s := range m.servers {
+		out = append(out, s.status())
+	}
+	return out
+}
+
+// maxErrorInStatus caps the error quoted in a status line.
+const maxErrorInStatus = 160
+
+// StatusLines describes each server in one line for the chat's /status:
+// "MCP github (stdio): connected, 12 tools".
+func (m *Manager) StatusLines() []string {
+	lines := make([]string, 0, len(m.servers))
+	for _, st := range m.Status() {
+		var b strings.Builder
+		fmt.Fprintf(&b, "MCP %s (%s): %s", st.Name, st.Transport, st.State)
+		if st.State == StateRetrying {
+			fmt.Fprintf(&b, " in %s", st.RetryIn.Round(time.Second))
+		}
+		if st.State != StateDisabled {
+			fmt.Fprintf(&b, ", %s", plural(st.Tools, "tool"))
+		}
+		if st.Skipped > 0 {
+			fmt.Fprintf(&b, " (%d skipped, see the log)", st.Skipped)
+		}
+		if st.LastError != "" && st.State != StateConnected {
+			fmt.Fprintf(&b, "; last error: %s", clipText(st.LastError, maxErrorInStatus))
+		}
+		lines = append(lines, b.String())
+	}
+	return lines
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func clipText(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,387 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/logging"
+)
+
+// stableAfter is how long a connection must have lasted for its end to
+// count as a new problem rather than one more failure in a row: the backoff
+// starts over.
+const stableAfter = time.Minute
+
+var errExited = errors.New("the server process exited")
+
+// server is one configured MCP server: its connection loop, its session and
+// the tools it has registered.
+type server struct {
+	name    string
+	cfg     config.MCPServerConfig
+	kind    string // "stdio" or "http"
+	timeout time.Duration
+	reg     Registry
+	opts    Options
+	log     *zap.Logger
+
+	// refresh and check are coalescing signals to the connection loop: the
+	// server said its tool list changed; a call failed in transport.
+	refresh chan struct{}
+	check   chan struct{}
+
+	mu        sync.Mutex
+	sess      *sdk.ClientSession
+	pid       int
+	state     State
+	lastErr   string
+	nextRetry time.Time
+	tools     map[string]*tool // by registered name
+	skipped   int
+}
+
+func newServer(name string, cfg config.MCPServerConfig, reg Registry, opts Options, log *zap.Logger) *server {
+	kind := "stdio"
+	if cfg.URL != "" {
+		kind = "http"
+	}
+	timeout := cfg.ToolTimeout
+	if timeout <= 0 {
+		timeout = DefaultToolTimeout
+	}
+	state := StateIdle
+	if cfg.Disabled {
+		state = StateDisabled
+	}
+	return &server{
+		name: name, cfg: cfg, kind: kind, timeout: timeout, reg: reg, opts: opts, log: log,
+		refresh: make(chan struct{}, 1), check: make(chan struct{}, 1),
+		state: state, tools: map[string]*tool{},
+	}
+}
+
+// run connects, serves and reconnects with exponential backoff until ctx
+// ends; then it closes the connection (stopping a stdio server's process
+// group) and removes the server's tools.
+func (s *server) run(ctx context.Context) {
+	defer s.unregisterAll()
+	failures := 0
+	for {
+		s.setState(StateConnecting, "")
+		up, err := s.connection(ctx)
+		if ctx.Err() != nil {
+			s.setState(StateStopped, "")
+			return
+		}
+		if up >= stableAfter {
+			failures = 0
+		}
+		failures++
+		delay := backoff(failures, s.opts.MinBackoff, s.opts.MaxBackoff)
+		s.mu.Lock()
+		s.state, s.lastErr, s.nextRetry = StateRetrying, s.redact(err.Error()), s.opts.Clock.Now().Add(delay)
+		s.mu.Unlock()
+		s.log.Warn("mcp server unavailable; retrying", zap.Error(err), zap.Int("failures", failures), zap.Duration("retry_in", delay))
+		if clock.Sleep(ctx, s.opts.Clock, delay) != nil {
+			s.setState(StateStopped, "")
+			return
+		}
+	}
+}
+
+// backoff is the wait after the n-th failure in a row: lo doubled n-1
+// times, at most hi.
+func backoff(n int, lo, hi time.Duration) time.Duration {
+	d := lo
+	for i := 1; i < n && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
+}
+
+// connection makes one connection and serves it until it breaks or ctx
+// ends. It reports how long the connection was up and why it ended.
+func (s *server) connection(ctx context.Context) (up time.Duration, err error) {
+	client := sdk.NewClient(&sdk.Implementation{Name: "nanobot", Version: s.opts.Version}, &sdk.ClientOptions{
+		// No roots, sampling or elicitation: nanobot only calls tools.
+		Capabilities:           &sdk.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { signal1(s.refresh) },
+	})
+	var tr sdk.Transport
+	var ct *commandTransport
+	switch s.kind {
+	case "stdio":
+		ct = &commandTransport{cfg: s.cfg, workspace: s.opts.Workspace, grace: s.opts.StopGrace, log: s.log}
+		tr = ct
+		// Runs last, after the session is closed: the process is gone and
+		// reaped before the next attempt starts another.
+		defer func() {
+			s.setPID(0)
+			if perr := ct.stop(); perr != nil && err != nil && ctx.Err() == nil {
+				err = fmt.Errorf("%w (server process: %v)", err, perr)
+			}
+		}()
+	case "http":
+		ht, hc := httpTransport(s.cfg)
+		defer hc.CloseIdleConnections()
+		tr = ht
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
+	sess, err := client.Connect(cctx, tr, nil)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("connect: %w", err)
+	}
+	var exited <-chan struct{} // nil (never ready) for HTTP
+	if ct != nil {
+		exited = ct.exited()
+		s.setPID(ct.pid())
+	}
+	ended := make(chan error, 1)
+	var waiter sync.WaitGroup
+	waiter.Go(func() { ended <- sess.Wait() })
+	defer func() {
+		s.setSession(nil) // new calls see "not connected", not a closing session
+		_ = sess.Close()
+		waiter.Wait()
+	}()
+
+	if err := s.listTools(ctx, sess); err != nil {
+		return 0, err
+	}
+	start := s.opts.Clock.Now()
+	s.setSession(sess)
+	s.log.Info("mcp server connected", zap.String("transport", s.kind), zap.Int("tools", s.toolCount()))
+	err = s.serve(ctx, sess, ended, exited)
+	return s.opts.Clock.Now().Sub(start), err
+}
+
+// serve waits for the session to end, refreshing the tool list when the
+// server says it changed and checking the connection when a call failed.
+func (s *server) serve(ctx context.Context, sess *sdk.ClientSession, ended <-chan error, exited <-chan struct{}) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-ended:
+			if err == nil {
+				return errors.New("the server closed the connection")
+			}
+			return fmt.Errorf("connection lost: %w", err)
+		case <-exited:
+			return errExited
+		case <-s.refresh:
+			if err := s.listTools(ctx, sess); err != nil {
+				return err
+			}
+			s.log.Info("mcp tool list refreshed", zap.Int("tools", s.toolCount()))
+		case <-s.check:
+			pctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
+			err := sess.Ping(pctx, nil)
+			cancel()
+			select {
+			case <-exited: // the plainer reason, when it is the reason
+				return errExited
+			default:
+			}
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("ping after a failed call: %w", err)
+			}
+		}
+	}
+}
+
+// listTools fetches the server's tools and brings the registry in line.
+func (s *server) listTools(ctx context.Context, sess *sdk.ClientSession) error {
+	lctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
+	defer cancel()
+	var list []*sdk.Tool
+	for t, err := range sess.Tools(lctx, nil) {
+		if err != nil {
+			return fmt.Errorf("list tools: %w", err)
+		}
+		list = append(list, t)
+	}
+	s.apply(list)
+	return nil
+}
+
+// apply registers the listed tools that enabled_tools allows, removes the
+// ones that are gone and replaces the ones whose spec changed.
+func (s *server) apply(list []*sdk.Tool) {
+	byRemote := make(map[string]*sdk.Tool, len(list))
+	var remote []string
+	for _, t := range list {
+		if _, dup := byRemote[t.Name]; !dup {
+			byRemote[t.Name] = t
+			remote = append(remote, t.Name)
+		}
+	}
+	names := toolNames(s.name, remote)
+	enabled := s.enabledFilter(remote, names)
+
+	want := map[string]*tool{}
+	skipped := 0
+	for _, r := range remote {
+		if !enabled(r) {
+			continue
+		}
+		t, err := s.newTool(byRemote[r], names[r])
+		if err != nil {
+			s.log.Warn("mcp tool skipped", zap.String("tool", r), zap.Error(err))
+			skipped++
+			continue
+		}
+		want[t.spec.Name] = t
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, old := range s.tools {
+		if nt, ok := want[name]; !ok || !sameTool(old, nt) {
+			s.reg.Unregister(name)
+			delete(s.tools, name)
+		}
+	}
+	for _, name := range sortedKeys(want) {
+		if _, ok := s.tools[name]; ok {
+			continue // unchanged: keep the registered one
+		}
+		if err := s.reg.Register(want[name]); err != nil {
+			s.log.Warn("mcp tool skipped", zap.String("tool", want[name].remote), zap.Error(err))
+			skipped++
+			continue
+		}
+		s.tools[name] = want[name]
+	}
+	s.skipped = skipped
+}
+
+// enabledFilter returns whether a remote tool is allowed by enabled_tools,
+// which names tools by their name on the server or as the model sees them;
+// empty or "*" allows all. Names that match nothing are logged.
+func (s *server) enabledFilter(remote []string, names map[string]string) func(string) bool {
+	allow := s.cfg.EnabledTools
+	if len(allow) == 0 || slices.Contains(allow, "*") {
+		return func(string) bool { return true }
+	}
+	for _, a := range allow {
+		found := false
+		for _, r := range remote {
+			found = found || a == r || a == names[r]
+		}
+		if !found {
+			s.log.Warn("enabled_tools names a tool the server does not have", zap.String("tool", a))
+		}
+	}
+	return func(r string) bool { return slices.Contains(allow, r) || slices.Contains(allow, names[r]) }
+}
+
+// newTool builds the tool the model sees for an MCP tool.
+func (s *server) newTool(t *sdk.Tool, name string) (*tool, error) {
+	params, err := normalizeSchema(t.InputSchema)
+	if err != nil {
+		return nil, err
+	}
+	desc := t.Description
+	if desc == "" {
+		desc = t.Title
+	}
+	if desc == "" && t.Annotations != nil {
+		desc = t.Annotations.Title
+	}
+	if desc == "" {
+		desc = fmt.Sprintf("The %q tool of the MCP server %q.", t.Name, s.name)
+	}
+	readOnly := t.Annotations != nil && t.Annotations.ReadOnlyHint
+	return &tool{srv: s, remote: t.Name, readOnly: readOnly,
+		spec: llm.ToolSpec{Name: name, Description: clipDescription(desc), Parameters: params}}, nil
+}
+
+func sameTool(a, b *tool) bool {
+	return a.remote == b.remote && a.readOnly == b.readOnly && a.spec.Name == b.spec.Name &&
+		a.spec.Description == b.spec.Description && string(a.spec.Parameters) == string(b.spec.Parameters)
+}
+
+func (s *server) unregisterAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range s.tools {
+		s.reg.Unregister(name)
+	}
+	clear(s.tools)
+}
+
+// current is the live session, or nil while the server is not connected.
+func (s *server) current() *sdk.ClientSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess
+}
+
+func (s *server) setSession(sess *sdk.ClientSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sess = sess
+	if sess != nil {
+		s.state, s.lastErr = StateConnected, ""
+	}
+}
+
+func (s *server) setPID(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pid = pid
+}
+
+func (s *server) setState(st State, lastErr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state = st
+	if lastErr != "" {
+		s.lastErr = lastErr
+	}
+}
+
+func (s *server) toolCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tools)
+}
+
+// suspect asks the connection loop to check the connection.
+func (s *server) suspect() { signal1(s.check) }
+
+func (s *server) status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{Name: s.name, Transport: s.kind, State: s.state, Tools: len(s.tools), Skipped: s.skipped,
+		LastError: s.lastErr, PID: s.pid}
+	if s.state == StateRetrying {
+		st.RetryIn = max(s.nextRetry.Sub(s.opts.Clock.Now()), 0)
+	}
+	return st
+}
+
+// redact removes configured secrets from text that reaches the model or the
+// chat (a URL with a password in an error, say).
+func (s *server) redact(text string) string { return logging.Redact(text, s.opts.Secrets) }
+
+// signal1 sends on a 1-buffered channel without blocking: signals coalesce.
+func signal1(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
