@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -43,10 +44,17 @@ func atoi(t *testing.T, s string) int {
 	return n
 }
 
-// retryNow lets the backoff wait of a retrying server elapse.
+// retryNow lets the backoff wait of a retrying server elapse. The server
+// must be the only one waiting on the clock.
 func (r *testRig) retryNow(name string) {
 	r.t.Helper()
 	st := r.waitState(name, StateRetrying)
+	// The state is set just before the wait starts; advance once it has.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if !r.clock.WaitForTimers(ctx, 1) {
+		r.t.Fatalf("%s never started waiting to retry", name)
+	}
 	r.clock.Advance(st.RetryIn)
 }
 
@@ -89,6 +97,14 @@ func TestStdioCrashMidCallReconnects(t *testing.T) {
 	rig.call("mcp_srv_crash", map[string]any{})
 	if st := rig.waitState("srv", StateRetrying); st.RetryIn != 2*time.Second {
 		t.Errorf("second retry in %s, want 2s", st.RetryIn)
+	}
+	// A failure after a connection that lasted a while starts over.
+	rig.retryNow("srv")
+	rig.waitState("srv", StateConnected)
+	rig.clock.Advance(stableAfter)
+	rig.call("mcp_srv_crash", map[string]any{})
+	if st := rig.waitState("srv", StateRetrying); st.RetryIn != time.Second {
+		t.Errorf("retry after a stable connection in %s, want 1s", st.RetryIn)
 	}
 }
 

@@ -117,36 +117,16 @@ func (s *server) connection(ctx context.Context) (up time.Duration, err error) {
 		Capabilities:           &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { signal1(s.refresh) },
 	})
-	var tr sdk.Transport
-	var ct *commandTransport
-	switch s.kind {
-	case "stdio":
-		ct = &commandTransport{cfg: s.cfg, workspace: s.opts.Workspace, grace: s.opts.StopGrace, log: s.log}
-		tr = ct
-		// Runs last, after the session is closed: the process is gone and
-		// reaped before the next attempt starts another.
-		defer func() {
-			s.setPID(0)
-			if perr := ct.stop(); perr != nil && err != nil && ctx.Err() == nil {
-				err = fmt.Errorf("%w (server process: %v)", err, perr)
-			}
-		}()
-	case "http":
-		ht, hc := httpTransport(s.cfg)
-		defer hc.CloseIdleConnections()
-		tr = ht
-	}
+	tr, onConnect, release := s.transport()
+	// Runs last, after the session is closed: a stdio server is gone and
+	// reaped before the next attempt starts another.
+	defer func() { err = release(ctx, err) }()
 
 	cctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
 	sess, err := client.Connect(cctx, tr, nil)
 	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("connect: %w", err)
-	}
-	var exited <-chan struct{} // nil (never ready) for HTTP
-	if ct != nil {
-		exited = ct.exited()
-		s.setPID(ct.pid())
 	}
 	ended := make(chan error, 1)
 	var waiter sync.WaitGroup
@@ -157,14 +137,44 @@ func (s *server) connection(ctx context.Context) (up time.Duration, err error) {
 		waiter.Wait()
 	}()
 
+	drain(s.refresh) // signals meant for the previous session; the list is fetched now
+	drain(s.check)
 	if err := s.listTools(ctx, sess); err != nil {
 		return 0, err
 	}
 	start := s.opts.Clock.Now()
 	s.setSession(sess)
 	s.log.Info("mcp server connected", zap.String("transport", s.kind), zap.Int("tools", s.toolCount()))
-	err = s.serve(ctx, sess, ended, exited)
+	err = s.serve(ctx, sess, ended, onConnect())
 	return s.opts.Clock.Now().Sub(start), err
+}
+
+// transport makes the transport of one connection attempt. onConnect, called
+// once the session is up, records a stdio server's pid and returns a channel
+// closed when its process exits (nil, never ready, for HTTP). release frees
+// what the attempt used, stopping the process, and adds how the process
+// ended to the attempt's error.
+func (s *server) transport() (tr sdk.Transport, onConnect func() <-chan struct{}, release func(context.Context, error) error) {
+	if s.kind == "http" {
+		ht, hc := httpTransport(s.cfg)
+		return ht, func() <-chan struct{} { return nil }, func(_ context.Context, err error) error {
+			hc.CloseIdleConnections()
+			return err
+		}
+	}
+	ct := &commandTransport{cfg: s.cfg, workspace: s.opts.Workspace, grace: s.opts.StopGrace, log: s.log}
+	onConnect = func() <-chan struct{} {
+		s.setPID(ct.pid())
+		return ct.exited()
+	}
+	release = func(ctx context.Context, err error) error {
+		s.setPID(0)
+		if perr := ct.stop(); perr != nil && err != nil && ctx.Err() == nil {
+			return fmt.Errorf("%w (server process: %v)", err, perr)
+		}
+		return err
+	}
+	return ct, onConnect, release
 }
 
 // serve waits for the session to end, refreshing the tool list when the
@@ -377,6 +387,14 @@ func (s *server) status() Status {
 // redact removes configured secrets from text that reaches the model or the
 // chat (a URL with a password in an error, say).
 func (s *server) redact(text string) string { return logging.Redact(text, s.opts.Secrets) }
+
+// drain discards a pending signal.
+func drain(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+	}
+}
 
 // signal1 sends on a 1-buffered channel without blocking: signals coalesce.
 func signal1(ch chan struct{}) {
