@@ -160,7 +160,7 @@ func TestBrokenServersDoNotDelayOthers(t *testing.T) {
 	lines := strings.Join(rig.mgr.StatusLines(), "\n")
 	for _, want := range []string{
 		"MCP broken (stdio): retrying in 1s, 0 tools; last error: ",
-		"MCP good (stdio): connected, 13 tools",
+		"MCP good (stdio): connected, 15 tools",
 		"MCP mute (stdio): connecting, 0 tools",
 		"MCP nohttp (http): retrying in 1s, 0 tools; last error: connect: ",
 	} {

@@ -55,6 +55,8 @@ func TestToolResults(t *testing.T) {
 			// Structured content alone becomes JSON text.
 			{tool: "mcp_srv_stats", args: map[string]any{}, want: `{"files":3,"ok":true}`, wantExact: true},
 			{tool: "mcp_srv_fail", args: map[string]any{}, want: "disk quota exceeded", isError: true, wantExact: true},
+			{tool: "mcp_srv_reject", args: map[string]any{}, want: `Error: the MCP server "srv" refused mcp_srv_reject: path must be relative`,
+				isError: true, wantExact: true},
 			{tool: "mcp_srv_image", args: map[string]any{}, want: "a red dot", images: 1, wantExact: true},
 			{tool: "mcp_srv_files_read_v2", args: map[string]any{"path": "a.txt"}, want: `read {"path":"a.txt"}`, wantExact: true},
 			// Arguments are checked against the server's schema first.
@@ -96,8 +98,8 @@ func TestListChanged(t *testing.T) {
 		if res := rig.call("mcp_srv_late", map[string]any{}); res.IsError || res.Content.Live != "late tool" {
 			t.Errorf("late: %+v", res)
 		}
-		if st := rig.status("srv"); st.Tools != 14 {
-			t.Errorf("status counts %d tools, want 14", st.Tools)
+		if st := rig.status("srv"); st.Tools != 16 {
+			t.Errorf("status counts %d tools, want 16", st.Tools)
 		}
 		rig.call("mcp_srv_remove_late", map[string]any{})
 		waitFor(t, "mcp_srv_late to be removed", func() bool { return !rig.reg.Has("mcp_srv_late") })
@@ -115,6 +117,10 @@ func TestToolTimeout(t *testing.T) {
 		if !res.IsError || !strings.HasPrefix(res.Content.Live, want) {
 			t.Errorf("block: %+v, want an error starting %q", res, want)
 		}
+		// The server was told, and stopped working on it.
+		waitFor(t, "the server to see the cancellation", func() bool {
+			return rig.call("mcp_srv_cancellations", map[string]any{}).Content.Live == "1"
+		})
 		// The connection is fine: the next call works without a reconnect.
 		if res := rig.call("mcp_srv_echo", map[string]any{"text": "after"}); res.Content.Live != "echo: after" {
 			t.Errorf("echo after a timeout: %+v", res)

@@ -137,6 +137,7 @@ func (s *server) connection(ctx context.Context) (up time.Duration, err error) {
 		waiter.Wait()
 	}()
 
+	exited := onConnect()
 	drain(s.refresh) // signals meant for the previous session; the list is fetched now
 	drain(s.check)
 	if err := s.listTools(ctx, sess); err != nil {
@@ -145,7 +146,7 @@ func (s *server) connection(ctx context.Context) (up time.Duration, err error) {
 	start := s.opts.Clock.Now()
 	s.setSession(sess)
 	s.log.Info("mcp server connected", zap.String("transport", s.kind), zap.Int("tools", s.toolCount()))
-	err = s.serve(ctx, sess, ended, onConnect())
+	err = s.serve(ctx, sess, ended, exited)
 	return s.opts.Clock.Now().Sub(start), err
 }
 

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,10 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
@@ -35,7 +38,7 @@ func TestMain(m *testing.M) {
 	case "":
 		goleak.VerifyTestMain(m)
 	case "stdio":
-		s := newTestServer(func() { os.Exit(3) })
+		s := newTestServer(func() { os.Exit(3) }, nil)
 		if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "test server:", err)
 			os.Exit(1)
@@ -88,9 +91,12 @@ var emptyObject = map[string]any{"type": "object"}
 
 // newTestServer is the MCP server every test talks to. crash is what its
 // crash tool does: exit for a stdio child, drop the connections of an HTTP
-// one.
-func newTestServer(crash func()) *sdk.Server {
+// one. A call of block ends when it is cancelled or done closes (the
+// client's cancellation is best-effort; an HTTP server must not hang the
+// test's cleanup).
+func newTestServer(crash func(), done <-chan struct{}) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "testserver", Version: "1"}, nil)
+	var cancellations atomic.Int32 // block calls ended by the client's cancellation
 	sdk.AddTool(s, &sdk.Tool{Name: "echo", Description: "Echo the text back."},
 		func(_ context.Context, _ *sdk.CallToolRequest, in echoIn) (*sdk.CallToolResult, any, error) {
 			return text("echo: " + in.Text), nil, nil
@@ -110,6 +116,10 @@ func newTestServer(crash func()) *sdk.Server {
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "disk quota exceeded"}}}, nil
 		})
+	s.AddTool(&sdk.Tool{Name: "reject", Description: "Answers with a protocol error.", InputSchema: emptyObject},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "path must be relative"}
+		})
 	s.AddTool(&sdk.Tool{Name: "image", Description: "Draw a dot.", InputSchema: emptyObject},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{
@@ -119,8 +129,17 @@ func newTestServer(crash func()) *sdk.Server {
 		})
 	s.AddTool(&sdk.Tool{Name: "block", Description: "Never finishes.", InputSchema: emptyObject},
 		func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
+			select {
+			case <-ctx.Done():
+				cancellations.Add(1)
+				return nil, ctx.Err()
+			case <-done:
+				return nil, errors.New("server stopped")
+			}
+		})
+	s.AddTool(&sdk.Tool{Name: "cancellations", Description: "How many block calls were cancelled.", InputSchema: emptyObject},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return text(strconv.Itoa(int(cancellations.Load()))), nil
 		})
 	s.AddTool(&sdk.Tool{Name: "crash", Description: "Crashes the server.", InputSchema: emptyObject},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -177,6 +196,7 @@ func newTestServer(crash func()) *sdk.Server {
 // connection and replaces the server with a fresh one, as a restart would.
 type httpServer struct {
 	*httptest.Server
+	done    chan struct{} // closed when the test ends
 	mu      sync.Mutex
 	handler http.Handler
 	servers []*sdk.Server // the current one last
@@ -185,7 +205,7 @@ type httpServer struct {
 
 func newHTTPServer(t *testing.T) *httpServer {
 	t.Helper()
-	h := &httpServer{}
+	h := &httpServer{done: make(chan struct{})}
 	h.restart()
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
@@ -195,13 +215,18 @@ func newHTTPServer(t *testing.T) *httpServer {
 		handler.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() {
-		h.Close()
-		// Sessions of servers that were "restarted" are left to us.
-		for _, s := range h.servers {
+		close(h.done)
+		// The sessions of servers that were "restarted" are left to us, and
+		// Close waits for their requests.
+		h.mu.Lock()
+		servers := h.servers
+		h.mu.Unlock()
+		for _, s := range servers {
 			for ss := range s.Sessions() {
 				_ = ss.Close()
 			}
 		}
+		h.Close()
 	})
 	return h
 }
@@ -211,7 +236,7 @@ func (h *httpServer) restart() {
 		h.restart()
 		// The call in flight is dropped with its connection.
 		h.CloseClientConnections()
-	})
+	}, h.done)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.servers = append(h.servers, s)

@@ -80,10 +80,10 @@ func (t *tool) failed(parent, callCtx context.Context, err error) (tools.Result,
 			t.srv.name, t.spec.Name, t.srv.redact(rpcErr.Message))}, nil
 	}
 	// Anything else is the transport: the process died or the connection
-	// broke. Have the server checked (and reconnected) in the background.
+	// broke. Have the connection checked (and remade) in the background.
 	t.srv.suspect()
 	return tools.Result{IsError: true, Text: fmt.Sprintf(
-		"Error: the connection to the MCP server %q failed during %s (%s); the server is being reconnected. "+
+		"Error: the connection to the MCP server %q failed during %s (%s); it is reconnected if it is down. "+
 			"The call may or may not have taken effect; try again later.", t.srv.name, t.spec.Name, t.srv.redact(err.Error()))}, nil
 }
 

@@ -51,6 +51,9 @@ func (t *commandTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 	setProcessGroup(cmd)
 	tail := &stderrTail{log: t.log}
 	cmd.Stderr = tail
+	// Should something outside the process group keep stderr open, reaping
+	// the server does not wait for it longer than this.
+	cmd.WaitDelay = t.grace
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("stdin pipe: %w", err)
