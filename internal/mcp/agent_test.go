@@ -146,7 +146,7 @@ func TestAgentCallsMCPToolsEndToEnd(t *testing.T) {
 		t.Fatalf("reply %q, want done", got)
 	}
 	reqs := r.script.Requests()
-	if offered := reqs[0].Tools; len(offered) != 30 || !slices.Contains(offered, "mcp_local_echo") || !slices.Contains(offered, "mcp_web_echo") {
+	if offered := reqs[0].Tools; len(offered) != 32 || !slices.Contains(offered, "mcp_local_echo") || !slices.Contains(offered, "mcp_web_echo") {
 		t.Errorf("the model was not offered the MCP tools: %v", reqs[0].Tools)
 	}
 	if res := r.model.toolResult(t, 1, "call1"); res.IsError || res.Content.Live != "echo: hello" {
@@ -158,7 +158,7 @@ func TestAgentCallsMCPToolsEndToEnd(t *testing.T) {
 	}
 
 	status := r.ask("/status")
-	for _, want := range []string{"MCP local (stdio): connected, 15 tools", "MCP web (http): connected, 15 tools"} {
+	for _, want := range []string{"MCP local (stdio): connected, 16 tools", "MCP web (http): connected, 16 tools"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("/status lacks %q:\n%s", want, status)
 		}

@@ -160,7 +160,7 @@ func TestBrokenServersDoNotDelayOthers(t *testing.T) {
 	lines := strings.Join(rig.mgr.StatusLines(), "\n")
 	for _, want := range []string{
 		"MCP broken (stdio): retrying in 1s, 0 tools; last error: ",
-		"MCP good (stdio): connected, 15 tools",
+		"MCP good (stdio): connected, 16 tools",
 		"MCP mute (stdio): connecting, 0 tools",
 		"MCP nohttp (http): retrying in 1s, 0 tools; last error: connect: ",
 	} {
@@ -201,5 +201,19 @@ func TestShutdownReapsServers(t *testing.T) {
 	}
 	if st := rig.status("srv"); st.State != StateStopped {
 		t.Errorf("state after shutdown: %s", st.State)
+	}
+}
+
+func TestOversizedMessageBreaksAndRemakesConnection(t *testing.T) {
+	rig := startManager(t, map[string]config.MCPServerConfig{"srv": stdioServer("stdio")})
+	rig.waitState("srv", StateConnected)
+	res := rig.call("mcp_srv_huge", map[string]any{})
+	if !res.IsError || !strings.Contains(res.Content.Live, `the connection to the MCP server "srv" failed during mcp_srv_huge`) {
+		t.Fatalf("huge: IsError %v, %.200q", res.IsError, res.Content.Live)
+	}
+	rig.retryNow("srv")
+	rig.waitState("srv", StateConnected)
+	if res := rig.call("mcp_srv_echo", map[string]any{"text": "ok"}); res.Content.Live != "echo: ok" {
+		t.Errorf("echo after the connection was remade: %+v", res)
 	}
 }

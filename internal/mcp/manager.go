@@ -35,7 +35,7 @@ type Registry interface {
 
 // Options tune the manager; the zero value of each field means its default.
 type Options struct {
-	// Clock paces reconnection backoff [the system clock].
+	// Clock paces reconnection backoff and tool_timeout [the system clock].
 	Clock clock.Clock
 	// ConnectTimeout bounds connecting (for a stdio server: starting it and
 	// the MCP handshake), listing tools and a health ping [30s].

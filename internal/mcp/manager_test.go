@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
 // transports runs a test against the test server, named srv, over both
@@ -98,8 +102,8 @@ func TestListChanged(t *testing.T) {
 		if res := rig.call("mcp_srv_late", map[string]any{}); res.IsError || res.Content.Live != "late tool" {
 			t.Errorf("late: %+v", res)
 		}
-		if st := rig.status("srv"); st.Tools != 16 {
-			t.Errorf("status counts %d tools, want 16", st.Tools)
+		if st := rig.status("srv"); st.Tools != 17 {
+			t.Errorf("status counts %d tools, want 17", st.Tools)
 		}
 		rig.call("mcp_srv_remove_late", map[string]any{})
 		waitFor(t, "mcp_srv_late to be removed", func() bool { return !rig.reg.Has("mcp_srv_late") })
@@ -112,14 +116,24 @@ func TestListChanged(t *testing.T) {
 func TestToolTimeout(t *testing.T) {
 	transports(t, func(c *config.MCPServerConfig) { c.ToolTimeout = 150 * time.Millisecond }, func(t *testing.T, rig *testRig) {
 		// block never returns on its own, so only the timeout can end it.
-		res := rig.call("mcp_srv_block", map[string]any{})
+		result := make(chan llm.ToolResult, 1)
+		go func() {
+			result <- rig.reg.Execute(context.Background(), llm.ToolCall{ID: "b", Name: "mcp_srv_block", Arguments: json.RawMessage(`{}`)}, tools.Origin{})
+		}()
+		// Once the server runs it, the call's timer is the only one armed
+		// (block_stats's own has stopped): let it expire.
+		waitFor(t, "the server to start block", func() bool {
+			return rig.call("mcp_srv_block_stats", map[string]any{}).Content.Live == "1 started, 0 cancelled"
+		})
+		rig.clock.Advance(150 * time.Millisecond)
+		res := <-result
 		want := "Error: mcp_srv_block timed out after 150ms (tools.mcp_servers.srv.tool_timeout)"
 		if !res.IsError || !strings.HasPrefix(res.Content.Live, want) {
 			t.Errorf("block: %+v, want an error starting %q", res, want)
 		}
 		// The server was told, and stopped working on it.
 		waitFor(t, "the server to see the cancellation", func() bool {
-			return rig.call("mcp_srv_cancellations", map[string]any{}).Content.Live == "1"
+			return rig.call("mcp_srv_block_stats", map[string]any{}).Content.Live == "1 started, 1 cancelled"
 		})
 		// The connection is fine: the next call works without a reconnect.
 		if res := rig.call("mcp_srv_echo", map[string]any{"text": "after"}); res.Content.Live != "echo: after" {

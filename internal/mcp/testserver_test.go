@@ -96,7 +96,7 @@ var emptyObject = map[string]any{"type": "object"}
 // test's cleanup).
 func newTestServer(crash func(), done <-chan struct{}) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "testserver", Version: "1"}, nil)
-	var cancellations atomic.Int32 // block calls ended by the client's cancellation
+	var blocked, cancelled atomic.Int32 // block calls started, and ended by the client's cancellation
 	sdk.AddTool(s, &sdk.Tool{Name: "echo", Description: "Echo the text back."},
 		func(_ context.Context, _ *sdk.CallToolRequest, in echoIn) (*sdk.CallToolResult, any, error) {
 			return text("echo: " + in.Text), nil, nil
@@ -120,6 +120,10 @@ func newTestServer(crash func(), done <-chan struct{}) *sdk.Server {
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "path must be relative"}
 		})
+	s.AddTool(&sdk.Tool{Name: "huge", Description: "A result over the SDK's 16 MiB message limit.", InputSchema: emptyObject},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return text(strings.Repeat("x", 17<<20)), nil
+		})
 	s.AddTool(&sdk.Tool{Name: "image", Description: "Draw a dot.", InputSchema: emptyObject},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{
@@ -129,17 +133,18 @@ func newTestServer(crash func(), done <-chan struct{}) *sdk.Server {
 		})
 	s.AddTool(&sdk.Tool{Name: "block", Description: "Never finishes.", InputSchema: emptyObject},
 		func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			blocked.Add(1)
 			select {
 			case <-ctx.Done():
-				cancellations.Add(1)
+				cancelled.Add(1)
 				return nil, ctx.Err()
 			case <-done:
 				return nil, errors.New("server stopped")
 			}
 		})
-	s.AddTool(&sdk.Tool{Name: "cancellations", Description: "How many block calls were cancelled.", InputSchema: emptyObject},
+	s.AddTool(&sdk.Tool{Name: "block_stats", Description: "How many block calls started and were cancelled.", InputSchema: emptyObject},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			return text(strconv.Itoa(int(cancellations.Load()))), nil
+			return text(fmt.Sprintf("%d started, %d cancelled", blocked.Load(), cancelled.Load())), nil
 		})
 	s.AddTool(&sdk.Tool{Name: "crash", Description: "Crashes the server.", InputSchema: emptyObject},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {

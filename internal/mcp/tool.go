@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -54,8 +55,8 @@ func (t *tool) Run(ctx context.Context, inv tools.Invocation) (tools.Result, err
 		}
 		return tools.Result{Text: msg, IsError: true}, nil
 	}
-	callCtx, cancel := context.WithTimeout(ctx, t.srv.timeout)
-	defer cancel()
+	callCtx, stop := t.withTimeout(ctx)
+	defer stop()
 	res, err := sess.CallTool(callCtx, &sdk.CallToolParams{Name: t.remote, Arguments: json.RawMessage(inv.Args)})
 	if err != nil {
 		return t.failed(ctx, callCtx, err)
@@ -63,12 +64,37 @@ func (t *tool) Run(ctx context.Context, inv tools.Invocation) (tools.Result, err
 	return convertResult(res), nil
 }
 
+// errToolTimeout is the cause of a call's context ending at tool_timeout.
+var errToolTimeout = errors.New("tool_timeout reached")
+
+// withTimeout is context.WithTimeout(ctx, tool_timeout) on the manager's
+// clock, so tests can make a call time out without waiting for it.
+func (t *tool) withTimeout(ctx context.Context) (context.Context, func()) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	timer := t.srv.opts.Clock.NewTimer(t.srv.timeout)
+	done := make(chan struct{})
+	var watcher sync.WaitGroup
+	watcher.Go(func() {
+		select {
+		case <-timer.C():
+			cancel(errToolTimeout)
+		case <-done:
+		}
+	})
+	return callCtx, func() {
+		close(done)
+		watcher.Wait()
+		timer.Stop()
+		cancel(nil)
+	}
+}
+
 // failed turns a call that got no result into the error the model sees.
 func (t *tool) failed(parent, callCtx context.Context, err error) (tools.Result, error) {
 	switch {
 	case parent.Err() != nil:
 		return tools.Result{}, parent.Err() // the turn was stopped; the registry says so
-	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
+	case errors.Is(context.Cause(callCtx), errToolTimeout):
 		return tools.Result{IsError: true, Text: fmt.Sprintf(
 			"Error: %s timed out after %s (tools.mcp_servers.%s.tool_timeout) and was cancelled; "+
 				"try a smaller request or another approach.", t.spec.Name, t.srv.timeout, t.srv.name)}, nil
