@@ -208,7 +208,7 @@ type httpServer struct {
 	headers http.Header   // of the last request
 }
 
-func newHTTPServer(t *testing.T) *httpServer {
+func newHTTPServer(t testing.TB) *httpServer {
 	t.Helper()
 	h := &httpServer{done: make(chan struct{})}
 	h.restart()
