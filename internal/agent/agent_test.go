@@ -305,9 +305,9 @@ func TestCommands(t *testing.T) {
 	if r := reply("/whoami"); !strings.Contains(r, "u1") {
 		t.Errorf("/whoami = %q", r)
 	}
-	if r := reply("/new"); !strings.Contains(r, "new conversation") {
-		t.Errorf("/new = %q", r)
-	}
+	h.script.Push(saveMemory("[2025-01-01 10:00] Asked a question.", "# Memory\n"))
+	h.send("c1", "/new")
+	h.waitFor("/new", func(out []bus.OutboundMessage) bool { return hasMessage(out, "c1", "Started a new conversation") })
 	snap, _ := h.store.Get("test:c1")
 	if len(snap.Messages) != 0 || snap.Route != "" {
 		t.Errorf("/new did not start fresh: %d messages, route %q", len(snap.Messages), snap.Route)

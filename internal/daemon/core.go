@@ -18,10 +18,13 @@ import (
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/skills"
+	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/tools"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -98,6 +101,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	if err := registerBuiltins(reg, cfg, root, b, log.Named("tools")); err != nil {
 		return nil, err
 	}
+	consolidator := memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))
 	ag := agent.New(agent.Config{
 		Workspace:          ws,
 		MaxToolIterations:  cfg.Agents.MaxToolIterations,
@@ -105,11 +109,21 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		MaxTokens:          cfg.Agents.MaxTokens,
 		Temperature:        cfg.Agents.Temperature,
 		MaxInputChars:      cfg.Agents.MaxInputChars,
+		MemoryWindow:       cfg.Agents.MemoryWindow,
 		Version:            opts.Version,
 	}, agent.Deps{
 		Model: router, Sessions: store, Tools: reg, Out: b,
-		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version},
+		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
+			Skills: skills.Loader{Builtin: builtin.FS()}},
+		Memory: consolidator,
+		// Subagents may not talk to the chat, start subagents or schedule jobs.
+		SubagentTools: reg.Without("message", agent.SpawnToolName, "cron"),
+		In:            b,
 	}, log.Named("agent"))
+	if err := reg.Register(ag.SpawnTool()); err != nil {
+		_ = root.Close()
+		return nil, fmt.Errorf("register tool spawn: %w", err)
+	}
 	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, Agent: ag, root: root, log: log}, nil
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/skills"
+	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/tools"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -15,7 +17,8 @@ import (
 // registerBuiltins registers the built-in tools (S-T2) the config enables.
 func registerBuiltins(reg *tools.Registry, cfg *config.Config, root *workspace.Root, b *bus.Bus, log *zap.Logger) error {
 	builtins := []tools.Tool{
-		tools.NewReadFile(root),
+		// Built-in skills are listed at builtin: locations; read_file opens them.
+		tools.NewReadFile(root, tools.WithMount(skills.BuiltinScheme, builtin.FS())),
 		tools.NewWriteFile(root),
 		tools.NewEditFile(root),
 		tools.NewListDir(root),
