@@ -171,7 +171,7 @@ func (a *Agent) newSession(ctx context.Context, m bus.InboundMessage) (string, e
 			case consolidatedModel:
 				saved = " What mattered in the last one is saved in memory."
 			case consolidatedDump:
-				saved = " The model could not summarise the last one, so I saved it word for word in memory/HISTORY.md."
+				saved = " The model could not summarise the last one, so I saved it as a transcript in memory/HISTORY.md."
 			}
 		}
 	}

@@ -201,7 +201,7 @@ func TestConsolidationFailuresRetryThenDump(t *testing.T) {
 			}
 			snap := h.snapshot("test:c1")
 			hist := h.readFile(memory.HistoryFile)
-			if !datedParagraph.MatchString(hist) || !strings.Contains(hist, "kept word for word") ||
+			if !datedParagraph.MatchString(hist) || !strings.Contains(hist, "saved as a transcript") ||
 				!strings.Contains(hist, "m0") || !strings.Contains(hist, "test:c1") || strings.Contains(hist, `"parts"`) {
 				t.Errorf("HISTORY.md should hold a dated, readable transcript:\n%s", hist)
 			}

@@ -133,10 +133,10 @@ func (c *Consolidator) Dump(key string, msgs []llm.Message, cause error) error {
 	}
 	why := "memory consolidation failed"
 	if cause != nil {
-		why += " (" + firstLine(cause.Error()) + ")"
+		why += " (" + strings.TrimPrefix(firstLine(cause.Error()), "memory: consolidate "+key+": ") + ")"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[%s] Transcript of %d messages of session %s, %s to %s, kept word for word because %s:\n",
+	fmt.Fprintf(&b, "[%s] %d messages of session %s, %s to %s, saved as a transcript (tool output shortened) because %s:\n",
 		first.In(c.cfg.Location).Format(stampLayout), len(msgs), key,
 		first.In(c.cfg.Location).Format(stampLayout), last.In(c.cfg.Location).Format(stampLayout), why)
 	b.WriteString(transcript(msgs, transcriptOptions{level: llm.Summary, loc: c.cfg.Location}))
