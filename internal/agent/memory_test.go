@@ -421,3 +421,30 @@ func TestCutPoint(t *testing.T) {
 		})
 	}
 }
+
+func TestNewSavesATranscriptWhenConsolidationKeepsFailing(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MemoryMaxFailures = 2 })
+	h.script.Func = func(r fakellm.Request) fakellm.Reply {
+		if isMemoryCall(r) {
+			return fakellm.Reply{Status: 503, ErrorMessage: "overloaded"}
+		}
+		return fakellm.Reply{Text: "hello"}
+	}
+	h.turn("c1", "hi, my passport number ends in 42")
+	h.send("c1", "/new")
+	h.waitFor("first /new refused", func(out []bus.OutboundMessage) bool { return hasMessage(out, "c1", "could not save") })
+	if archives(t, h) != 0 {
+		t.Fatal("archived after one failure")
+	}
+	h.send("c1", "/new")
+	out := h.waitFor("second /new", func(out []bus.OutboundMessage) bool { return hasMessage(out, "c1", "Started a new conversation") })
+	if !hasMessage(out, "c1", "saved it as a transcript") {
+		t.Error("the user should learn the conversation was saved as a transcript")
+	}
+	if archives(t, h) != 1 || len(h.snapshot("test:c1").Messages) != 0 {
+		t.Error("the session should be archived once its messages are in HISTORY.md")
+	}
+	if hist := h.readFile(memory.HistoryFile); !strings.Contains(hist, "passport number ends in 42") || !strings.Contains(hist, "memory consolidation failed") {
+		t.Errorf("HISTORY.md:\n%s", hist)
+	}
+}

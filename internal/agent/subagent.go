@@ -57,6 +57,9 @@ type subagents struct {
 type subagent struct {
 	id, key, label, task string
 	cancel               context.CancelFunc
+	// root is the context of all subagents, cancelled when Run ends; the
+	// announcement uses it so a shutdown never waits on a full bus.
+	root context.Context
 }
 
 // start makes spawning possible under ctx (called by Run).
@@ -122,7 +125,7 @@ func (a *Agent) spawn(origin tools.Origin, task, label string) (*subagent, error
 		return nil, fmt.Errorf("this chat already has %d background tasks running (the limit); wait for one to finish or do this yourself", len(s.byKey[origin.SessionKey]))
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, a.cfg.SubagentTimeout)
-	sa := &subagent{id: newTurnID(), key: origin.SessionKey, label: label, task: task, cancel: cancel}
+	sa := &subagent{id: newTurnID(), key: origin.SessionKey, label: label, task: task, cancel: cancel, root: s.ctx}
 	if s.byKey[sa.key] == nil {
 		s.byKey[sa.key] = map[string]*subagent{}
 	}
@@ -184,7 +187,7 @@ func (a *Agent) announce(sa *subagent, origin tools.Origin, status, result strin
 		Channel: origin.Channel, ChatID: origin.ChatID, SenderID: origin.SenderID, MessageID: origin.MessageID,
 		Content: content, Metadata: meta, SessionKey: sa.key, Time: a.now(),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(sa.root, 30*time.Second)
 	defer cancel()
 	if err := a.in.PublishInbound(ctx, m); err != nil {
 		log.Warn("could not announce the subagent's result", zap.Error(err))
