@@ -129,8 +129,7 @@ func TestConsolidationPastMemoryWindow(t *testing.T) {
 	}
 
 	// The next turn sees the new memory and only the newest half of the session.
-	h.script.Func = nil
-	h.script.Push(fakellm.Reply{Text: "tea it is"})
+	h.script.Push(fakellm.Reply{Text: "tea it is"}) // queued replies come before Func
 	h.turn("c1", "what do I drink?")
 	reqs := h.script.Requests()
 	last := reqs[len(reqs)-1]

@@ -201,6 +201,13 @@ func TestStopCancelsSubagents(t *testing.T) {
 	}
 	h.turn("c1", "start something slow")
 	h.until("subagent running", func() bool { return subStarted.Load() == 1 })
+	// The turn's final is out before its session goes idle; only then is
+	// the subagent the one thing /stop can stop.
+	h.until("session idle", func() bool {
+		h.agent.mu.Lock()
+		defer h.agent.mu.Unlock()
+		return h.agent.active["test:c1"] == nil
+	})
 	if !strings.Contains(h.command("c1", "/status"), "Background tasks running: 1") {
 		t.Error("/status should count the running subagent")
 	}
