@@ -184,6 +184,7 @@ type Agent struct {
 
 	memory      Memory
 	mem         memoryStates
+	tallies     tallies
 	subTools    Tools
 	in          InboundPublisher
 	subs        subagents

@@ -176,6 +176,7 @@ func (a *Agent) newSession(ctx context.Context, m bus.InboundMessage) (string, e
 		}
 	}
 	path, err := a.store.Archive(key)
+	a.tallies.forget(key)
 	if err != nil {
 		return "I could not start a new conversation; this one is kept. See the daemon log.", fmt.Errorf("new: %w", err)
 	}

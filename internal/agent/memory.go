@@ -150,15 +150,58 @@ func (a *Agent) afterTurn(ctx context.Context, key string) {
 
 // needsConsolidation applies the two triggers of S-M2 to the session.
 func (a *Agent) needsConsolidation(snap session.Snapshot) bool {
-	unc := snap.Unconsolidated()
-	if len(unc) > a.cfg.MemoryWindow {
+	if len(snap.Unconsolidated()) > a.cfg.MemoryWindow {
 		return true
 	}
-	tokens := 0
-	for _, m := range unc {
-		tokens += history.Estimate(m)
-	}
+	tokens := a.tallies.tokens(snap)
 	return float64(tokens) > a.cfg.MemoryShare*float64(a.model.ContextWindow(a.routeOf(snap)))
+}
+
+// maxTallies bounds the token tallies kept; beyond it they are all dropped
+// and rebuilt as sessions take turns, so memory stays bounded however many
+// chats the daemon sees over months.
+const maxTallies = 4096
+
+// tallies caches the token estimate of each session's unconsolidated part,
+// so the check after a turn costs what the turn added rather than the whole
+// part (see BenchmarkNeedsConsolidation).
+type tallies struct {
+	mu sync.Mutex
+	m  map[string]tally
+}
+
+// tally is the estimate n of Messages[from:to] of the session file created
+// at created (a session archived by /new starts a new file).
+type tally struct {
+	created     time.Time
+	from, to, n int
+}
+
+// forget drops key's tally (its session was archived).
+func (t *tallies) forget(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, key)
+}
+
+// tokens returns the estimate of snap's unconsolidated part, counting only
+// the messages added since the last call for the same session file and offset.
+func (t *tallies) tokens(snap session.Snapshot) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.m[snap.Key]
+	if !ok || !c.created.Equal(snap.Created) || c.from != snap.Consolidated || c.to > len(snap.Messages) {
+		c = tally{created: snap.Created, from: snap.Consolidated, to: snap.Consolidated}
+	}
+	for _, m := range snap.Messages[c.to:] {
+		c.n += history.Estimate(m)
+	}
+	c.to = len(snap.Messages)
+	if t.m == nil || (!ok && len(t.m) >= maxTallies) {
+		t.m = make(map[string]tally)
+	}
+	t.m[snap.Key] = c
+	return c.n
 }
 
 // consolidateNow folds everything unconsolidated into memory, waiting for a
