@@ -126,8 +126,8 @@ func (a *Agent) afterTurn(ctx context.Context, key string) {
 		return
 	}
 	snap, err := a.store.Get(key)
-	if err != nil || !a.needsConsolidation(snap) {
-		return
+	if err != nil || !a.needsConsolidation(snap) || cutPoint(snap.Messages, snap.Consolidated) <= snap.Consolidated {
+		return // nothing to do, or one long turn that cannot be cut yet
 	}
 	st, ok := a.mem.acquire(ctx, key, false)
 	if !ok {

@@ -89,6 +89,7 @@ func smallWindow(c *Config) {
 var datedParagraph = regexp.MustCompile(`(?m)^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] `)
 
 func TestConsolidationPastMemoryWindow(t *testing.T) {
+	noLeaks(t)
 	h := newHarness(t, smallWindow)
 	h.writeFile(memory.MemoryFile, "# Memory\n\n- The user is called Ada.\n")
 	h.writeFile(memory.HistoryFile, "# History\n")
@@ -220,6 +221,7 @@ func TestConsolidationFailuresRetryThenDump(t *testing.T) {
 }
 
 func TestConsolidationsOfOneSessionNeverOverlap(t *testing.T) {
+	noLeaks(t)
 	h := newHarness(t, smallWindow)
 	gate := make(chan struct{})
 	var gateOnce sync.Once
@@ -290,6 +292,7 @@ func currentMemory(t *testing.T, prompt string) string {
 }
 
 func TestConcurrentSessionsDoNotLoseMemoryUpdates(t *testing.T) {
+	noLeaks(t)
 	h := newHarness(t, smallWindow)
 	h.writeFile(memory.MemoryFile, "# Memory\n")
 	both := make(chan struct{})
@@ -335,6 +338,7 @@ func TestConcurrentSessionsDoNotLoseMemoryUpdates(t *testing.T) {
 }
 
 func TestNewKeepsSessionWhenConsolidationFails(t *testing.T) {
+	noLeaks(t)
 	h := newHarness(t)
 	h.script.Push(fakellm.Reply{Text: "hello"}, fakellm.Reply{Text: "sure"})
 	h.turn("c1", "hi")
@@ -445,5 +449,28 @@ func TestNewSavesATranscriptWhenConsolidationKeepsFailing(t *testing.T) {
 	}
 	if hist := h.readFile(memory.HistoryFile); !strings.Contains(hist, "passport number ends in 42") || !strings.Contains(hist, "memory consolidation failed") {
 		t.Errorf("HISTORY.md:\n%s", hist)
+	}
+}
+
+func TestConsolidationByTokenShare(t *testing.T) {
+	noLeaks(t)
+	// 1% of gpt-4o-mini's 128k window is 1,280 tokens: two long messages
+	// cross it long before the memory window of 100 messages.
+	h := newHarness(t, func(c *Config) { c.MemoryShare = 0.01 })
+	h.script.Func = func(r fakellm.Request) fakellm.Reply {
+		if isMemoryCall(r) {
+			return saveMemory("[2025-01-01 10:00] Pasted two long documents.", "# Memory\n- Works on long documents.\n")
+		}
+		return fakellm.Reply{Text: "read it"}
+	}
+	long := strings.Repeat("lorem ipsum dolor sit amet ", 400)
+	h.turn("c1", "first document: "+long)
+	if n := h.memoryCalls(); n != 0 {
+		t.Fatalf("a single turn cannot be cut, yet %d memory calls were made", n)
+	}
+	h.turn("c1", "second document: "+long)
+	h.until("consolidation", func() bool { return h.snapshot("test:c1").Consolidated > 0 })
+	if snap := h.snapshot("test:c1"); snap.Consolidated != 2 || len(snap.Messages) != 4 {
+		t.Errorf("offset %d of %d, want the first turn (2 of 4) consolidated", snap.Consolidated, len(snap.Messages))
 	}
 }
