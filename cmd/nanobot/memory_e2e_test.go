@@ -37,25 +37,28 @@ func (e *env) readWorkspace(rel string) string {
 
 // TestAgentConsolidatesMemory runs the real binary past memory_window: the
 // one-shot agent consolidates before it exits (Run waits for it), over the
-// OpenAI wire protocol with a forced tool call.
+// OpenAI wire protocol with a forced tool call. (Replies are queued up front:
+// the fake's Func would race with the requests arriving from the process.)
 func TestAgentConsolidatesMemory(t *testing.T) {
 	e := newEnv(t)
 	e.setAgentsConfig("  memory_window: 10\n")
-	e.script.Func = func(r fakellm.Request) fakellm.Reply {
-		if r.ToolChoice == "save_memory" {
-			mem, _, _ := strings.Cut(strings.SplitN(r.LastUserText(), "## Current MEMORY.md\n\n", 2)[1], "\n## Conversation to fold in")
-			args, _ := json.Marshal(map[string]string{
-				"history_entry": "Ada counted from zero to two.",
-				"memory_update": mem + "- Ada likes counting.\n",
-			})
-			return fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "call_save", Name: "save_memory", Args: string(args)}}}
-		}
-		return fakellm.Reply{Text: "ok"}
+	template := e.readWorkspace("memory/MEMORY.md")
+	for range 6 {
+		e.script.Push(fakellm.Reply{Text: "ok"})
 	}
+	args, _ := json.Marshal(map[string]string{
+		"history_entry": "Ada counted from zero to two.",
+		"memory_update": template + "- Ada likes counting.\n",
+	})
+	e.script.Push(fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "call_save", Name: "save_memory", Args: string(args)}}})
 	for i := range 6 {
 		if _, stderr, err := e.run("agent", "-m", fmt.Sprintf("count %d", i)); err != nil {
 			t.Fatalf("agent %d: %v\n%s", i, err, stderr)
 		}
+	}
+	reqs := e.script.Requests()
+	if len(reqs) != 7 || reqs[6].ToolChoice != "save_memory" || !strings.Contains(reqs[6].LastUserText(), template) {
+		t.Fatalf("want 6 turns then one forced save_memory call showing MEMORY.md; got %d requests", len(reqs))
 	}
 	var consolidated float64
 	for _, l := range e.sessionLines() {
@@ -66,8 +69,7 @@ func TestAgentConsolidatesMemory(t *testing.T) {
 	if consolidated != 6 {
 		t.Errorf("session offset record = %v, want 6", consolidated)
 	}
-	mem := e.readWorkspace("memory/MEMORY.md")
-	if !strings.HasPrefix(mem, "# Memory") || !strings.HasSuffix(mem, "## Things to remember\n- Ada likes counting.\n") {
+	if mem := e.readWorkspace("memory/MEMORY.md"); mem != template+"- Ada likes counting.\n" {
 		t.Errorf("MEMORY.md should be the template plus the new fact:\n%s", mem)
 	}
 	hist := e.readWorkspace("memory/HISTORY.md")
@@ -77,25 +79,22 @@ func TestAgentConsolidatesMemory(t *testing.T) {
 }
 
 // TestAgentReadsBuiltinSkill checks the wiring of the built-in skills: they
-// are listed in the prompt and read_file opens their location.
+// are listed in the prompt at a location read_file opens.
 func TestAgentReadsBuiltinSkill(t *testing.T) {
 	e := newEnv(t)
-	location := regexp.MustCompile(`<name>skill-creator</name>.*?<location>([^<]+)</location>`)
-	e.script.Func = func(r fakellm.Request) fakellm.Reply {
-		if len(r.Messages[len(r.Messages)-1].ToolResults) > 0 {
-			return fakellm.Reply{Text: "read it"}
-		}
-		m := location.FindStringSubmatch(r.System)
-		if m == nil {
-			return fakellm.Reply{Text: "skill-creator is not in the prompt"}
-		}
-		return fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "call_1", Name: "read_file", Args: `{"path":"` + m[1] + `"}`}}}
-	}
+	const location = "builtin:skill-creator/SKILL.md"
+	e.script.Push(
+		fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "call_1", Name: "read_file", Args: `{"path":"` + location + `"}`}}},
+		fakellm.Reply{Text: "read it"},
+	)
 	out, stderr, err := e.run("agent", "-m", "teach yourself a new skill")
 	if err != nil || strings.TrimSpace(out) != "read it" {
 		t.Fatalf("agent: %v\nstdout: %s\nstderr: %s", err, out, stderr)
 	}
 	reqs := e.script.Requests()
+	if !strings.Contains(reqs[0].System, "<name>skill-creator</name>") || !strings.Contains(reqs[0].System, "<location>"+location+"</location>") {
+		t.Errorf("skill-creator is not listed at %s in the system prompt", location)
+	}
 	res := reqs[1].Messages[len(reqs[1].Messages)-1].ToolResults
 	if len(res) != 1 || res[0].IsError || !strings.Contains(res[0].Content, "skills/<name>/SKILL.md") {
 		t.Errorf("read_file on the built-in skill: %+v", res)
