@@ -92,8 +92,9 @@ type Config struct {
 	SubagentIterations int
 	// SubagentTimeout bounds a subagent's whole run [15m].
 	SubagentTimeout time.Duration
-	// MaxSubagents caps running subagents in total [8] and per session [3].
-	MaxSubagents           int
+	// MaxSubagents caps the subagents running at once in total [8].
+	MaxSubagents int
+	// MaxSubagentsPerSession caps them per session [3].
 	MaxSubagentsPerSession int
 }
 

@@ -114,7 +114,7 @@ func (c *Consolidator) Consolidate(ctx context.Context, route, key string, msgs 
 		if err != nil {
 			return fmt.Errorf("memory: consolidate %s: %w", key, err)
 		}
-		c.log.Info("memory consolidated", zap.String("session", key), zap.Int("messages", len(msgs)),
+		c.log.Debug("memory consolidated", zap.String("session", key), zap.Int("messages", len(msgs)),
 			zap.Bool("memory_changed", save.memory != base))
 		return nil
 	}
