@@ -313,4 +313,3 @@ func TestShutdownFinishesRunningTurn(t *testing.T) {
 	}
 	g.sessionValid()
 }
-
