@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"strconv"
 	"strings"
@@ -239,8 +240,8 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 			}
 		}
 		q.pending = q.pending[n:]
-		turnCtx, cancel := context.WithCancel(ctx)
-		q.cancel = cancel
+		turnCtx, cancel := context.WithCancelCause(ctx)
+		q.cancel = func() { cancel(errStopped) }
 		a.mu.Unlock()
 
 		if _, _, isCmd := parseCommand(batch[0].Content); isCmd {
@@ -249,7 +250,7 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 		} else {
 			a.runTurn(turnCtx, key, batch[:n])
 		}
-		cancel()
+		cancel(nil)
 		a.mu.Lock()
 		q.cancel = nil
 		a.mu.Unlock()
@@ -281,6 +282,10 @@ func (a *Agent) stop(ctx context.Context, m bus.InboundMessage) {
 	a.log.Info("stop requested", zap.String("session", key), zap.Bool("running", running), zap.Int("dropped", len(dropped)))
 	a.notify(ctx, m, reply, false)
 }
+
+// errStopped is the cause of a turn cancelled by /stop (as opposed to one
+// cancelled by shutdown).
+var errStopped = errors.New("stopped by the user")
 
 // ack confirms an inbound message to its channel (see bus.InboundMessage.Ack).
 func (a *Agent) ack(m bus.InboundMessage) {

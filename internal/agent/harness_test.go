@@ -28,6 +28,8 @@ type harness struct {
 	bus    *bus.Bus
 	agent  *Agent
 	reg    *tools.Registry
+	// stopAgent cancels the agent's context, as a shutdown past its grace does.
+	stopAgent func()
 
 	mu     sync.Mutex
 	out    []bus.OutboundMessage
@@ -63,6 +65,7 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 		Prompt: &PromptBuilder{Workspace: ws, Version: "test"}}, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
+	h.stopAgent = cancel
 	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)
