@@ -3,8 +3,8 @@ package agent
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"

@@ -211,4 +211,3 @@ func (c *Channel) transcribe(ctx context.Context, m *models.Message) (string, er
 
 // errTranscriptionOff: no transcription endpoint is configured.
 var errTranscriptionOff = errors.New("transcription is off")
-
