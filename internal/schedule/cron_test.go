@@ -172,7 +172,7 @@ func TestRecurringJobMissedRunsFireOnceNotInABurst(t *testing.T) {
 	f := newCronFixture(t)
 	first := f.cron()
 	j := mustAdd(t, first, chat42, When{Every: "10m"}, "drink water") // due 12:10, 12:20, ...
-	f.clock.Advance(65 * time.Minute)                                  // down until 13:05: six runs missed
+	f.clock.Advance(65 * time.Minute)                                 // down until 13:05: six runs missed
 
 	second := f.cron()
 	start(t, second)

@@ -61,7 +61,9 @@ func (b *inbox) wait(t *testing.T, n int) []bus.InboundMessage {
 	}
 }
 
-type runner interface{ Run(ctx context.Context) error }
+type runner interface {
+	Run(ctx context.Context) error
+}
 
 // start runs r until the returned stop is called (or the test ends) and
 // checks that Run returned nil.

@@ -233,7 +233,7 @@ var durationPart = regexp.MustCompile(`^(\d+(?:\.\d+)?)\s*([a-z]+)\s*(?:,|and)?\
 
 var durationUnits = map[string]time.Duration{
 	"ms": time.Millisecond,
-	"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
+	"s":  time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
 	"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
 	"h": time.Hour, "hr": time.Hour, "hrs": time.Hour, "hour": time.Hour, "hours": time.Hour,
 	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
