@@ -104,3 +104,10 @@ func waitArmed(t *testing.T, fc *clock.Fake, d time.Duration) {
 		return ok && got == d
 	})
 }
+
+// The helpers, for the external tests (agent_test.go).
+var (
+	Start      = start
+	WaitArmed  = waitArmed
+	Eventually = eventually
+)
