@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -283,7 +284,8 @@ func parseDecision(msg llm.Message, tasks []string, now time.Time) (decision, er
 		var a struct {
 			Decision string `json:"decision"`
 			Reason   string `json:"reason"`
-			Tasks    []int  `json:"tasks"`
+			// Numbers, though some models send them as strings.
+			Tasks []json.Number `json:"tasks"`
 		}
 		if err := json.Unmarshal(c.Arguments, &a); err != nil {
 			return decision{}, fmt.Errorf("heartbeat decision: %w", err)
@@ -296,8 +298,9 @@ func parseDecision(msg llm.Message, tasks []string, now time.Time) (decision, er
 		default:
 			return decision{}, fmt.Errorf("heartbeat decision: %q is neither skip nor run", a.Decision)
 		}
-		for _, n := range a.Tasks {
-			if n >= 1 && n <= len(tasks) && !slices.Contains(d.Tasks, tasks[n-1]) {
+		for _, num := range a.Tasks {
+			n, err := strconv.Atoi(num.String())
+			if err == nil && n >= 1 && n <= len(tasks) && !slices.Contains(d.Tasks, tasks[n-1]) {
 				d.Tasks = append(d.Tasks, tasks[n-1])
 			}
 		}

@@ -143,7 +143,7 @@ func TestHeartbeatSkipPublishesNothing(t *testing.T) {
 
 func TestHeartbeatRunDeliversDueTasksToTheMostRecentChat(t *testing.T) {
 	const reason = "internal-reason-7f3a"
-	f := newHeartbeatFixture(t, twoTasks, threeSessions, decides(`{"decision":"run","tasks":[2,7],"reason":"`+reason+`"}`))
+	f := newHeartbeatFixture(t, twoTasks, threeSessions, decides(`{"decision":"run","tasks":[2,7,"2"],"reason":"`+reason+`"}`))
 	if got := f.hb.check(context.Background()); got != outcomeRun {
 		t.Fatalf("outcome = %q", got)
 	}

@@ -161,13 +161,17 @@ func (g *guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 		return nil, fmt.Errorf("resolve %s: %w", host, err)
 	}
 	var errs []error
+	var public []netip.AddrPort
 	for _, a := range addrs {
 		ap := netip.AddrPortFrom(a.Unmap(), uint16(port))
 		if err := g.check(host, ap); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		conn, err := g.dialer.DialContext(ctx, network, ap.String())
+		public = append(public, ap)
+	}
+	for i, ap := range public {
+		conn, err := g.dialOne(ctx, network, ap, len(public)-i)
 		if err == nil {
 			return conn, nil
 		}
@@ -177,4 +181,16 @@ func (g *guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 		return nil, fmt.Errorf("resolve %s: no addresses", host)
 	}
 	return nil, errors.Join(errs...)
+}
+
+// dialOne connects to ap. With more addresses left to try, it gets its share
+// of the connect timeout, as net.Dialer does, so one dead address (an IPv6
+// route that goes nowhere) does not use up the whole timeout.
+func (g *guard) dialOne(ctx context.Context, network string, ap netip.AddrPort, left int) (net.Conn, error) {
+	if left > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.dialer.Timeout/time.Duration(left))
+		defer cancel()
+	}
+	return g.dialer.DialContext(ctx, network, ap.String())
 }

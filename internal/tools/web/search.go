@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -113,7 +114,7 @@ func (s *Search) Run(ctx context.Context, inv tools.Invocation) (tools.Result, e
 	}
 	q := strings.TrimSpace(a.Query)
 	if q == "" {
-		return tools.Result{}, fmt.Errorf("query is empty")
+		return tools.Result{}, errors.New("query is empty")
 	}
 	n := s.max
 	if a.Count > 0 && a.Count < n {
