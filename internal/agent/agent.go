@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -314,8 +315,8 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 			}
 		}
 		q.pending = q.pending[n:]
-		turnCtx, cancel := context.WithCancel(ctx)
-		q.cancel = cancel
+		turnCtx, cancel := context.WithCancelCause(ctx)
+		q.cancel = func() { cancel(errStopped) }
 		a.mu.Unlock()
 
 		if _, _, isCmd := parseCommand(batch[0].Content); isCmd {
@@ -325,7 +326,7 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 			a.runTurn(turnCtx, key, batch[:n])
 			a.afterTurn(ctx, key)
 		}
-		cancel()
+		cancel(nil)
 		a.mu.Lock()
 		q.cancel = nil
 		a.mu.Unlock()
@@ -362,6 +363,10 @@ func (a *Agent) stop(ctx context.Context, m bus.InboundMessage) {
 		zap.Int("subagents", subagents))
 	a.notify(ctx, m, reply, false)
 }
+
+// errStopped is the cause of a turn cancelled by /stop (as opposed to one
+// cancelled by shutdown).
+var errStopped = errors.New("stopped by the user")
 
 // ack confirms an inbound message to its channel (see bus.InboundMessage.Ack).
 func (a *Agent) ack(m bus.InboundMessage) {

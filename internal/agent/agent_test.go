@@ -354,3 +354,21 @@ func TestQueueOverflowDropsOldest(t *testing.T) {
 		}
 	}
 }
+
+func TestShutdownCancellationTellsTheUser(t *testing.T) {
+	h := newHarness(t)
+	h.script.Push(fakellm.Reply{Text: "never", Delay: time.Minute})
+	h.send("c1", "long task")
+	for len(h.script.Requests()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	h.stopAgent() // as the daemon does when the grace period is over
+	f := h.waitFinals("c1", 1)[0]
+	if !f.IsError || !strings.Contains(f.Content, "restarting") {
+		t.Errorf("final after a shutdown cancellation = %+v", f)
+	}
+	snap, _ := h.store.Get("test:c1")
+	if len(snap.Messages) != 1 || snap.Messages[0].Role != llm.RoleUser {
+		t.Errorf("session after cancellation: %+v", snap.Messages)
+	}
+}

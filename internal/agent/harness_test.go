@@ -32,6 +32,8 @@ type harness struct {
 	agent  *Agent
 	reg    *tools.Registry
 	memory *memory.Consolidator
+	// stopAgent cancels the agent's context, as a shutdown past its grace does.
+	stopAgent func()
 
 	mu     sync.Mutex
 	out    []bus.OutboundMessage
@@ -72,6 +74,7 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
+	h.stopAgent = cancel
 	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)

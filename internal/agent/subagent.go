@@ -20,13 +20,14 @@ import (
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
-// MetaSystem is the inbound Metadata key that marks a message the program
-// wrote, not the user; its value says what wrote it (MetaSubagent). Such a
-// message is never parsed as a chat command, and the turn it starts is the
-// main agent reacting to it.
-const MetaSystem = "nanobot_system"
+// MetaSource is the inbound Metadata key that marks a message the program
+// wrote, not a person; its value says what wrote it: MetaSubagent here,
+// "cron" and "heartbeat" in internal/schedule. Such a message is never
+// parsed as a chat command, and the turn it starts is the main agent
+// reacting to it.
+const MetaSource = "source"
 
-// MetaSubagent is MetaSystem's value on a subagent's result.
+// MetaSubagent is MetaSource's value on a subagent's result.
 const MetaSubagent = "subagent"
 
 // SpawnToolName is the name of the spawn tool; subagents never get it.
@@ -182,7 +183,7 @@ func (a *Agent) announce(sa *subagent, origin tools.Origin, status, result strin
 	if meta == nil {
 		meta = map[string]string{}
 	}
-	meta[MetaSystem] = MetaSubagent
+	meta[MetaSource] = MetaSubagent
 	m := bus.InboundMessage{
 		Channel: origin.Channel, ChatID: origin.ChatID, SenderID: origin.SenderID, MessageID: origin.MessageID,
 		Content: content, Metadata: meta, SessionKey: sa.key, Time: a.now(),
@@ -323,5 +324,5 @@ func (t spawnTool) Run(_ context.Context, inv tools.Invocation) (tools.Result, e
 		"tell the user it is running.", name, sa.id)}, nil
 }
 
-// isSystem reports whether m was written by the program (MetaSystem).
-func isSystem(m bus.InboundMessage) bool { return m.Metadata[MetaSystem] != "" }
+// isSystem reports whether m was written by the program (MetaSource).
+func isSystem(m bus.InboundMessage) bool { return m.Metadata[MetaSource] != "" }

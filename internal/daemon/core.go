@@ -67,9 +67,9 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	for name, pc := range cfg.Providers {
 		switch pc.Kind {
 		case openai.API:
-			providers[name] = openai.New(name, pc, hc, log.Named("provider").With(zap.String("provider", name)))
+			providers[name] = openai.New(name, pc, hc, log.Named("provider"))
 		case anthropic.API:
-			providers[name] = anthropic.New(name, pc, hc, log.Named("provider").With(zap.String("provider", name)))
+			providers[name] = anthropic.New(name, pc, hc, log.Named("provider"))
 		default:
 			return nil, fmt.Errorf("providers.%s.kind: %q is not supported", name, pc.Kind)
 		}
