@@ -312,9 +312,10 @@ func selfCPU() time.Duration {
 
 // medianMemory takes the median of each field over the samples.
 func medianMemory(ms []memory) memory {
-	var rss, anon, file, peak []int64
+	var rss, anon, file, peak, threads []int64
 	for _, m := range ms {
 		rss, anon, file, peak = append(rss, m.RSS), append(anon, m.Anon), append(file, m.File), append(peak, m.Peak)
+		threads = append(threads, int64(m.Threads))
 	}
-	return memory{RSS: median(rss), Anon: median(anon), File: median(file), Peak: median(peak)}
+	return memory{RSS: median(rss), Anon: median(anon), File: median(file), Peak: median(peak), Threads: int(median(threads))}
 }
