@@ -192,6 +192,8 @@ func drive(ctx context.Context, o options, s setup, chats int, name string) (loa
 		var err error
 		res, err = newDriver(h, chats).run(ctx, o.warmup, o.window)
 		if err != nil {
+			cancel() // the profiler stops; wait for it before the gateway goes
+			<-profiled
 			return err
 		}
 		return <-profiled
