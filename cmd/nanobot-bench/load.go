@@ -164,7 +164,7 @@ type loadResult struct {
 	RSS           memory // sampled every 100 ms in the window: median
 	RSSMax        int64
 	ReqBytes      int64 // median request body size sent to the model
-	ModelCalls    int64 // model calls per turn (1 without tools)
+	ModelCalls    int64 // model calls per turn (1 without tools; 2 when a memory consolidation ran after it)
 }
 
 // CPUPerTurn is the gateway's CPU time per completed turn.
