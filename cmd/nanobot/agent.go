@@ -49,10 +49,11 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
 				return nil // interrupted by the user
 			}
-			if err != nil {
+			var replyErr *cli.ReplyError
+			if errors.As(err, &replyErr) {
 				return exitError{code: 1} // the agent's message was printed already
 			}
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().StringVarP(&message, "message", "m", "", "send one message, print the reply and exit")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +75,28 @@ type Config struct {
 	// turn published on the bus [250ms]; channels throttle edits further.
 	DraftInterval time.Duration
 	Version       string
+
+	// MemoryWindow is how many unconsolidated messages trigger a memory
+	// consolidation [100] (agents.memory_window).
+	MemoryWindow int
+	// MemoryShare is the share of the route's context window the
+	// unconsolidated messages may fill before they are consolidated [0.5].
+	MemoryShare float64
+	// MemoryRetry is the wait after a failed consolidation, doubled per
+	// further failure [1m].
+	MemoryRetry time.Duration
+	// MemoryMaxFailures is how many consecutive failures make the part be
+	// saved to HISTORY.md as a raw transcript instead [3].
+	MemoryMaxFailures int
+
+	// SubagentIterations caps a subagent's model calls [15].
+	SubagentIterations int
+	// SubagentTimeout bounds a subagent's whole run [15m].
+	SubagentTimeout time.Duration
+	// MaxSubagents caps the subagents running at once in total [8].
+	MaxSubagents int
+	// MaxSubagentsPerSession caps them per session [3].
+	MaxSubagentsPerSession int
 }
 
 func (c Config) withDefaults() Config {
@@ -91,6 +115,30 @@ func (c Config) withDefaults() Config {
 	if c.DraftInterval <= 0 {
 		c.DraftInterval = 250 * time.Millisecond
 	}
+	if c.MemoryWindow <= 0 {
+		c.MemoryWindow = 100
+	}
+	if c.MemoryShare <= 0 || c.MemoryShare > 1 {
+		c.MemoryShare = 0.5
+	}
+	if c.MemoryRetry <= 0 {
+		c.MemoryRetry = time.Minute
+	}
+	if c.MemoryMaxFailures <= 0 {
+		c.MemoryMaxFailures = 3
+	}
+	if c.SubagentIterations <= 0 {
+		c.SubagentIterations = 15
+	}
+	if c.SubagentTimeout <= 0 {
+		c.SubagentTimeout = 15 * time.Minute
+	}
+	if c.MaxSubagents <= 0 {
+		c.MaxSubagents = 8
+	}
+	if c.MaxSubagentsPerSession <= 0 {
+		c.MaxSubagentsPerSession = 3
+	}
 	return c
 }
 
@@ -103,8 +151,17 @@ type Deps struct {
 	Prompt   *PromptBuilder
 	// Now is the clock [time.Now].
 	Now func() time.Time
-	// StatusLines, when set, adds lines to /status (e.g. each MCP server's
-	// state and tool count).
+
+	// Memory consolidates old messages into long-term memory; nil turns
+	// consolidation off (and /new archives without saving).
+	Memory Memory
+	// SubagentTools are the tools subagents may use (the registry without
+	// message, spawn and cron); nil turns the spawn tool off.
+	SubagentTools Tools
+	// In receives subagents' results for their chat; required with
+	// SubagentTools.
+	In InboundPublisher
+	// StatusLines, when set, adds lines to /status (e.g. MCP servers).
 	StatusLines func() []string
 }
 
@@ -119,8 +176,6 @@ type Agent struct {
 	now     func() time.Time
 	log     *zap.Logger
 	started time.Time
-	// statusLines adds lines to /status; nil for none.
-	statusLines func() []string
 
 	// turns caps concurrent turns across sessions.
 	turns chan struct{}
@@ -128,6 +183,14 @@ type Agent struct {
 	mu     sync.Mutex
 	active map[string]*sessionQueue
 	wg     sync.WaitGroup
+
+	memory      Memory
+	mem         memoryStates
+	tallies     tallies
+	subTools    Tools
+	in          InboundPublisher
+	subs        subagents
+	statusLines func() []string
 }
 
 // sessionQueue is one session's pending work and its running turn.
@@ -156,6 +219,9 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		turns:   make(chan struct{}, cfg.MaxConcurrentTurns),
 		active:  make(map[string]*sessionQueue),
 
+		memory:      deps.Memory,
+		subTools:    deps.SubagentTools,
+		in:          deps.In,
 		statusLines: deps.StatusLines,
 	}
 }
@@ -163,9 +229,12 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 // Run serves messages from in until in is closed (then it finishes the
 // queued and running turns and returns) or ctx ends (then running turns are
 // cancelled; their user messages are already persisted). It always waits for
-// every goroutine it started.
+// every goroutine it started. Subagents are cancelled when Run ends: their
+// results could no longer be announced.
 func (a *Agent) Run(ctx context.Context, in <-chan bus.InboundMessage) error {
+	a.subs.start(ctx)
 	defer a.wg.Wait()
+	defer a.subs.close()
 	for {
 		select {
 		case <-ctx.Done():
@@ -182,7 +251,7 @@ func (a *Agent) Run(ctx context.Context, in <-chan bus.InboundMessage) error {
 // dispatch handles the commands that must not wait behind a running turn
 // and queues everything else on its session.
 func (a *Agent) dispatch(ctx context.Context, m bus.InboundMessage) {
-	if cmd, _, ok := parseCommand(m.Content); ok {
+	if cmd, _, ok := parseCommand(m.Content); ok && !isSystem(m) {
 		switch cmd {
 		case "stop":
 			a.stop(ctx, m)
@@ -246,8 +315,8 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 			}
 		}
 		q.pending = q.pending[n:]
-		turnCtx, cancel := context.WithCancel(ctx)
-		q.cancel = cancel
+		turnCtx, cancel := context.WithCancelCause(ctx)
+		q.cancel = func() { cancel(errStopped) }
 		a.mu.Unlock()
 
 		if _, _, isCmd := parseCommand(batch[0].Content); isCmd {
@@ -255,8 +324,9 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 			a.command(turnCtx, batch[0])
 		} else {
 			a.runTurn(turnCtx, key, batch[:n])
+			a.afterTurn(ctx, key)
 		}
-		cancel()
+		cancel(nil)
 		a.mu.Lock()
 		q.cancel = nil
 		a.mu.Unlock()
@@ -278,16 +348,25 @@ func (a *Agent) stop(ctx context.Context, m bus.InboundMessage) {
 		}
 	}
 	a.mu.Unlock()
+	subagents := a.subs.cancelSession(key)
 	for _, d := range dropped {
 		a.ack(d)
 	}
 	reply := "Nothing is running."
-	if running || len(dropped) > 0 {
+	if running || len(dropped) > 0 || subagents > 0 {
 		reply = "⏹ Stopped."
 	}
-	a.log.Info("stop requested", zap.String("session", key), zap.Bool("running", running), zap.Int("dropped", len(dropped)))
+	if subagents > 0 {
+		reply += fmt.Sprintf(" Cancelled %d background task(s).", subagents)
+	}
+	a.log.Info("stop requested", zap.String("session", key), zap.Bool("running", running), zap.Int("dropped", len(dropped)),
+		zap.Int("subagents", subagents))
 	a.notify(ctx, m, reply, false)
 }
+
+// errStopped is the cause of a turn cancelled by /stop (as opposed to one
+// cancelled by shutdown).
+var errStopped = errors.New("stopped by the user")
 
 // ack confirms an inbound message to its channel (see bus.InboundMessage.Ack).
 func (a *Agent) ack(m bus.InboundMessage) {

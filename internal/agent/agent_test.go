@@ -305,9 +305,9 @@ func TestCommands(t *testing.T) {
 	if r := reply("/whoami"); !strings.Contains(r, "u1") {
 		t.Errorf("/whoami = %q", r)
 	}
-	if r := reply("/new"); !strings.Contains(r, "new conversation") {
-		t.Errorf("/new = %q", r)
-	}
+	h.script.Push(saveMemory("[2025-01-01 10:00] Asked a question.", "# Memory\n"))
+	h.send("c1", "/new")
+	h.waitFor("/new", func(out []bus.OutboundMessage) bool { return hasMessage(out, "c1", "Started a new conversation") })
 	snap, _ := h.store.Get("test:c1")
 	if len(snap.Messages) != 0 || snap.Route != "" {
 		t.Errorf("/new did not start fresh: %d messages, route %q", len(snap.Messages), snap.Route)
@@ -352,5 +352,23 @@ func TestQueueOverflowDropsOldest(t *testing.T) {
 		if h.acked[m] != 1 {
 			t.Errorf("%s acked %d times, want exactly 1 (dropped ones are acked too)", m, h.acked[m])
 		}
+	}
+}
+
+func TestShutdownCancellationTellsTheUser(t *testing.T) {
+	h := newHarness(t)
+	h.script.Push(fakellm.Reply{Text: "never", Delay: time.Minute})
+	h.send("c1", "long task")
+	for len(h.script.Requests()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	h.stopAgent() // as the daemon does when the grace period is over
+	f := h.waitFinals("c1", 1)[0]
+	if !f.IsError || !strings.Contains(f.Content, "restarting") {
+		t.Errorf("final after a shutdown cancellation = %+v", f)
+	}
+	snap, _ := h.store.Get("test:c1")
+	if len(snap.Messages) != 1 || snap.Messages[0].Role != llm.RoleUser {
+		t.Errorf("session after cancellation: %+v", snap.Messages)
 	}
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/history"
+	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/session"
 )
 
@@ -42,7 +45,7 @@ func (a *Agent) command(ctx context.Context, m bus.InboundMessage) {
 	case "model":
 		reply, err = a.switchModel(m.Key(), args)
 	case "new":
-		reply, err = a.newSession(ctx, m.Key())
+		reply, err = a.newSession(ctx, m)
 	}
 	if err != nil {
 		a.log.Error("command failed", zap.String("command", name), zap.String("session", m.Key()), zap.Error(err))
@@ -83,8 +86,14 @@ func (a *Agent) status(key string) (string, error) {
 	fmt.Fprintf(&b, "Model: %s\n", route)
 	fmt.Fprintf(&b, "Tokens used in this session: %d\n", used)
 	fmt.Fprintf(&b, "Context: %d of %d tokens (%.0f%%)\n", fill, window, 100*float64(fill)/float64(max(window, 1)))
-	fmt.Fprintf(&b, "Session: %d messages (%d not yet in memory), %s on disk\n",
-		len(snap.Messages), len(snap.Messages)-snap.Consolidated, humanBytes(snap.Size))
+	fmt.Fprintf(&b, "Session: %d messages (%d consolidated into memory, %d not yet), %s on disk\n",
+		len(snap.Messages), snap.Consolidated, len(snap.Messages)-snap.Consolidated, humanBytes(snap.Size))
+	if line := a.memoryStatus(key); line != "" {
+		b.WriteString(line + "\n")
+	}
+	if n := a.subs.running(key); n > 0 {
+		fmt.Fprintf(&b, "Background tasks running: %d\n", n)
+	}
 	fmt.Fprintf(&b, "Uptime: %s\n", a.now().Sub(a.started).Round(time.Second))
 	fmt.Fprintf(&b, "Version: %s", a.cfg.Version)
 	if a.statusLines != nil {
@@ -140,16 +149,41 @@ func (a *Agent) switchModel(key, args string) (string, error) {
 	return "Model for this chat: " + route, nil
 }
 
-// newSession archives the session and starts a fresh one (S-S3).
-func (a *Agent) newSession(ctx context.Context, key string) (string, error) {
+// newSession folds what is not yet in memory into it, then archives the
+// session and starts a fresh one (S-S3). If the consolidation fails, the
+// session is kept so nothing is lost, and the user is told why.
+func (a *Agent) newSession(ctx context.Context, m bus.InboundMessage) (string, error) {
+	key := m.Key()
+	saved := ""
+	if a.memory != nil {
+		snap, err := a.store.Get(key)
+		if err != nil {
+			return "I could not read this conversation, so I kept it. See the daemon log.", fmt.Errorf("new: %w", err)
+		}
+		if len(snap.Unconsolidated()) > 0 {
+			a.notify(ctx, m, "💾 Saving this conversation to memory before starting a new one…", false)
+			done, err := a.consolidateNow(ctx, key)
+			if err != nil {
+				return "⚠️ I could not save this conversation to memory (" + memoryFailure(err) +
+					"), so I kept it; nothing was lost. Try /new again in a while.", fmt.Errorf("new: %w", err)
+			}
+			switch done {
+			case consolidatedModel:
+				saved = " What mattered in the last one is saved in memory."
+			case consolidatedDump:
+				saved = " The model could not summarise the last one, so I saved it as a transcript in memory/HISTORY.md."
+			}
+		}
+	}
 	path, err := a.store.Archive(key)
+	a.tallies.forget(key)
 	if err != nil {
 		return "I could not start a new conversation; this one is kept. See the daemon log.", fmt.Errorf("new: %w", err)
 	}
 	if path != "" {
 		a.log.Info("session archived", zap.String("session", key), zap.String("path", path))
 	}
-	return "Started a new conversation.", nil
+	return "Started a new conversation." + saved, nil
 }
 
 func humanBytes(n int64) string {
@@ -170,4 +204,43 @@ func CommandList() [][2]string {
 		out = append(out, [2]string{c, commands[c]})
 	}
 	return slices.Clip(out)
+}
+
+// memoryStatus is /status's line about consolidation trouble, or "".
+func (a *Agent) memoryStatus(key string) string {
+	running, failures, retryAt, lastErr := a.mem.status(key)
+	switch {
+	case failures > 0:
+		return fmt.Sprintf("Memory: the last %d consolidation(s) failed (%s); next try after %s",
+			failures, memoryFailure(lastErr), retryAt.Format("15:04"))
+	case running:
+		return "Memory: consolidating now"
+	}
+	return ""
+}
+
+// memoryFailure says in a few words why a consolidation failed.
+func memoryFailure(err error) string {
+	var api *llm.APIError
+	switch {
+	case err == nil:
+		return "unknown reason"
+	case errors.Is(err, memory.ErrNoCall), errors.Is(err, memory.ErrBadArguments):
+		return "the model did not answer in the form memory needs"
+	case errors.Is(err, memory.ErrConflict):
+		return "memory kept changing while it was being updated"
+	case errors.Is(err, context.Canceled):
+		return "it was stopped"
+	case errors.As(err, &api) && api.Auth():
+		return "the model provider refused the API key"
+	case errors.As(err, &api) && (api.Status == 429 || api.QuotaExceeded()):
+		return "the model provider is rate-limiting me or out of quota"
+	case errors.As(err, &api):
+		return "the model provider returned an error"
+	case errors.Is(err, llm.ErrTruncated), errors.Is(err, llm.ErrIncomplete):
+		return "the model's answer was cut off"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the model took too long"
+	}
+	return "an error the daemon log shows"
 }

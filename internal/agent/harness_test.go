@@ -12,8 +12,11 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/skills"
+	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/tools"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -28,6 +31,9 @@ type harness struct {
 	bus    *bus.Bus
 	agent  *Agent
 	reg    *tools.Registry
+	memory *memory.Consolidator
+	// stopAgent cancels the agent's context, as a shutdown past its grace does.
+	stopAgent func()
 
 	mu     sync.Mutex
 	out    []bus.OutboundMessage
@@ -46,7 +52,7 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	h.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, log)
-	for _, tool := range []tools.Tool{tools.NewReadFile(root), tools.NewWriteFile(root), tools.NewListDir(root),
+	for _, tool := range []tools.Tool{tools.NewReadFile(root, tools.WithMount(skills.BuiltinScheme, builtin.FS())), tools.NewWriteFile(root), tools.NewListDir(root),
 		tools.NewMessage(h.bus, func(string, string) bool { return false }, root)} {
 		if err := h.reg.Register(tool); err != nil {
 			t.Fatal(err)
@@ -59,10 +65,16 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 	for _, f := range tweak {
 		f(&cfg)
 	}
+	h.memory = memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: 1000}, log.Named("memory"))
 	h.agent = New(cfg, Deps{Model: router, Sessions: h.store, Tools: h.reg, Out: h.bus,
-		Prompt: &PromptBuilder{Workspace: ws, Version: "test"}}, log)
+		Prompt: &PromptBuilder{Workspace: ws, Version: "test", Skills: skills.Loader{Builtin: builtin.FS()}},
+		Memory: h.memory, SubagentTools: h.reg.Without("message", SpawnToolName, "cron"), In: h.bus}, log)
+	if err := h.reg.Register(h.agent.SpawnTool()); err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
+	h.stopAgent = cancel
 	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)

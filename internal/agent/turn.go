@@ -78,8 +78,12 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		}
 	}
 	switch {
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		t.log.Info("turn cancelled")
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errStopped):
+		t.log.Info("turn stopped by the user")
+		return
+	case ctx.Err() != nil:
+		t.log.Warn("turn cancelled by shutdown")
+		final = a.failure(t, "⚠️ I had to stop before finishing because I am restarting. Please send your message again in a moment.")
 		return
 	case err != nil:
 		t.log.Error("turn failed", zap.Error(err))

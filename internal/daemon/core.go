@@ -19,10 +19,13 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/mcp"
+	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/skills"
+	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/tools"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -38,11 +41,10 @@ type Core struct {
 	Sessions *session.Store
 	Router   *provider.Router
 	Tools    *tools.Registry
-	// MCP connects the MCP servers' tools into Tools; the gateway runs it.
-	MCP   *mcp.Manager
-	Agent *agent.Agent
-	root  *workspace.Root
-	log   *zap.Logger
+	MCP      *mcp.Manager // connects MCP servers' tools into Tools; the gateway runs it
+	Agent    *agent.Agent
+	root     *workspace.Root
+	log      *zap.Logger
 }
 
 // Options are what the command line adds to the configuration.
@@ -67,9 +69,9 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	for name, pc := range cfg.Providers {
 		switch pc.Kind {
 		case openai.API:
-			providers[name] = openai.New(name, pc, hc, log.Named("provider").With(zap.String("provider", name)))
+			providers[name] = openai.New(name, pc, hc, log.Named("provider"))
 		case anthropic.API:
-			providers[name] = anthropic.New(name, pc, hc, log.Named("provider").With(zap.String("provider", name)))
+			providers[name] = anthropic.New(name, pc, hc, log.Named("provider"))
 		default:
 			return nil, fmt.Errorf("providers.%s.kind: %q is not supported", name, pc.Kind)
 		}
@@ -102,6 +104,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		return nil, err
 	}
 	mcpServers := newMCP(cfg, reg, opts.Version, log.Named("mcp"))
+	consolidator := memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))
 	ag := agent.New(agent.Config{
 		Workspace:          ws,
 		MaxToolIterations:  cfg.Agents.MaxToolIterations,
@@ -109,11 +112,21 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		MaxTokens:          cfg.Agents.MaxTokens,
 		Temperature:        cfg.Agents.Temperature,
 		MaxInputChars:      cfg.Agents.MaxInputChars,
+		MemoryWindow:       cfg.Agents.MemoryWindow,
 		Version:            opts.Version,
 	}, agent.Deps{
 		Model: router, Sessions: store, Tools: reg, Out: b, StatusLines: mcpServers.StatusLines,
-		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version},
+		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
+			Skills: skills.Loader{Builtin: builtin.FS()}},
+		Memory: consolidator,
+		// Subagents may not talk to the chat, start subagents or schedule jobs.
+		SubagentTools: reg.Without("message", agent.SpawnToolName, "cron"),
+		In:            b,
 	}, log.Named("agent"))
+	if err := reg.Register(ag.SpawnTool()); err != nil {
+		_ = root.Close()
+		return nil, fmt.Errorf("register tool spawn: %w", err)
+	}
 	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag, root: root, log: log}, nil
 }
 

@@ -32,6 +32,9 @@ type Gateway struct {
 	channels []channels.Channel
 	manager  *channels.Manager
 	mux      *http.ServeMux
+
+	// schedulers publish cron runs and heartbeat work (schedule.go).
+	schedulers []scheduler
 }
 
 // NewGateway builds the gateway. Its only I/O is Build's.
@@ -43,6 +46,10 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux()}
 	g.manager = channels.NewManager(core.Bus.Outbound(), channels.ManagerConfig{}, log.Named("channels"))
 	if err := g.buildChannels(); err != nil {
+		_ = core.Close()
+		return nil, err
+	}
+	if err := g.buildSchedule(); err != nil {
 		_ = core.Close()
 		return nil, err
 	}
@@ -158,6 +165,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 			}
 		})
 	}
+	g.runSchedule(ctx, &intake, stopIntake)
 
 	<-ctx.Done()
 	cause := context.Cause(ctx)

@@ -8,18 +8,28 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/skills"
+	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/tools/web"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // registerBuiltins registers the built-in tools (S-T2) the config enables.
+// The cron tool is not among them: it exists only where a scheduler runs
+// (the gateway, see schedule.go).
 func registerBuiltins(reg *tools.Registry, cfg *config.Config, root *workspace.Root, b *bus.Bus, log *zap.Logger) error {
 	builtins := []tools.Tool{
-		tools.NewReadFile(root),
+		// Built-in skills are listed at builtin: locations; read_file opens them.
+		tools.NewReadFile(root, tools.WithMount(skills.BuiltinScheme, builtin.FS())),
 		tools.NewWriteFile(root),
 		tools.NewEditFile(root),
 		tools.NewListDir(root),
 		tools.NewMessage(b, messageTargets(cfg), root),
+		web.NewSearch(web.SearchConfig{
+			Provider: cfg.Tools.Web.SearchProvider, BraveAPIKey: cfg.Tools.Web.BraveAPIKey, MaxResults: cfg.Tools.Web.MaxResults,
+		}, log.Named("web")),
+		web.NewFetch(web.FetchConfig{MaxBytes: cfg.Tools.Web.FetchMaxBytes}, log.Named("web")),
 	}
 	if cfg.Tools.Exec.Enabled {
 		exec, err := tools.NewExec(cfg.Tools.Exec, root, tools.ExecOptions{Secrets: cfg.Secrets()}, log.Named("exec"))

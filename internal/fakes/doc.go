@@ -8,5 +8,7 @@
 //	telegramfake Telegram Bot API
 //	discordfake  Discord REST and gateway
 //
-// Test code only: nothing outside _test files and other fakes imports them.
+// Test code only: nothing imports them but _test files, other fakes and
+// cmd/nanobot-bench, which runs them as standalone servers (fakes.TB and
+// Standalone let a program that is not a test do so).
 package fakes

@@ -29,10 +29,11 @@ type Skill struct {
 	Description string
 	// Always skills have their body injected into every system prompt.
 	Always bool
-	// Location is where the model can read the skill: a workspace path
-	// ("skills/github/SKILL.md") or "builtin:<name>" for embedded skills
-	// (the read_file tool cannot reach those, so their body is shown inline
-	// when needed).
+	// Location is where the model can read the skill with read_file: a
+	// workspace path ("skills/github/SKILL.md") or, for an embedded skill,
+	// "builtin:" and its path in the built-in file system
+	// ("builtin:github/SKILL.md"), which read_file serves from that
+	// file system (see BuiltinScheme).
 	Location string
 	Builtin  bool
 	Requires Requirements
@@ -90,6 +91,10 @@ func (e Env) withDefaults() Env {
 	return e
 }
 
+// BuiltinScheme prefixes the location of a built-in skill's file: the rest
+// is its path in Loader.Builtin.
+const BuiltinScheme = "builtin:"
+
 // Loader finds skills in a workspace and an embedded built-in set.
 type Loader struct {
 	// Workspace is the workspace root; skills live in <Workspace>/skills.
@@ -125,7 +130,7 @@ func (l Loader) Load() ([]Skill, error) {
 				continue
 			}
 			s.Builtin = true
-			s.Location = "builtin:" + s.Name
+			s.Location = BuiltinScheme + path.Join(e.Name(), "SKILL.md")
 			byName[s.Name] = s
 		}
 	}

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"path"
 	"strings"
 	"unicode/utf8"
 
@@ -28,11 +30,59 @@ const (
 
 // ReadFile is the read_file tool: numbered lines of a text file, paged.
 type ReadFile struct {
-	ws *workspace.Root
+	ws     *workspace.Root
+	mounts []mount
+}
+
+// mount serves paths that start with prefix from fsys.
+type mount struct {
+	prefix string
+	fsys   fs.FS
+}
+
+// ReadFileOption configures read_file.
+type ReadFileOption func(*ReadFile)
+
+// WithMount makes read_file serve paths that start with prefix from fsys
+// (the rest of the path is a path in fsys), e.g. "builtin:" for the skills
+// embedded in the binary, whose locations the model sees in its prompt.
+// Such files are read-only and live outside the workspace, so nothing else
+// can reach them.
+func WithMount(prefix string, fsys fs.FS) ReadFileOption {
+	return func(t *ReadFile) { t.mounts = append(t.mounts, mount{prefix: prefix, fsys: fsys}) }
 }
 
 // NewReadFile returns read_file working in ws.
-func NewReadFile(ws *workspace.Root) *ReadFile { return &ReadFile{ws: ws} }
+func NewReadFile(ws *workspace.Root, opts ...ReadFileOption) *ReadFile {
+	t := &ReadFile{ws: ws}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// open opens p in the mount its prefix names, or else in the workspace.
+func (t *ReadFile) open(p string) (fs.File, error) {
+	for _, m := range t.mounts {
+		rest, ok := strings.CutPrefix(p, m.prefix)
+		if !ok {
+			continue
+		}
+		rest = strings.TrimPrefix(path.Clean("/"+rest), "/")
+		if rest == "" {
+			rest = "."
+		}
+		f, err := m.fsys.Open(rest)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s does not exist", p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", p, err)
+		}
+		return f, nil
+	}
+	return t.ws.Open(p)
+}
 
 // ReadOnly: reading changes nothing, so calls may run in parallel.
 func (*ReadFile) ReadOnly() bool { return true }
@@ -71,7 +121,7 @@ func (t *ReadFile) Run(ctx context.Context, inv Invocation) (Result, error) {
 	if a.Limit <= 0 || a.Limit > readDefaultLimit {
 		a.Limit = readDefaultLimit
 	}
-	f, err := t.ws.Open(a.Path)
+	f, err := t.open(a.Path)
 	if err != nil {
 		return Result{}, err
 	}

@@ -48,6 +48,12 @@ func New(b Bus, out io.Writer) *CLI {
 // ErrNoAnswer means the bus closed before the turn's final message arrived.
 var ErrNoAnswer = errors.New("no answer: the agent stopped before replying")
 
+// ReplyError is returned when the agent answered with an error message; the
+// message was printed already.
+type ReplyError struct{ Text string }
+
+func (e *ReplyError) Error() string { return "agent: " + e.Text }
+
 // Ask sends text and prints everything the agent sends back until the turn
 // ends. An error answer from the agent is printed and returned as an error.
 func (c *CLI) Ask(ctx context.Context, text string) error {
@@ -99,7 +105,7 @@ func (c *CLI) await(ctx context.Context, command bool) error {
 				fmt.Fprintln(c.out, m.Content)
 				if command {
 					if m.IsError {
-						return fmt.Errorf("command failed: %s", m.Content)
+						return &ReplyError{Text: m.Content}
 					}
 					return nil
 				}
@@ -115,7 +121,7 @@ func (c *CLI) await(ctx context.Context, command bool) error {
 					fmt.Fprintln(c.out, text)
 				}
 				if m.IsError {
-					return fmt.Errorf("agent: %s", m.Content)
+					return &ReplyError{Text: m.Content}
 				}
 				return nil
 			}

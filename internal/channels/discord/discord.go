@@ -123,7 +123,9 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 		log = zap.NewNop()
 	}
 	if deps.Transcriber == nil {
-		deps.Transcriber = NewTranscriber(deps.Transcription, nil)
+		if tr := channels.NewTranscriber(deps.Transcription, nil); tr != nil {
+			deps.Transcriber = tr
+		}
 	}
 	access, err := channels.NewAccess(Name, cfg.Access, deps.Pairing)
 	if err != nil {

@@ -1,13 +1,10 @@
 package telegram
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,7 +17,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -185,16 +181,22 @@ func (c *Channel) download(ctx context.Context, fileID string) ([]byte, error) {
 }
 
 func (c *Channel) transcribe(ctx context.Context, m *models.Message) (string, error) {
-	if !c.tx.enabled() {
+	if c.tx == nil {
 		return "", errTranscriptionOff
 	}
-	id, size, name := "", int64(0), "voice.ogg"
+	id, size, name, mime := "", int64(0), "voice.ogg", "audio/ogg"
 	if m.Voice != nil {
 		id, size = m.Voice.FileID, m.Voice.FileSize
+		if m.Voice.MimeType != "" {
+			mime = m.Voice.MimeType
+		}
 	} else {
 		id, size = m.Audio.FileID, m.Audio.FileSize
 		if m.Audio.FileName != "" {
 			name = m.Audio.FileName
+		}
+		if m.Audio.MimeType != "" {
+			mime = m.Audio.MimeType
 		}
 	}
 	if size > c.cfg.MaxMediaBytes {
@@ -204,65 +206,8 @@ func (c *Channel) transcribe(ctx context.Context, m *models.Message) (string, er
 	if err != nil {
 		return "", err
 	}
-	return c.tx.transcribe(ctx, name, data)
+	return c.tx.Transcribe(ctx, name, mime, data)
 }
 
 // errTranscriptionOff: no transcription endpoint is configured.
 var errTranscriptionOff = errors.New("transcription is off")
-
-// transcriber calls an OpenAI-compatible /audio/transcriptions endpoint.
-type transcriber struct {
-	cfg config.TranscriptionConfig
-	hc  *http.Client
-}
-
-func newTranscriber(cfg config.TranscriptionConfig, hc *http.Client) *transcriber {
-	if hc == nil {
-		hc = &http.Client{Timeout: 2 * time.Minute}
-	}
-	if cfg.Model == "" {
-		cfg.Model = "whisper-1"
-	}
-	return &transcriber{cfg: cfg, hc: hc}
-}
-
-func (t *transcriber) enabled() bool { return t.cfg.BaseURL != "" }
-
-func (t *transcriber) transcribe(ctx context.Context, name string, audio []byte) (string, error) {
-	var body bytes.Buffer
-	w := multipart.NewWriter(&body)
-	_ = w.WriteField("model", t.cfg.Model)
-	fw, err := w.CreateFormFile("file", name)
-	if err != nil {
-		return "", err
-	}
-	_, _ = fw.Write(audio)
-	if err := w.Close(); err != nil {
-		return "", err
-	}
-	u := strings.TrimRight(t.cfg.BaseURL, "/") + "/audio/transcriptions"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, &body)
-	if err != nil {
-		return "", fmt.Errorf("transcribe: %w", err)
-	}
-	req.Header.Set("Content-Type", w.FormDataContentType())
-	if t.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+t.cfg.APIKey)
-	}
-	resp, err := t.hc.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("transcribe: %w", err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("transcribe: HTTP %d: %.200s", resp.StatusCode, data)
-	}
-	var out struct {
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return "", fmt.Errorf("transcribe: undecodable answer: %w", err)
-	}
-	return strings.TrimSpace(out.Text), nil
-}

@@ -79,7 +79,7 @@ type Channel struct {
 	api    *bot.Bot
 	intake *channels.Intake
 	access *channels.Access
-	tx     *transcriber
+	tx     channels.Transcriber // nil when transcription is off
 
 	journal *journal
 	me      atomic.Pointer[models.User]
@@ -178,7 +178,7 @@ func New(cfg config.TelegramConfig, deps Deps, log *zap.Logger) (*Channel, error
 	limits := deps.Limits
 	limits.Channel = Name
 	c.intake = channels.NewIntake(limits, access, deps.Bus, log)
-	c.tx = newTranscriber(deps.Transcription, deps.TranscriptionClient)
+	c.tx = channels.NewTranscriber(deps.Transcription, deps.TranscriptionClient)
 	jpath := ""
 	if deps.DataDir != "" {
 		jpath = filepath.Join(deps.DataDir, "telegram-updates.json")

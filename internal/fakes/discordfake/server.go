@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/nanobot-go/nanobot/internal/fakes"
 )
 
 // Options configure a Server. The zero value is usable.
@@ -43,7 +45,7 @@ type Options struct {
 // Server is a running fake Discord. All methods are safe for concurrent use;
 // the Wait helpers must be called from the test's goroutine.
 type Server struct {
-	t        testing.TB
+	t        fakes.TB
 	opts     Options
 	http     *httptest.Server
 	upgrader websocket.Upgrader
@@ -147,7 +149,7 @@ type Message struct {
 }
 
 // New starts a fake Discord and stops it when the test ends.
-func New(t testing.TB, opts Options) *Server {
+func New(t fakes.TB, opts Options) *Server {
 	t.Helper()
 	if opts.Token == "" {
 		opts.Token = "test-token"

@@ -100,6 +100,11 @@ type Request struct {
 
 	// ThinkingBudget is the requested extended-thinking budget (0: off).
 	ThinkingBudget int
+
+	// Received is when the server began handling the request, before reading
+	// its body (zero where a fake does not set it), so a caller can tell the
+	// fake's own time from its client's.
+	Received time.Time
 }
 
 // LastUserText returns the text of the last user message that has text.
@@ -120,6 +125,10 @@ type Script struct {
 	requests []Request
 	// Func, when set, decides replies once the queue is empty.
 	Func func(Request) Reply
+	// Discard, when set, keeps no requests (Requests returns none): for
+	// long runs (cmd/nanobot-bench) that would otherwise hold every request
+	// body in memory.
+	Discard bool
 }
 
 // Push appends replies to the queue.
@@ -132,7 +141,9 @@ func (s *Script) Push(r ...Reply) {
 // Next records req and returns the reply to give.
 func (s *Script) Next(req Request) Reply {
 	s.mu.Lock()
-	s.requests = append(s.requests, req)
+	if !s.Discard {
+		s.requests = append(s.requests, req)
+	}
 	if len(s.replies) > 0 {
 		r := s.replies[0]
 		s.replies = s.replies[1:]

@@ -92,6 +92,7 @@ func (s *Server) abandon() {
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	raw, err := io.ReadAll(r.Body)
@@ -111,6 +112,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	neutral := neutralRequest(r, raw, &req)
+	neutral.Received = received
 	reply := s.script.Next(neutral)
 	if !s.wait(r, reply.Delay) {
 		s.abandon()

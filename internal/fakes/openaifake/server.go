@@ -20,8 +20,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 
+	"github.com/nanobot-go/nanobot/internal/fakes"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 )
 
@@ -30,7 +30,7 @@ const DefaultAPIKey = "sk-openaifake-test-key"
 
 // Server is a running fake. Its methods are safe for concurrent use.
 type Server struct {
-	t          testing.TB
+	t          fakes.TB
 	srv        *httptest.Server
 	script     *fakellm.Script
 	apiKey     string
@@ -83,7 +83,7 @@ func WithTranscriber(f func(TranscriptionRequest) (string, error)) Option {
 
 // New starts a fake answering from script (a fresh one when nil). It is shut
 // down by t.Cleanup.
-func New(t testing.TB, script *fakellm.Script, opts ...Option) *Server {
+func New(t fakes.TB, script *fakellm.Script, opts ...Option) *Server {
 	t.Helper()
 	if script == nil {
 		script = &fakellm.Script{}

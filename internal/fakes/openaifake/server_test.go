@@ -605,3 +605,32 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+func TestReceivedTimeAndDiscard(t *testing.T) {
+	tests := []struct {
+		name    string
+		discard bool
+		kept    int
+	}{{"recorded", false, 1}, {"discarded", true, 0}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var received time.Time
+			script := &fakellm.Script{Discard: tt.discard, Func: func(r fakellm.Request) fakellm.Reply {
+				received = r.Received
+				return fakellm.Reply{Text: "ok"}
+			}}
+			fake := openaifake.New(t, script)
+			before := time.Now()
+			status, _ := post(t, fake, "/chat/completions", `{"model":"gpt-4o-mini","stream":true,`+userHi+`}`)
+			if status != http.StatusOK {
+				t.Fatalf("status %d", status)
+			}
+			if received.Before(before) || received.After(time.Now()) {
+				t.Errorf("Received = %v, not within the call (began %v)", received, before)
+			}
+			if n := len(script.Requests()); n != tt.kept {
+				t.Errorf("Requests() holds %d, want %d", n, tt.kept)
+			}
+		})
+	}
+}

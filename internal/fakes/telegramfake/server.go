@@ -28,6 +28,8 @@ import (
 	"unicode/utf16"
 
 	"github.com/go-telegram/bot/models"
+
+	"github.com/nanobot-go/nanobot/internal/fakes"
 )
 
 // Token is the bot token the fake accepts unless told otherwise.
@@ -90,7 +92,7 @@ type Fault struct {
 
 // Server is the fake. Create it with New.
 type Server struct {
-	t     testing.TB
+	t     fakes.TB
 	srv   *httptest.Server
 	token string
 	Bot   models.User
@@ -109,6 +111,8 @@ type Server struct {
 	commands  []models.BotCommand
 	changed   chan struct{} // closed and replaced on every change
 	closed    chan struct{}
+	// stream, when set, receives every call instead of calls (see Stream).
+	stream func(Call)
 }
 
 type fileEntry struct {
@@ -117,7 +121,7 @@ type fileEntry struct {
 }
 
 // New starts a fake server; it is closed by t.Cleanup.
-func New(t testing.TB) *Server {
+func New(t fakes.TB) *Server {
 	s := &Server{
 		t:       t,
 		token:   Token,
@@ -204,6 +208,16 @@ func (s *Server) Inject(method string, f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults[method] = append(s.faults[method], &f)
+}
+
+// Stream hands every later call to f, as it is answered, instead of keeping
+// it: Calls no longer lists them. It is for long runs (cmd/nanobot-bench)
+// that would otherwise hold every call in memory. f runs on the request's
+// goroutine, so it must be quick and safe for concurrent use.
+func (s *Server) Stream(f func(Call)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stream = f
 }
 
 // Calls returns every request so far, optionally only those of methods.
@@ -453,9 +467,15 @@ func (s *Server) finish(w http.ResponseWriter, call Call, res any, aerr *apiErro
 func (s *Server) record(c Call, status int, desc string) {
 	c.Status, c.Error = status, desc
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls = append(s.calls, c)
+	stream := s.stream
+	if stream == nil {
+		s.calls = append(s.calls, c)
+	}
 	s.notifyLocked()
+	s.mu.Unlock()
+	if stream != nil {
+		stream(c)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

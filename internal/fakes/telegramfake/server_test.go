@@ -172,3 +172,26 @@ func TestFiles(t *testing.T) {
 		t.Fatalf("download = %q", b.String())
 	}
 }
+
+func TestStreamHandsCallsOverInsteadOfKeepingThem(t *testing.T) {
+	s := New(t)
+	got := make(chan Call, 4)
+	s.Stream(func(c Call) { got <- c })
+	call(t, s, "sendMessage", map[string]any{"chat_id": 7, "text": "hi"})
+	call(t, s, "sendMessage", map[string]any{"chat_id": 7, "text": ""})
+	for _, want := range []struct {
+		status int
+		text   string
+	}{{200, "hi"}, {400, ""}} {
+		c := <-got
+		if c.Method != "sendMessage" || c.Status != want.status || c.Params["text"] != want.text || c.At.IsZero() {
+			t.Errorf("streamed call = %+v, want sendMessage %d %q with a time", c, want.status, want.text)
+		}
+	}
+	if n := len(s.Calls()); n != 0 {
+		t.Errorf("Calls() kept %d calls while streaming", n)
+	}
+	if v := s.Visible(7); len(v) != 1 || v[0] != "hi" {
+		t.Errorf("Visible = %q: messages are still kept", v)
+	}
+}

@@ -1,4 +1,4 @@
-package discord
+package channels
 
 import (
 	"bytes"
@@ -14,6 +14,11 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/config"
 )
+
+// Transcriber turns a voice message into text.
+type Transcriber interface {
+	Transcribe(ctx context.Context, filename, mimeType string, audio []byte) (string, error)
+}
 
 // openAITranscriber calls an OpenAI-compatible POST {base_url}/audio/transcriptions
 // (OpenAI, Groq, a local whisper server...).

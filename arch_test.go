@@ -1,0 +1,107 @@
+package nanobot_test
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/nanobot-go/nanobot/"
+
+// allowed lists, for each package (by prefix of its path inside the module),
+// which packages of this module it may import. It encodes the layering of
+// SPEC §1: the vocabulary packages are leaves, channels and the agent meet
+// only on the bus, and only the daemon wires everything together.
+var allowed = []struct {
+	pkg     string
+	imports []string
+}{
+	{"internal/llm", nil},
+	{"internal/config", nil},
+	{"internal/logging", nil},
+	{"internal/workspace", nil},
+	{"internal/skills", nil},
+	{"internal/channels/clock", nil},
+	{"internal/bus", []string{"internal/llm"}},
+	{"internal/history", []string{"internal/llm"}},
+	{"internal/session", []string{"internal/llm"}},
+	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace"}},
+	{"internal/provider", []string{"internal/llm", "internal/config", "internal/provider"}},
+	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/workspace", "internal/tools"}},
+	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels"}},
+	{"internal/fakes", []string{"internal/llm", "internal/fakes"}},
+}
+
+// forbidden are imports no package but the daemon and the commands may make.
+var forbidden = map[string][]string{
+	"internal/agent": {"internal/channels", "internal/daemon", "internal/provider/", "internal/config", "internal/fakes"},
+}
+
+func TestImportLayering(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	checked := 0
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		pkg := strings.TrimPrefix(fields[0], module)
+		var internal []string
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, module) {
+				internal = append(internal, strings.TrimPrefix(imp, module))
+			}
+		}
+		for _, imp := range internal {
+			if strings.HasPrefix(imp, "internal/daemon") && !strings.HasPrefix(pkg, "cmd/") {
+				t.Errorf("%s imports %s: only commands may use the daemon", pkg, imp)
+			}
+			if strings.HasPrefix(imp, "internal/fakes") && !strings.HasPrefix(pkg, "internal/fakes") && pkg != "cmd/nanobot-bench" {
+				t.Errorf("%s imports %s: fakes are for tests (and the bench tool) only", pkg, imp)
+			}
+		}
+		for _, bad := range forbidden[pkg] {
+			for _, imp := range internal {
+				if strings.HasPrefix(imp, bad) {
+					t.Errorf("%s must not import %s", pkg, imp)
+				}
+			}
+		}
+		rule, ok := ruleFor(pkg)
+		if !ok {
+			continue
+		}
+		checked++
+		for _, imp := range internal {
+			if !permitted(imp, rule) {
+				t.Errorf("%s imports %s; allowed: %v", pkg, imp, rule)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d packages matched a rule; is the module path right?", checked)
+	}
+}
+
+func ruleFor(pkg string) ([]string, bool) {
+	best, found := -1, false
+	var rule []string
+	for _, a := range allowed {
+		if (pkg == a.pkg || strings.HasPrefix(pkg, a.pkg+"/")) && len(a.pkg) > best {
+			best, rule, found = len(a.pkg), a.imports, true
+		}
+	}
+	return rule, found
+}
+
+func permitted(imp string, rule []string) bool {
+	for _, r := range rule {
+		if imp == r || strings.HasPrefix(imp, r+"/") {
+			return true
+		}
+	}
+	return false
+}

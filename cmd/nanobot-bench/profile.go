@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// profiler fetches pprof profiles from a gateway built with -tags
+// nanobot_pprof while a load window runs.
+type profiler struct {
+	addr string // where the gateway serves /debug/pprof
+	dir  string // where profiles are written
+}
+
+// capture takes a CPU profile over the window starting at from, then the
+// allocation, block and mutex profiles, writing name-cpu.pprof and so on.
+func (p profiler) capture(ctx context.Context, name string, from time.Time, window time.Duration) error {
+	select {
+	case <-time.After(time.Until(from)):
+	case <-ctx.Done():
+		return nil
+	}
+	secs := max(int(window.Seconds()), 1)
+	if err := p.fetch(ctx, fmt.Sprintf("profile?seconds=%d", secs), name+"-cpu.pprof"); err != nil {
+		return err
+	}
+	for _, kind := range []string{"allocs", "block", "mutex", "heap"} {
+		if err := p.fetch(ctx, kind, name+"-"+kind+".pprof"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p profiler) fetch(ctx context.Context, path, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+"/debug/pprof/"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("pprof %s (is the binary built with -tags nanobot_pprof?): %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof %s: %s", path, resp.Status)
+	}
+	f, err := os.Create(filepath.Join(p.dir, file))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("pprof %s: %w", path, err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// report holds every run of every scenario.
+type report struct {
+	Started, Finished time.Time
+	Machine           machine
+	Options           string
+	BinaryBytes       int64
+	Idle              []idleResult
+	Load              []loadResult
+	History           []historyResult
+	Stream            []latencies
+}
+
+// machine describes where the figures were taken.
+type machine struct {
+	CPUs     int
+	CPUModel string
+	Kernel   string
+	Go       string
+	LoadAvg  string // at the start: other jobs on a shared machine show here
+}
+
+func describeMachine() machine {
+	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(data))
+	}
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.LoadAvg = strings.Join(strings.Fields(string(data))[:3], " ")
+	}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+		_ = f.Close()
+	}
+	return m
+}
+
+// print writes the report as Markdown: one table per scenario, each figure
+// the median over the runs with the smallest and largest run beside it.
+func (rep *report) print(w io.Writer) {
+	m := rep.Machine
+	fmt.Fprintf(w, "## nanobot-bench %s\n\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "Machine: %d CPUs (%s), kernel %s, %s, load average at start %s.  \n", m.CPUs, m.CPUModel, m.Kernel, m.Go, m.LoadAvg)
+	fmt.Fprintf(w, "Options: %s.  \nBinary (stripped): %.1f MB (%d bytes).  \n", rep.Options, float64(rep.BinaryBytes)/1e6, rep.BinaryBytes)
+	fmt.Fprintf(w, "Every figure is the median of the runs, with [lowest – highest run] beside it.\n\n")
+
+	if len(rep.Idle) > 0 {
+		col := func(f func(idleResult) float64) string {
+			xs := make([]float64, len(rep.Idle))
+			for i, r := range rep.Idle {
+				xs[i] = f(r)
+			}
+			return withSpread(xs, "%.1f")
+		}
+		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+		fmt.Fprintf(w, "### Startup and idle memory (Telegram and Discord enabled), %d runs\n\n", len(rep.Idle))
+		fmt.Fprintln(w, "| figure | value |\n| --- | --- |")
+		fmt.Fprintf(w, "| first start (installs the workspace): exec → /healthz answers (ms) | %s |\n", col(func(r idleResult) float64 { return ms(r.First.Healthz) }))
+		fmt.Fprintf(w, "| first start: exec → first getUpdates (ms) | %s |\n", col(func(r idleResult) float64 { return ms(r.First.FirstPoll) }))
+		fmt.Fprintf(w, "| restart: exec → /healthz answers (ms) | %s |\n", col(func(r idleResult) float64 { return ms(r.Ready.Healthz) }))
+		fmt.Fprintf(w, "| restart: exec → first getUpdates (ms) | %s |\n", col(func(r idleResult) float64 { return ms(r.Ready.FirstPoll) }))
+		fmt.Fprintf(w, "| restart: exec → Telegram polling and Discord READY (ms) | %s |\n", col(func(r idleResult) float64 { return ms(r.AllReady) }))
+		fmt.Fprintf(w, "| idle RSS (MiB) | %s |\n", col(func(r idleResult) float64 { return mib(r.Memory.RSS) }))
+		fmt.Fprintf(w, "| of which anonymous (MiB) | %s |\n", col(func(r idleResult) float64 { return mib(r.Memory.Anon) }))
+		fmt.Fprintf(w, "| of which file-backed (MiB) | %s |\n\n", col(func(r idleResult) float64 { return mib(r.Memory.File) }))
+	}
+	if len(rep.Load) > 0 {
+		fmt.Fprintln(w, "### Load: closed loop, zero-latency model, streaming off")
+		fmt.Fprintln(w)
+		printLoad(w, "chats", rep.Load, func(r loadResult) string { return fmt.Sprint(r.Chats) })
+	}
+	if len(rep.History) > 0 {
+		printHistory(w, rep.History)
+	}
+	if len(rep.Stream) > 0 {
+		fmt.Fprintf(w, "### Streaming: model's first token → first message shown, %d runs\n\n", len(rep.Stream))
+		var p50, max []float64
+		for _, l := range rep.Stream {
+			p50, max = append(p50, float64(l.P50)/1e6), append(max, float64(l.Max)/1e6)
+		}
+		fmt.Fprintln(w, "| figure | value |\n| --- | --- |")
+		fmt.Fprintf(w, "| median over a run's turns (ms) | %s |\n", withSpread(p50, "%.2f"))
+		fmt.Fprintf(w, "| slowest turn of a run (ms) | %s |\n\n", withSpread(max, "%.2f"))
+	}
+}
+
+// printLoad prints one row per group (key) with the medians of its runs.
+func printLoad(w io.Writer, keyName string, rs []loadResult, key func(loadResult) string) {
+	var keys []string
+	groups := map[string][]loadResult{}
+	for _, r := range rs {
+		k := key(r)
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	fmt.Fprintf(w, "| %s | runs | turns/s | added p50 (ms) | added p90 (ms) | added p99 (ms) | model's own p50 (ms) | gateway CPU/turn (µs) | gateway CPU (cores) | bench CPU (cores) | RSS median / max (MiB) | request (KiB) |\n", keyName)
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, k := range keys {
+		g := groups[k]
+		col := func(format string, f func(loadResult) float64) string {
+			xs := make([]float64, len(g))
+			for i, r := range g {
+				xs[i] = f(r)
+			}
+			return withSpread(xs, format)
+		}
+		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s |\n", k, len(g),
+			col("%.0f", func(r loadResult) float64 { return r.TurnsPerS }),
+			col("%.2f", func(r loadResult) float64 { return ms(r.Added.P50) }),
+			col("%.2f", func(r loadResult) float64 { return ms(r.Added.P90) }),
+			col("%.2f", func(r loadResult) float64 { return ms(r.Added.P99) }),
+			col("%.2f", func(r loadResult) float64 { return ms(r.Model.P50) }),
+			col("%.0f", func(r loadResult) float64 { return float64(r.CPUPerTurn()) / 1e3 }),
+			col("%.2f", func(r loadResult) float64 { return r.CPU.Seconds() / r.Window.Seconds() }),
+			col("%.2f", func(r loadResult) float64 { return r.BenchCPU.Seconds() / r.Window.Seconds() }),
+			col("%.1f", func(r loadResult) float64 { return mib(r.RSS.RSS) }),
+			col("%.1f", func(r loadResult) float64 { return mib(r.RSSMax) }),
+			col("%.1f", func(r loadResult) float64 { return float64(r.ReqBytes) / 1024 }),
+		)
+	}
+	fmt.Fprintln(w)
+}
+
+// printHistory prints one row per session length.
+func printHistory(w io.Writer, rs []historyResult) {
+	var keys []int
+	groups := map[int][]historyResult{}
+	for _, r := range rs {
+		if _, ok := groups[r.Prior]; !ok {
+			keys = append(keys, r.Prior)
+		}
+		groups[r.Prior] = append(groups[r.Prior], r)
+	}
+	fmt.Fprintln(w, "### Per-turn cost against session length (one turn at a time)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| prior messages | runs | turns/run | first turn: added p50 (ms) | later turns: added p50 (ms) | added p90 (ms) | model's own p50 (ms) | gateway CPU/turn (µs) | request (KiB) |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, k := range keys {
+		g := groups[k]
+		col := func(format string, f func(historyResult) float64) string {
+			xs := make([]float64, len(g))
+			for i, r := range g {
+				xs[i] = f(r)
+			}
+			return withSpread(xs, format)
+		}
+		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+		fmt.Fprintf(w, "| %d | %d | %d | %s | %s | %s | %s | %s | %s |\n", k, len(g), g[0].Turns,
+			col("%.2f", func(r historyResult) float64 { return ms(r.First.P50) }),
+			col("%.2f", func(r historyResult) float64 { return ms(r.Added.P50) }),
+			col("%.2f", func(r historyResult) float64 { return ms(r.Added.P90) }),
+			col("%.2f", func(r historyResult) float64 { return ms(r.Model.P50) }),
+			col("%.0f", func(r historyResult) float64 { return float64(r.CPUPerTurn()) / 1e3 }),
+			col("%.1f", func(r historyResult) float64 { return float64(r.ReqBytes) / 1024 }),
+		)
+	}
+	fmt.Fprintln(w)
+}
+
+// withSpread formats the median of xs and, for several runs, their range.
+func withSpread(xs []float64, format string) string {
+	s := fmt.Sprintf(format, median(xs))
+	if len(xs) > 1 {
+		lo, hi := spread(xs)
+		s += fmt.Sprintf(" ["+format+" – "+format+"]", lo, hi)
+	}
+	return s
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var scenarios = []string{"idle", "load", "history", "stream"}
+
+// run parses the command line, builds the binary when none is given, and
+// runs the chosen scenarios, printing the report to stdout and progress to
+// stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("nanobot-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	var which, chats, prior, jsonPath string
+	fs.StringVar(&which, "scenario", strings.Join(scenarios, ","), "scenarios to run: "+strings.Join(scenarios, ", "))
+	fs.StringVar(&o.bin, "nanobot", "", "nanobot binary to measure [built from ./cmd/nanobot, stripped]")
+	fs.IntVar(&o.runs, "runs", 5, "runs of each scenario; the report gives their median")
+	fs.StringVar(&chats, "chats", "1,100,1000", "load: concurrent chats, one load run per value")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "load and history: time driven before measuring")
+	fs.DurationVar(&o.window, "window", 10*time.Second, "load and history: measured time")
+	fs.StringVar(&prior, "prior", "10,10000", "history: prior messages in each session, one run per value")
+	fs.IntVar(&o.histChats, "history-chats", 20, "history: chats, each with its own seeded session")
+	fs.IntVar(&o.histTurns, "history-turns", 5, "history: measured turns in each chat after its first")
+	fs.DurationVar(&o.settle, "settle", 5*time.Second, "idle: wait after ready before reading memory")
+	fs.IntVar(&o.streamN, "stream-turns", 10, "stream: turns per run")
+	fs.IntVar(&o.maxTurns, "max-concurrent-turns", 0, "agents.max_concurrent_turns for load and history [the config default]")
+	fs.StringVar(&jsonPath, "json", "", "also write every run's raw results to this file")
+	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window to this directory (builds the binary with -tags nanobot_pprof)")
+	fs.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, workspace, gateway.log)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.readyLimit = 30 * time.Second
+	var err error
+	if o.chats, err = intList(chats); err != nil {
+		return fmt.Errorf("-chats: %w", err)
+	}
+	if o.prior, err = intList(prior); err != nil {
+		return fmt.Errorf("-prior: %w", err)
+	}
+	chosen := strings.Split(which, ",")
+	for _, s := range chosen {
+		if !slices.Contains(scenarios, s) {
+			return fmt.Errorf("-scenario: unknown %q (have %s)", s, strings.Join(scenarios, ", "))
+		}
+	}
+	if o.runs < 1 || o.histChats < 1 || o.histTurns < 1 || o.streamN < 1 {
+		return errors.New("-runs, -history-chats, -history-turns and -stream-turns must be at least 1")
+	}
+
+	rep := report{Started: time.Now(), Machine: describeMachine(), Options: o.describe()}
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return fmt.Errorf("-profile: %w", err)
+		}
+		if o.pprofAddr, err = freeAddr(); err != nil {
+			return err
+		}
+	}
+	if o.bin == "" {
+		dir, err := os.MkdirTemp("", "nanobot-bench-bin-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.bin = filepath.Join(dir, "nanobot")
+		args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", o.bin}
+		if o.profileDir != "" {
+			args = append(args, "-tags", "nanobot_pprof")
+		}
+		args = append(args, "./cmd/nanobot")
+		fmt.Fprintln(stderr, "building: CGO_ENABLED=0 go", strings.Join(args, " "))
+		build := exec.CommandContext(ctx, "go", args...)
+		// CGO off: the static binary the README promises, with no libc mapped.
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build.Stdout, build.Stderr = stderr, stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build nanobot (run from the repository root): %w", err)
+		}
+	}
+	fi, err := os.Stat(o.bin)
+	if err != nil {
+		return fmt.Errorf("nanobot binary: %w", err)
+	}
+	rep.BinaryBytes = fi.Size()
+
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+	for _, s := range chosen {
+		for i := range o.runs {
+			if err := rep.runOne(ctx, o, s, i, progress); err != nil {
+				return fmt.Errorf("%s run %d: %w", s, i+1, err)
+			}
+		}
+	}
+	rep.Finished = time.Now()
+	if jsonPath != "" {
+		data, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(jsonPath, data, 0o644); err != nil {
+			return fmt.Errorf("-json: %w", err)
+		}
+	}
+	rep.print(stdout)
+	return nil
+}
+
+// runOne runs one repetition of scenario s and records it.
+func (rep *report) runOne(ctx context.Context, o options, s string, i int, progress func(string, ...any)) error {
+	switch s {
+	case "idle":
+		r, err := runIdle(ctx, o)
+		if err != nil {
+			return err
+		}
+		progress("idle %d/%d: healthz %v, first getUpdates %v, both channels %v, RSS %.1f MiB",
+			i+1, o.runs, r.Ready.Healthz.Round(time.Microsecond), r.Ready.FirstPoll.Round(time.Microsecond),
+			r.AllReady.Round(time.Microsecond), mib(r.Memory.RSS))
+		rep.Idle = append(rep.Idle, r)
+	case "load":
+		for _, c := range o.chats {
+			r, err := runLoad(ctx, o, c)
+			if err != nil {
+				return fmt.Errorf("%d chats: %w", c, err)
+			}
+			progress("load %d/%d, %d chats: %.0f turns/s, added p50 %v p99 %v, CPU %v/turn",
+				i+1, o.runs, c, r.TurnsPerS, r.Added.P50, r.Added.P99, r.CPUPerTurn())
+			rep.Load = append(rep.Load, r)
+		}
+	case "history":
+		for _, p := range o.prior {
+			r, err := runHistory(ctx, o, p)
+			if err != nil {
+				return fmt.Errorf("%d prior messages: %w", p, err)
+			}
+			progress("history %d/%d, %d prior: first turn %v, later added p50 %v, CPU %v/turn, request %d bytes",
+				i+1, o.runs, p, r.First.P50, r.Added.P50, r.CPUPerTurn(), r.ReqBytes)
+			rep.History = append(rep.History, r)
+		}
+	case "stream":
+		firsts, err := runStream(ctx, o)
+		if err != nil {
+			return err
+		}
+		l := summarise(firsts)
+		progress("stream %d/%d: first token → first message p50 %v max %v", i+1, o.runs, l.P50, l.Max)
+		rep.Stream = append(rep.Stream, l)
+	}
+	return nil
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (o options) describe() string {
+	return fmt.Sprintf("runs=%d chats=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v stream-turns=%d max-concurrent-turns=%d",
+		o.runs, o.chats, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.streamN, o.maxTurns)
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }

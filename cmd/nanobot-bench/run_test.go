@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// nanobot is the gateway binary built once for these tests.
+var nanobot string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nanobot-bench-test")
+	if err != nil {
+		panic(err)
+	}
+	nanobot = filepath.Join(dir, "nanobot")
+	build := exec.Command("go", "build", "-o", nanobot, "../nanobot")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		panic("build nanobot: " + err.Error())
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goroutines leaked: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// TestEveryScenarioAgainstTheRealGateway runs each scenario once, briefly,
+// against the real binary and checks the figures are measurements: turns
+// happened, latencies and CPU are positive, memory was read.
+func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"-nanobot", nanobot, "-runs", "1", "-chats", "3", "-warmup", "300ms", "-window", "1500ms",
+		"-prior", "10,300", "-history-chats", "2", "-history-turns", "2", "-settle", "100ms", "-stream-turns", "2",
+		"-json", jsonPath}
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"### Startup and idle memory", "### Load", "### Per-turn cost", "### Streaming", "| 3 | 1 |", "| 300 | 1 |"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("-json output: %v", err)
+	}
+	if len(rep.Idle) != 1 || len(rep.Load) != 1 || len(rep.History) != 2 || len(rep.Stream) != 1 {
+		t.Fatalf("runs recorded: idle %d load %d history %d stream %d", len(rep.Idle), len(rep.Load), len(rep.History), len(rep.Stream))
+	}
+	idle := rep.Idle[0]
+	if idle.Ready.Healthz <= 0 || idle.Ready.FirstPoll <= 0 || idle.First.Healthz <= 0 || idle.Memory.RSS <= 0 || idle.Memory.Anon <= 0 {
+		t.Errorf("idle = %+v", idle)
+	}
+	load := rep.Load[0]
+	if load.Chats != 3 || load.Turns == 0 || load.Added.P50 <= 0 || load.Model.P50 <= 0 || load.CPU <= 0 || load.RSS.RSS <= 0 || load.ModelCalls < 1 || load.ModelCalls > 2 {
+		t.Errorf("load = %+v", load)
+	}
+	if load.Added.P50 > load.EndToEnd.P50 {
+		t.Errorf("added latency %v above end-to-end %v", load.Added.P50, load.EndToEnd.P50)
+	}
+	for _, h := range rep.History {
+		if h.Turns != 4 || h.First.N != 2 || h.Added.P50 <= 0 || h.ReqBytes == 0 {
+			t.Errorf("history = %+v", h)
+		}
+	}
+	if small, big := rep.History[0], rep.History[1]; big.ReqBytes <= small.ReqBytes {
+		t.Errorf("request with 300 prior messages (%d bytes) not larger than with 10 (%d)", big.ReqBytes, small.ReqBytes)
+	}
+	if s := rep.Stream[0]; s.N != 2 || s.P50 <= 0 || s.Max >= streamChunkDelay*30 {
+		t.Errorf("stream = %+v: the first message should come at the first token, not the end", s)
+	}
+	if rep.BinaryBytes == 0 || rep.Machine.CPUs == 0 {
+		t.Errorf("report header: binary %d bytes, %d CPUs", rep.BinaryBytes, rep.Machine.CPUs)
+	}
+}
+
+func TestFlagsAreChecked(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-scenario", "nope"}, `unknown "nope"`},
+		{[]string{"-chats", "1,x"}, "-chats"},
+		{[]string{"-prior", "0"}, "-prior"},
+		{[]string{"-runs", "0"}, "at least 1"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), append([]string{"-nanobot", nanobot}, tt.args...), &out, &out)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want it to mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseChat(t *testing.T) {
+	tests := []struct {
+		text string
+		want int64
+	}{
+		{"[Mon 2026-01-05 10:00 UTC · telegram · chat -1001000000007]\nbench:-1001000000007:3 How are things", -1001000000007},
+		{"no tag here", 0},
+		{"bench:notanumber:1", 0},
+	}
+	for _, tt := range tests {
+		if got := parseChat(tt.text); got != tt.want {
+			t.Errorf("parseChat(%q) = %d, want %d", tt.text, got, tt.want)
+		}
+	}
+}

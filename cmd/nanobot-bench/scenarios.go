@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+)
+
+// options are the command line's settings for every scenario.
+type options struct {
+	bin        string
+	runs       int
+	chats      []int
+	warmup     time.Duration
+	window     time.Duration
+	prior      []int
+	histChats  int
+	histTurns  int
+	settle     time.Duration
+	streamN    int
+	maxTurns   int
+	keep       bool
+	pprofAddr  string
+	profileDir string
+	readyLimit time.Duration
+}
+
+// withGateway prepares a harness, starts the gateway and waits until it is
+// ready; fn runs on the ready gateway, which is then stopped.
+func withGateway(ctx context.Context, o options, s setup, fn func(h *harness, r ready) error) error {
+	h, err := newHarness(o.bin, s, o.keep)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if err := h.start(o.pprofAddr); err != nil {
+		return err
+	}
+	r, err := h.awaitReady(ctx, o.readyLimit)
+	if err != nil {
+		return err
+	}
+	if err := fn(h, r); err != nil {
+		return err
+	}
+	return h.stop(30 * time.Second)
+}
+
+// idleResult is one run of the gateway with Telegram and Discord enabled:
+// a first start, which installs the workspace template, and a restart on
+// that workspace, which is the start a daemon does every other time.
+type idleResult struct {
+	First ready
+	Ready ready
+	// AllReady is when both channels were connected (Discord READY seen).
+	AllReady time.Duration
+	Memory   memory
+}
+
+// runIdle starts the gateway with both channels, stops it and starts it
+// again, notes when each was ready, lets the second settle and reads its
+// memory ten times, 100 ms apart.
+func runIdle(ctx context.Context, o options) (idleResult, error) {
+	var res idleResult
+	err := withGateway(ctx, o, setup{Discord: true}, func(h *harness, r ready) error {
+		res.First = r
+		if err := h.stop(30 * time.Second); err != nil {
+			return err
+		}
+		if err := h.start(o.pprofAddr); err != nil {
+			return err
+		}
+		r, err := h.awaitReady(ctx, o.readyLimit)
+		if err != nil {
+			return err
+		}
+		res.Ready, res.AllReady = r, time.Since(h.started)
+		select {
+		case <-time.After(o.settle):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		var ms []memory
+		for range 10 {
+			m, err := readMemory(h.pid())
+			if err != nil {
+				return err
+			}
+			ms = append(ms, m)
+			time.Sleep(100 * time.Millisecond)
+		}
+		res.Memory = medianMemory(ms)
+		return nil
+	})
+	return res, err
+}
+
+// runLoad runs the closed-loop load at one number of chats.
+func runLoad(ctx context.Context, o options, chats int) (loadResult, error) {
+	return drive(ctx, o, setup{MaxConcurrentTurns: o.maxTurns}, chats, fmt.Sprintf("load-%d", chats))
+}
+
+// historyResult is the per-turn cost with sessions of Prior messages.
+type historyResult struct {
+	Prior int
+	// First is the first turn of each chat after the start: it reads the
+	// session file.
+	First latencies
+	// Added, CPU and ReqBytes are of the later turns, the session loaded.
+	Turns    int
+	Added    latencies
+	Model    latencies
+	CPU      time.Duration
+	ReqBytes int64
+}
+
+// CPUPerTurn is the gateway's CPU time per turn once the session is loaded.
+func (r historyResult) CPUPerTurn() time.Duration {
+	if r.Turns == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Turns)
+}
+
+// runHistory measures turns in chats whose sessions already hold prior
+// messages, one turn at a time so nothing queues: first every chat's first
+// turn (which loads its session), then o.histTurns more turns in each,
+// metered. Each chat does only a few turns, so its session stays at about
+// prior messages.
+func runHistory(ctx context.Context, o options, prior int) (historyResult, error) {
+	res := historyResult{Prior: prior}
+	s := setup{MaxConcurrentTurns: o.maxTurns, Seed: seedSessions(o.histChats, prior)}
+	err := withGateway(ctx, o, s, func(h *harness, _ ready) error {
+		d := newDriver(h, o.histChats)
+		var first, added, model []time.Duration
+		var reqBytes []int64
+		sequence := func(n int, out *[]time.Duration) error {
+			for i := range o.histChats {
+				st := d.chats[chatID(i)]
+				replies := h.replies.listen(st.id)
+				for k := range n {
+					smp, err := d.turn(ctx, st, k, replies)
+					if err != nil {
+						return err
+					}
+					*out = append(*out, smp.added())
+					if out == &added {
+						model = append(model, smp.model)
+						reqBytes = append(reqBytes, smp.reqBytes)
+					}
+				}
+			}
+			return nil
+		}
+		if err := sequence(1, &first); err != nil {
+			return err
+		}
+		var m meter
+		if err := m.begin(h.pid()); err != nil {
+			return err
+		}
+		if err := sequence(o.histTurns, &added); err != nil {
+			return err
+		}
+		var lr loadResult
+		if err := m.end(h.pid(), &lr); err != nil {
+			return err
+		}
+		res.First, res.Added, res.Model = summarise(first), summarise(added), summarise(model)
+		res.Turns, res.CPU, res.ReqBytes = len(added), lr.CPU, median(reqBytes)
+		return nil
+	})
+	return res, err
+}
+
+// drive runs the load on a fresh gateway, profiling its window when asked.
+func drive(ctx context.Context, o options, s setup, chats int, name string) (loadResult, error) {
+	var res loadResult
+	err := withGateway(ctx, o, s, func(h *harness, _ ready) error {
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		profiled := make(chan error, 1)
+		if o.profileDir != "" {
+			from := time.Now().Add(o.warmup)
+			go func() { profiled <- profiler{addr: o.pprofAddr, dir: o.profileDir}.capture(pctx, name, from, o.window) }()
+		} else {
+			profiled <- nil
+		}
+		var err error
+		res, err = newDriver(h, chats).run(ctx, o.warmup, o.window)
+		if err != nil {
+			cancel() // the profiler stops; wait for it before the gateway goes
+			<-profiled
+			return err
+		}
+		return <-profiled
+	})
+	return res, err
+}
+
+// streamText is the streamed reply: 30 chunks of 8 bytes.
+var streamText = strings.TrimSpace(strings.Repeat("stream! ", 30))
+
+// streamChunkDelay separates the streamed chunks, so the first edit clearly
+// follows the first token rather than the end of the stream.
+const streamChunkDelay = 20 * time.Millisecond
+
+// runStream measures, with streaming on, the time from the model writing
+// its first token to the first message the user sees, over o.streamN turns
+// in one chat.
+func runStream(ctx context.Context, o options) ([]time.Duration, error) {
+	var out []time.Duration
+	err := withGateway(ctx, o, setup{Streaming: true}, func(h *harness, _ ready) error {
+		d := newDriver(h, 1)
+		d.reply = func(st *chatState) fakellm.Reply {
+			st.firstToken.Store(time.Now().UnixNano())
+			return fakellm.Reply{Text: streamText, ChunkDelay: streamChunkDelay}
+		}
+		st := d.chats[chatID(0)]
+		replies := h.replies.listen(st.id)
+		for n := range o.streamN {
+			first, err := d.streamTurn(ctx, st, n, replies)
+			if err != nil {
+				return err
+			}
+			out = append(out, first)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// streamTurn sends one message and returns the time from the first token
+// to the first message shown; it returns once the whole reply is shown.
+func (d *driver) streamTurn(ctx context.Context, st *chatState, n int, replies <-chan sent) (time.Duration, error) {
+	st.firstToken.Store(0)
+	d.h.tg.PushMessage(d.message(st, n))
+	var first time.Duration
+	timeout := time.NewTimer(60 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case r := <-replies:
+			if first == 0 && !r.Edit {
+				ft := st.firstToken.Load()
+				if ft == 0 {
+					return 0, fmt.Errorf("chat %d: a message was shown before the model answered: %q", st.id, r.Text)
+				}
+				first = r.At.Sub(time.Unix(0, ft))
+			}
+			if r.Text == streamText {
+				if first == 0 {
+					return 0, fmt.Errorf("chat %d: the whole reply was shown without a draft", st.id)
+				}
+				return first, nil
+			}
+		case <-timeout.C:
+			return 0, fmt.Errorf("chat %d: reply not complete within 60s (log: %s)", st.id, d.h.logf.Name())
+		case <-d.h.exited:
+			return 0, d.h.exitError()
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/session"
+)
+
+// seedSessions returns a Seed that gives each of the first chats a session
+// of prior messages, written by the session store itself so the files are
+// exactly what the gateway would have written.
+func seedSessions(chats, prior int) func(workspace string) error {
+	return func(ws string) error {
+		store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, zap.NewNop())
+		msgs := priorMessages(prior, time.Now().Add(-time.Duration(prior)*time.Minute))
+		for i := range chats {
+			if _, err := store.Append(sessionKey(chatID(i)), msgs...); err != nil {
+				_ = store.Close()
+				return fmt.Errorf("seed %d messages: %w", prior, err)
+			}
+		}
+		return store.Close()
+	}
+}
+
+// priorMessages is a conversation of n messages, user and assistant in
+// turn, of the sizes a chat has: user messages of about 150 bytes with the
+// context prefix the agent adds, answers of about 450.
+func priorMessages(n int, from time.Time) []llm.Message {
+	words := strings.Fields("the a plan meeting tomorrow draft notes list budget weather garden book train " +
+		"call doctor friday project release review bug fix idea recipe dinner walk music photo trip")
+	text := func(i, size int) string {
+		var b strings.Builder
+		for k := 0; b.Len() < size; k++ {
+			if k > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(words[(i*7+k*3)%len(words)])
+		}
+		return b.String() + "."
+	}
+	msgs := make([]llm.Message, n)
+	for i := range msgs {
+		at := from.Add(time.Duration(i) * time.Minute)
+		if i%2 == 0 {
+			prefix := fmt.Sprintf("[%s · telegram · chat -1001000000000 · from Bench]\n", at.UTC().Format("Mon 2006-01-02 15:04 MST"))
+			msgs[i] = llm.Message{Role: llm.RoleUser, Time: at, Parts: []llm.Part{llm.Text(prefix + text(i, 90))}}
+		} else {
+			msgs[i] = llm.Message{Role: llm.RoleAssistant, Time: at, Parts: []llm.Part{llm.Text(text(i, 450))}}
+		}
+	}
+	return msgs
+}

@@ -1,0 +1,315 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
+	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
+	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+)
+
+// The tests here run the whole gateway in-process — real agent, sessions,
+// tools, router, OpenAI adapter, channel manager, Telegram and Discord
+// adapters — against the fake servers over real HTTP and WebSocket.
+
+const (
+	owner    = 100 // the allowlisted Telegram user
+	stranger = 666
+)
+
+type gw struct {
+	t       *testing.T
+	cfg     *config.Config
+	script  *fakellm.Script
+	llm     *openaifake.Server
+	tg      *telegramfake.Server
+	dc      *discordfake.Server
+	dcOwner discordfake.User
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+// startGateway writes a config pointing at fresh fakes, then runs the gateway
+// until the test ends. extra is appended to the YAML.
+func startGateway(t *testing.T, withDiscord bool, extra string) *gw {
+	t.Helper()
+	g := &gw{t: t, script: &fakellm.Script{}}
+	g.llm = openaifake.New(t, g.script)
+	g.tg = telegramfake.New(t)
+	home := t.TempDir()
+	yaml := fmt.Sprintf(`
+agents:
+  workspace: %s/workspace
+  model: openai/gpt-4o-mini
+providers:
+  openai: {api_key: %q, base_url: %q, max_retries: 0}
+channels:
+  telegram:
+    enabled: true
+    token: %q
+    api_url: %q
+    allow_from: ["%d"]
+    edit_interval: 10ms
+%sgateway:
+  listen: 127.0.0.1:0
+  shutdown_grace: 5s
+  heartbeat: {enabled: false}
+`, home, openaifake.DefaultAPIKey, g.llm.URL(), telegramfake.Token, g.tg.URL(), owner, discordYAML(g, withDiscord))
+	yaml += extra
+	path := filepath.Join(home, "config.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g.cfg = cfg
+	gateway, err := NewGateway(cfg, Options{Version: "test", DataDir: home}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel, g.done = cancel, make(chan error, 1)
+	go func() { g.done <- gateway.Run(ctx) }()
+	t.Cleanup(func() {
+		if err := g.stop(); err != nil {
+			t.Errorf("gateway: %v", err)
+		}
+	})
+	return g
+}
+
+func discordYAML(g *gw, enabled bool) string {
+	if !enabled {
+		return ""
+	}
+	g.dc = discordfake.New(g.t, discordfake.Options{})
+	g.dcOwner = g.dc.NewUser("owner")
+	return fmt.Sprintf("  discord: {enabled: true, token: %q, api_url: %q, allow_from: [%q], edit_interval: 10ms}\n",
+		g.dc.Token(), g.dc.URL(), g.dcOwner.ID)
+}
+
+func (g *gw) stop() error {
+	if g.cancel == nil {
+		return nil
+	}
+	g.cancel()
+	g.cancel = nil
+	select {
+	case err := <-g.done:
+		return err
+	case <-time.After(20 * time.Second):
+		return fmt.Errorf("gateway did not stop within 20s")
+	}
+}
+
+func dm(from int64, text string) models.Message {
+	return models.Message{Chat: models.Chat{ID: from, Type: models.ChatTypePrivate},
+		From: &models.User{ID: from, FirstName: "User", Username: fmt.Sprintf("user%d", from)}, Text: text}
+}
+
+func group(chat, from int64, text string) models.Message {
+	m := dm(from, text)
+	m.Chat = models.Chat{ID: chat, Type: models.ChatTypeSupergroup, Title: "team"}
+	return m
+}
+
+func mention(chat, from int64, text string) models.Message {
+	at := "@" + telegramfake.Username
+	m := group(chat, from, at+" "+text)
+	m.Entities = []models.MessageEntity{{Type: models.MessageEntityTypeMention, Offset: 0, Length: len(at)}}
+	return m
+}
+
+// visible waits until chat shows n messages and returns their visible text.
+func (g *gw) visible(chat int64, n int) []string {
+	g.t.Helper()
+	g.tg.Wait(g.t, fmt.Sprintf("%d visible messages in chat %d", n, chat), func() bool {
+		return len(g.tg.Visible(chat)) >= n
+	})
+	return g.tg.Visible(chat)
+}
+
+// waitLast waits until the last visible message in chat reads want.
+func (g *gw) waitLast(chat int64, want string) {
+	g.t.Helper()
+	g.tg.Wait(g.t, fmt.Sprintf("chat %d to show %q", chat, want), func() bool {
+		v := g.tg.Visible(chat)
+		return len(v) > 0 && v[len(v)-1] == want
+	})
+}
+
+// dcWaitLast waits until the last message in a Discord channel reads want.
+func (g *gw) dcWaitLast(channel, want string) {
+	g.t.Helper()
+	g.dc.WaitFor(g.t, fmt.Sprintf("channel %s to show %q", channel, want), func() bool {
+		ms := g.dc.Messages(channel)
+		return len(ms) > 0 && ms[len(ms)-1].Content == want
+	})
+}
+
+// sessionValid checks every line of every session file parses.
+func (g *gw) sessionValid() {
+	g.t.Helper()
+	files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.Workspace, "sessions", "*.jsonl"))
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(nil, 1<<24)
+		for sc.Scan() {
+			if !json.Valid(sc.Bytes()) {
+				g.t.Errorf("%s: invalid line %q", f, sc.Text())
+			}
+		}
+		fh.Close()
+	}
+}
+
+func TestTelegramWithTheRealAgent(t *testing.T) {
+	g := startGateway(t, false, "")
+
+	// DM round trip.
+	g.script.Push(fakellm.Reply{Text: "Hello, **owner**!"})
+	g.tg.PushMessage(dm(owner, "hi"))
+	g.waitLast(owner, "Hello, owner!")
+
+	// A tool turn: the model reads a file, then answers.
+	if err := os.WriteFile(filepath.Join(g.cfg.Agents.Workspace, "todo.md"), []byte("water the plants"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.script.Push(
+		fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "c1", Name: "read_file", Args: `{"path":"todo.md"}`}}},
+		fakellm.Reply{Text: "You need to water the plants."},
+	)
+	g.tg.PushMessage(dm(owner, "what is on my todo list?"))
+	g.waitLast(owner, "You need to water the plants.")
+
+	// Group: no mention → ignored and no model call; mention → answered.
+	calls := len(g.script.Requests())
+	g.tg.PushMessage(group(-42, owner, "just chatting"))
+	g.script.Push(fakellm.Reply{Text: "In the group."})
+	g.tg.PushMessage(mention(-42, owner, "are you there?"))
+	g.waitLast(-42, "In the group.")
+	if got := g.tg.Visible(-42); len(got) != 1 {
+		t.Fatalf("group visible = %q", got)
+	}
+	reqs := g.script.Requests()
+	if len(reqs) != calls+1 || strings.Contains(reqs[len(reqs)-1].LastUserText(), "@"+telegramfake.Username) {
+		t.Errorf("group gating: %d model calls (want %d), mention not stripped: %q", len(reqs), calls+1, reqs[len(reqs)-1].LastUserText())
+	}
+
+	// A stranger costs nothing; /whoami still answers them.
+	calls = len(g.script.Requests())
+	g.tg.PushMessage(dm(stranger, "let me in"))
+	g.tg.PushMessage(dm(stranger, "/whoami"))
+	if got := g.visible(stranger, 1); !strings.Contains(got[0], fmt.Sprint(stranger)) {
+		t.Errorf("/whoami = %q", got)
+	}
+	if n := len(g.script.Requests()); n != calls {
+		t.Errorf("stranger caused %d model calls", n-calls)
+	}
+
+	// A 9,000-character answer with code blocks arrives as valid chunks.
+	var long strings.Builder
+	for i := 0; long.Len() < 9000; i++ {
+		fmt.Fprintf(&long, "Paragraph %d with <angle> & ampersand text that needs escaping.\n\n```go\nfunc f%d() { return }\n```\n\n", i, i)
+	}
+	g.script.Push(fakellm.Reply{Text: long.String(), Chunk: 512})
+	before := len(g.tg.Visible(owner))
+	g.tg.PushMessage(dm(owner, "write a lot"))
+	g.tg.Wait(t, "long answer chunks", func() bool {
+		v := g.tg.Visible(owner)
+		return len(v) >= before+3 && strings.Contains(v[len(v)-1], "Paragraph")
+	})
+	for _, m := range g.tg.Sent(owner)[before:] {
+		if n := len([]rune(m.Text)); n > 4096 {
+			t.Errorf("chunk of %d characters", n)
+		}
+		if m.ParseMode == "HTML" {
+			if _, err := telegramfake.ParseHTML(m.Text); err != nil {
+				t.Errorf("invalid HTML chunk: %v", err)
+			}
+		}
+	}
+	g.sessionValid()
+}
+
+func TestDiscordWithTheRealAgent(t *testing.T) {
+	g := startGateway(t, true, "")
+	g.dc.WaitReady(t, 1)
+
+	dmChan := g.dc.AddDM(g.dcOwner)
+	g.script.Push(fakellm.Reply{Text: "Hi from Discord."})
+	g.dc.SendMessageCreate(discordfake.Incoming{ChannelID: dmChan, Author: g.dcOwner, Content: "hello"})
+	g.dcWaitLast(dmChan, "Hi from Discord.")
+
+	guild := g.dc.AddGuild("home")
+	g.dc.AddMember(guild, g.dcOwner)
+	ch := g.dc.AddTextChannel(guild, "general")
+	calls := len(g.script.Requests())
+	g.dc.SendMessageCreate(discordfake.Incoming{ChannelID: ch, Author: g.dcOwner, Content: "no mention here"})
+	g.script.Push(fakellm.Reply{Text: "Answered in the guild."})
+	g.dc.SendMessageCreate(discordfake.Incoming{ChannelID: ch, Author: g.dcOwner, Content: "<@" + g.dc.Bot().ID + "> ping"})
+	g.dcWaitLast(ch, "Answered in the guild.")
+	if msgs := g.dc.Messages(ch); len(msgs) != 1 {
+		t.Fatalf("guild reply = %+v", msgs)
+	}
+	if n := len(g.script.Requests()); n != calls+1 {
+		t.Errorf("guild gating: %d model calls, want %d", n-calls, 1)
+	}
+
+	thread := g.dc.AddThread(ch, "topic")
+	long := strings.Repeat("Long line of thread text. ", 200)
+	g.script.Push(fakellm.Reply{Text: long})
+	g.dc.SendMessageCreate(discordfake.Incoming{ChannelID: thread, Author: g.dcOwner, Content: "<@" + g.dc.Bot().ID + "> long please"})
+	g.dc.WaitFor(t, "long answer complete", func() bool {
+		var all strings.Builder
+		for _, m := range g.dc.Messages(thread) {
+			all.WriteString(m.Content + " ")
+		}
+		return strings.Join(strings.Fields(all.String()), " ") == strings.TrimSpace(long)
+	})
+	for _, m := range g.dc.Messages(thread) {
+		if n := len([]rune(m.Content)); n > 2000 {
+			t.Errorf("Discord chunk of %d characters", n)
+		}
+	}
+	if len(g.dc.Messages(ch)) != 1 {
+		t.Errorf("thread answer leaked into the parent channel")
+	}
+	g.sessionValid()
+}
+
+func TestShutdownFinishesRunningTurn(t *testing.T) {
+	g := startGateway(t, false, "")
+	g.script.Push(fakellm.Reply{Text: "slow but complete", Delay: 300 * time.Millisecond})
+	g.tg.PushMessage(dm(owner, "take your time"))
+	g.tg.Wait(t, "model call in flight", func() bool { return len(g.script.Requests()) == 1 })
+	if err := g.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.tg.Visible(owner); len(got) != 1 || got[0] != "slow but complete" || len(g.tg.Sent(owner)) != 1 {
+		t.Errorf("turn in flight at shutdown: visible %q", got)
+	}
+	g.sessionValid()
+}

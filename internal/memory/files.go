@@ -1,0 +1,148 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/nanobot-go/nanobot/internal/workspace"
+)
+
+// The memory files, relative to the workspace (S-M1).
+const (
+	MemoryFile  = "memory/MEMORY.md"
+	HistoryFile = "memory/HISTORY.md"
+)
+
+// maxMemoryBytes bounds what is read of MEMORY.md: it goes into every
+// prompt, so a file this large is a mistake to report, not to send.
+const maxMemoryBytes = 1 << 20
+
+// ErrConflict means MEMORY.md changed after it was read for a consolidation
+// (another session's consolidation, or the model's edit_file). Nothing was
+// written; read it again and redo the update so the change is merged, not
+// overwritten.
+var ErrConflict = errors.New("MEMORY.md changed while the update was prepared")
+
+// Files reads and updates MEMORY.md and HISTORY.md. Every update goes
+// through one mutex, so concurrent consolidations of different sessions
+// write one at a time, and Commit's compare-and-replace of MEMORY.md is
+// atomic with respect to them. Paths are opened through the workspace root,
+// so a symlink planted in memory/ cannot redirect the writes.
+type Files struct {
+	root *workspace.Root
+	mu   sync.Mutex
+}
+
+// NewFiles returns the memory files of the workspace opened as root.
+func NewFiles(root *workspace.Root) *Files { return &Files{root: root} }
+
+// Memory returns MEMORY.md's content; a missing file reads as "".
+func (f *Files) Memory() (string, error) {
+	data, err := f.root.ReadFile(MemoryFile, maxMemoryBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("memory: read %s: %w", MemoryFile, err)
+	}
+	return string(data), nil
+}
+
+// Commit applies one consolidation. If MEMORY.md still reads base, it is
+// replaced atomically by memory (only when that differs), then entry is
+// appended to HISTORY.md. If MEMORY.md changed since base was read, nothing
+// is written and the error wraps ErrConflict.
+//
+// MEMORY.md is written first on purpose: if the history append then fails,
+// the retry merges into a memory that already holds the facts (harmless),
+// whereas the other order would leave a history entry that the retry writes
+// a second time.
+func (f *Files) Commit(base, memory, entry string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	current, err := f.Memory()
+	if err != nil {
+		return err
+	}
+	if current != base {
+		return fmt.Errorf("memory: commit: %w", ErrConflict)
+	}
+	if memory != current {
+		if err := f.root.MkdirAll(path.Dir(MemoryFile), 0o700); err != nil {
+			return fmt.Errorf("memory: write %s: %w", MemoryFile, err)
+		}
+		if err := f.root.WriteFileAtomic(MemoryFile, []byte(memory), 0o600); err != nil {
+			return fmt.Errorf("memory: write %s: %w", MemoryFile, err)
+		}
+	}
+	return f.appendHistory(entry)
+}
+
+// AppendHistory appends entry to HISTORY.md as a paragraph of its own.
+func (f *Files) AppendHistory(entry string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.appendHistory(entry)
+}
+
+// appendHistory writes entry with one write and an fsync, after a blank line
+// separating it from what is there. A failed write is cut off again so a
+// retry does not leave half an entry behind. Called with f.mu held.
+func (f *Files) appendHistory(entry string) error {
+	entry = strings.TrimSpace(entry)
+	if entry == "" {
+		return nil
+	}
+	if err := f.root.MkdirAll(path.Dir(HistoryFile), 0o700); err != nil {
+		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)
+	}
+	file, err := f.root.OpenFile(HistoryFile, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)
+	}
+	defer file.Close()
+	size, err := file.Seek(0, io.SeekEnd)
+	if err != nil {
+		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)
+	}
+	sep, err := separator(file, size)
+	if err != nil {
+		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)
+	}
+	_, err = file.WriteAt([]byte(sep+entry+"\n"), size)
+	if err == nil {
+		err = file.Sync()
+	}
+	if err != nil {
+		if terr := file.Truncate(size); terr != nil {
+			err = errors.Join(err, fmt.Errorf("cut off the partial entry: %w", terr))
+		}
+		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)
+	}
+	return nil
+}
+
+// separator is what must precede a new paragraph in a file of size bytes so
+// that exactly one blank line separates it from the previous text.
+func separator(r io.ReaderAt, size int64) (string, error) {
+	if size == 0 {
+		return "", nil
+	}
+	tail := make([]byte, min(size, 2))
+	if _, err := r.ReadAt(tail, size-int64(len(tail))); err != nil {
+		return "", err
+	}
+	switch {
+	case len(tail) == 2 && tail[0] == '\n' && tail[1] == '\n':
+		return "", nil
+	case tail[len(tail)-1] == '\n':
+		return "\n", nil
+	}
+	return "\n\n", nil
+}
