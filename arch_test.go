@@ -32,6 +32,7 @@ var allowed = []struct {
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/workspace", "internal/tools"}},
 	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels"}},
 	{"internal/fakes", []string{"internal/llm", "internal/fakes"}},
+	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/channels/clock"}},
 }
 
 // forbidden are imports no package but the daemon and the commands may make.
