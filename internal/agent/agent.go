@@ -62,7 +62,12 @@ type Config struct {
 	Workspace          string
 	MaxToolIterations  int
 	MaxConcurrentTurns int
-	MaxTokens          int
+	// MaxGroupTurns caps the turns of group chats, all together (0:
+	// MaxConcurrentTurns-1, at least 1); MaxTurnsPerGroup caps one group's
+	// (0: half the group share, at least 1). See turnSlots.
+	MaxGroupTurns    int
+	MaxTurnsPerGroup int
+	MaxTokens        int
 	Temperature        *float64
 	// MaxInputChars cuts longer inbound messages, with a note to the model.
 	MaxInputChars int
@@ -117,8 +122,9 @@ type Agent struct {
 	log     *zap.Logger
 	started time.Time
 
-	// turns caps concurrent turns across sessions.
-	turns chan struct{}
+	// turns caps concurrent turns across sessions, fairly between direct
+	// messages and groups.
+	turns *turnSlots
 
 	mu     sync.Mutex
 	active map[string]*sessionQueue
@@ -148,7 +154,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		now:     now,
 		log:     log,
 		started: now(),
-		turns:   make(chan struct{}, cfg.MaxConcurrentTurns),
+		turns:   newTurnSlots(cfg.MaxConcurrentTurns, cfg.MaxGroupTurns, cfg.MaxTurnsPerGroup),
 		active:  make(map[string]*sessionQueue),
 	}
 }

@@ -49,12 +49,11 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		t.log.Info("turn done", zap.Duration("elapsed", a.now().Sub(start)), zap.Int("messages", len(t.msgs)))
 	}()
 
-	select {
-	case a.turns <- struct{}{}:
-		defer func() { <-a.turns }()
-	case <-ctx.Done():
+	release, err := a.turns.acquire(ctx, origin.Group)
+	if err != nil {
 		return // not persisted, not acked: a redelivering channel asks again
 	}
+	defer release()
 
 	user, err := a.userMessage(batch)
 	if err != nil {

@@ -27,6 +27,10 @@ type InboundMessage struct {
 	// SessionKey overrides the default "channel:chat_id" key, e.g. for a
 	// Telegram forum topic or a Discord thread.
 	SessionKey string
+	// Group names the group conversation the message was posted in
+	// ("telegram:-100123", "discord:<guild id>"); empty for a direct message.
+	// The agent shares its turns fairly between groups and direct messages by it.
+	Group string
 	Time       time.Time
 	// Ack, when set, is called once the message is durably recorded (its user
 	// message persisted in the session) or deliberately dropped. A channel

@@ -246,6 +246,13 @@ func TestIntakeGate(t *testing.T) {
 	if len(b.in) != 2 {
 		t.Fatalf("bus got %d messages, want the 2 published", len(b.in))
 	}
+	if b.in[0].Group != "" || b.in[1].Group != "test:1" {
+		t.Fatalf("groups = %q, %q; want none for the DM, test:1 for the group", b.in[0].Group, b.in[1].Group)
+	}
+	m, _ := msg("1", "15", "in a guild")
+	if _, err := in.Admit(ctx, Arrival{Msg: m, Group: true, GroupID: "g7", Addressed: true}); err != nil || b.in[2].Group != "test:g7" {
+		t.Fatalf("group with its own id: %v, %q", err, b.in[2].Group)
+	}
 	if len(b.out) != 1 || !strings.Contains(b.out[0].Content, "`9`") || !strings.Contains(b.out[0].Content, "@eve") ||
 		!strings.Contains(b.out[0].Content, "not on this bot's allowlist") || b.out[0].ReplyTo != "14" {
 		t.Fatalf("whoami reply = %+v", b.out)

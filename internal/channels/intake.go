@@ -46,6 +46,9 @@ type Arrival struct {
 	Username string
 	// Group is true for group and guild messages, false for DMs.
 	Group bool
+	// GroupID identifies the group when Group is set (a Discord guild id);
+	// empty means the chat is the group (a Telegram group).
+	GroupID string
 	// Addressed is true when a group message mentions the bot, replies to
 	// it, or is a command meant for it.
 	Addressed bool
@@ -149,6 +152,13 @@ func (in *Intake) admit(ctx context.Context, a Arrival) (Verdict, error) {
 	}
 	if a.Group && !in.access.GroupAllows(a.Addressed) {
 		return NotAddressed, nil
+	}
+	if a.Group {
+		id := a.GroupID
+		if id == "" {
+			id = m.ChatID
+		}
+		m.Group = m.Channel + ":" + id
 	}
 	sender := Sender{ID: m.SenderID, Username: a.Username}
 	allowed, err := in.access.Allowed(sender)
