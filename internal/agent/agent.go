@@ -68,7 +68,7 @@ type Config struct {
 	MaxGroupTurns    int
 	MaxTurnsPerGroup int
 	MaxTokens        int
-	Temperature        *float64
+	Temperature      *float64
 	// MaxInputChars cuts longer inbound messages, with a note to the model.
 	MaxInputChars int
 	// MaxQueue is how many messages may wait for a busy session; beyond it

@@ -31,7 +31,7 @@ type InboundMessage struct {
 	// ("telegram:-100123", "discord:<guild id>"); empty for a direct message.
 	// The agent shares its turns fairly between groups and direct messages by it.
 	Group string
-	Time       time.Time
+	Time  time.Time
 	// Ack, when set, is called once the message is durably recorded (its user
 	// message persisted in the session) or deliberately dropped. A channel
 	// that can be redelivered messages confirms them to the platform only then.
