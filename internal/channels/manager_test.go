@@ -208,6 +208,32 @@ func TestRetryGivesUpWhenBoundReached(t *testing.T) {
 	}
 }
 
+// A storm of 429s longer than MaxAttempts still delivers the message once:
+// each 429 says the call was not made, so only the total wait is bounded.
+func TestRateLimitStormLongerThanMaxAttemptsDeliversOnce(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{Retry: RetryPolicy{MaxAttempts: 3, MaxWait: time.Minute}})
+	storm := 6
+	h.ch.setFail(func(c call) error {
+		if c.op == "send" && storm > 0 {
+			storm--
+			return &RateLimitError{RetryAfter: time.Second, Err: errors.New("429")}
+		}
+		return nil
+	})
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindFinal, Content: "hello"}
+	for i := 1; i <= 6; i++ {
+		h.ch.waitCalls(t, "send!", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		h.clock.WaitForTimers(ctx, 1)
+		cancel()
+		h.clock.Advance(time.Second)
+	}
+	h.waitIdle("c1", 1)
+	if got := h.ch.visible(); joinVisible(got) != "<hello>" {
+		t.Fatalf("visible = %q, want the message exactly once after the storm", got)
+	}
+}
+
 func TestUnknownOutcomeAndPermanentAreNotRepeated(t *testing.T) {
 	for _, tc := range []struct {
 		name string

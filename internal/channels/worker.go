@@ -488,11 +488,17 @@ func (w *worker) sendMedia(msg bus.OutboundMessage, reply bool) {
 // to use the plain rendering (after ErrBadMarkup). Edits and deletes are
 // idempotent, so an unknown outcome is retried for them; a send whose
 // outcome is unknown is never repeated, so no chunk is sent twice.
+//
+// A rate-limited try does not count against MaxAttempts, only its wait
+// against MaxWait: the platform said the call was not made and when to come
+// back, so a storm of 429s delays the answer rather than losing it.
 func (w *worker) retry(op string, idempotent bool, call func(ctx context.Context, plain bool) error) error {
 	pol := w.m.cfg.Retry
 	plain := false
 	var waited time.Duration
+	tries := 0
 	for attempt := 1; ; attempt++ {
+		tries++
 		ctx, cancel := context.WithTimeout(w.m.workCtx, w.m.cfg.CallTimeout)
 		err := call(ctx, plain)
 		cancel()
@@ -510,6 +516,7 @@ func (w *worker) retry(op string, idempotent bool, call func(ctx context.Context
 			continue
 		case errors.As(err, &rl):
 			wait = max(rl.RetryAfter, pol.BaseBackoff)
+			attempt--
 		case errors.As(err, &uo) && !idempotent:
 			return err
 		case errors.As(err, &pe), errors.Is(err, ErrBadMarkup):
@@ -520,7 +527,7 @@ func (w *worker) retry(op string, idempotent bool, call func(ctx context.Context
 			wait = w.backoff(attempt)
 		}
 		if attempt >= pol.MaxAttempts || waited+wait > pol.MaxWait {
-			return fmt.Errorf("%s: giving up after %d attempts and %s waiting: %w", op, attempt, waited, err)
+			return fmt.Errorf("%s: giving up after %d tries and %s waiting: %w", op, tries, waited, err)
 		}
 		w.log.Debug("platform call failed; retrying", zap.String("op", op), zap.Int("attempt", attempt),
 			zap.Duration("wait", wait), zap.String("outcome", errorKind(err)), zap.Error(err))
