@@ -234,6 +234,29 @@ func TestRateLimitStormLongerThanMaxAttemptsDeliversOnce(t *testing.T) {
 	}
 }
 
+// When the final cannot be edited into the draft, it is sent anew and the
+// stale draft removed: the user sees the answer once, not next to half of it.
+func TestFailedFinalEditRemovesTheStaleDraft(t *testing.T) {
+	h := newHarness(t, streaming, ManagerConfig{})
+	h.send(2,
+		bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"},
+		bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "half an ans"},
+	)
+	h.ch.setFail(func(c call) error {
+		if c.op == "edit" {
+			return &PermanentError{Err: errors.New("message can't be edited")}
+		}
+		return nil
+	})
+	h.send(3, bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: "the whole answer"})
+	if got := h.ch.visible(); joinVisible(got) != "<the whole answer>" {
+		t.Fatalf("visible = %q, want only the final", got)
+	}
+	if len(h.ch.ops("delete")) != 1 {
+		t.Fatalf("stale draft not deleted: %+v", h.ch.ops(""))
+	}
+}
+
 func TestUnknownOutcomeAndPermanentAreNotRepeated(t *testing.T) {
 	for _, tc := range []struct {
 		name string

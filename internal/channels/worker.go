@@ -371,10 +371,11 @@ func (w *worker) deliverFinal(t *turn, msg bus.OutboundMessage) {
 		})
 		if err != nil {
 			// The draft message cannot take the text; send it anew so the
-			// answer is complete. The edit did not happen, so this is no
-			// duplicate.
+			// answer is complete, and remove the stale draft so the user
+			// does not see the half-written answer next to the whole one.
 			w.log.Warn("final edit failed; sending the chunk as a new message", zap.Error(err))
 			w.sendChunk(msg, c, i == 0)
+			w.removeDraftMessage(ref)
 		}
 	}
 	for j := len(chunks); j < len(t.refs); j++ {
