@@ -132,7 +132,7 @@ func TestShutdownFinishesRunningTurn(t *testing.T) {
 	g := startGateway(t, false, "")
 	g.script.Push(fakellm.Reply{Text: "slow but complete", Delay: 300 * time.Millisecond})
 	g.tg.PushMessage(dm(owner, "take your time"))
-	g.tg.Wait(t, "model call in flight", func() bool { return len(g.script.Requests()) == 1 })
+	g.waitUntil("model call in flight", func() bool { return len(g.script.Requests()) == 1 })
 	if err := g.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -140,4 +140,41 @@ func TestShutdownFinishesRunningTurn(t *testing.T) {
 		t.Errorf("turn in flight at shutdown: visible %q", got)
 	}
 	g.sessionValid()
+}
+
+// A turn still running when the gateway is asked to stop finishes, its
+// answer goes out, and a restart neither answers it again nor loses the
+// message that was waiting behind it.
+func TestRestartAfterShutdownDuringTurnsAnswersEachOnce(t *testing.T) {
+	g := startWith(t, setup{agents: "max_concurrent_turns: 1"})
+	g.script.Func = func(r fakellm.Request) fakellm.Reply {
+		text := r.LastUserText()
+		reply := fakellm.Reply{Text: "answer to " + text[strings.LastIndex(text, "\n")+1:]}
+		if strings.HasSuffix(text, "first") {
+			reply.Delay = time.Second
+		}
+		return reply
+	}
+	g.tg.PushMessage(dm(owner, "first"))
+	g.waitUntil("model call in flight", func() bool { return len(g.script.Requests()) == 1 })
+	second := g.tg.PushMessage(dm(owner+1, "second")) // waits for the only turn slot
+	g.tg.Wait(t, "second message received", func() bool { return g.tg.Confirmed() > second })
+	if err := g.stop(); err != nil {
+		t.Fatal(err)
+	}
+	g.start() // same data dir and workspace: a restart
+	// A new message in the same chat is handled after anything replayed there.
+	g.tg.PushMessage(dm(owner+1, "third"))
+	g.waitLast(owner+1, "answer to third")
+	if err := g.stop(); err != nil {
+		t.Fatal(err)
+	}
+	for chat, want := range map[int64]string{owner: "answer to first", owner + 1: "answer to second|answer to third"} {
+		if got := strings.Join(g.tg.Visible(chat), "|"); got != want {
+			t.Errorf("chat %d sees %q, want %q", chat, got, want)
+		}
+	}
+	if r := roles(g.sessionMessages("telegram:101")); r != "user,assistant,user,assistant" {
+		t.Errorf("second chat's roles = %s, want each message once", r)
+	}
 }

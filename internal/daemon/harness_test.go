@@ -127,14 +127,14 @@ func (g *gw) writeConfig(s setup, extra string) {
     enabled: true
     token: %q
     api_url: %q
-    allow_from: ["%d"]
+    allow_from: ["%d", "%d"]
     edit_interval: 10ms
 %s%s%sgateway:
   listen: 127.0.0.1:0
   shutdown_grace: 5s
   heartbeat: {enabled: false}
 `, g.home, indent(s.agents, "  "), openaifake.DefaultAPIKey, g.llm.URL(), indent(openai, "    "),
-		telegramfake.Token, g.tg.URL(), owner, indent(s.telegram, "    "), discord, tools)
+		telegramfake.Token, g.tg.URL(), owner, owner+1, indent(s.telegram, "    "), discord, tools)
 	yaml += extra
 	if err := os.WriteFile(g.configPath(), []byte(yaml), 0o600); err != nil {
 		g.t.Fatal(err)
@@ -283,4 +283,17 @@ func roles(msgs []llm.Message) string {
 		r[i] = string(m.Role)
 	}
 	return strings.Join(r, ",")
+}
+
+// waitUntil polls cond (for conditions no fake signals, like the model's
+// request log) until it holds, failing the test after 10 s.
+func (g *gw) waitUntil(what string, cond func() bool) {
+	g.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			g.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

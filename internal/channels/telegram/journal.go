@@ -35,6 +35,12 @@ type journal struct {
 	recent  map[int64]struct{}        // acknowledged ids > next-1 seen via webhook, bounded
 	dirty   bool
 	wake    chan struct{}
+	// direct is set once the writer has stopped (the channel stopped taking
+	// updates): acks of turns finishing during the daemon's shutdown drain
+	// are then written at once, durably, or the restart would answer them
+	// again.
+	direct bool
+	log    *zap.Logger
 }
 
 type journalFile struct {
@@ -42,8 +48,8 @@ type journalFile struct {
 	Pending    []json.RawMessage `json:"pending"`
 }
 
-func newJournal(path string) *journal {
-	return &journal{path: path, pending: map[int64]json.RawMessage{}, recent: map[int64]struct{}{}, wake: make(chan struct{}, 1)}
+func newJournal(path string, log *zap.Logger) *journal {
+	return &journal{path: path, pending: map[int64]json.RawMessage{}, recent: map[int64]struct{}{}, wake: make(chan struct{}, 1), log: log}
 }
 
 func (j *journal) load() error {
@@ -158,15 +164,27 @@ func (j *journal) ack(id int64) {
 		}
 		j.dirty = true
 	}
+	direct := j.direct
 	j.mu.Unlock()
+	if direct {
+		if err := j.save(true); err != nil {
+			j.log.Error("update journal not written", zap.Error(err))
+		}
+		return
+	}
 	select {
 	case j.wake <- struct{}{}:
 	default:
 	}
 }
 
-// writer persists acks until ctx ends.
-func (j *journal) writer(ctx context.Context, log *zap.Logger) {
+// writer persists acks until ctx ends; from then on ack writes itself.
+func (j *journal) writer(ctx context.Context) {
+	defer func() {
+		j.mu.Lock()
+		j.direct = true
+		j.mu.Unlock()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -174,7 +192,7 @@ func (j *journal) writer(ctx context.Context, log *zap.Logger) {
 		case <-j.wake:
 		}
 		if err := j.save(false); err != nil {
-			log.Error("update journal not written", zap.Error(err))
+			j.log.Error("update journal not written", zap.Error(err))
 		}
 	}
 }
