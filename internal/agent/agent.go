@@ -134,7 +134,7 @@ type Agent struct {
 // sessionQueue is one session's pending work and its running turn.
 type sessionQueue struct {
 	pending []bus.InboundMessage
-	cancel  context.CancelFunc // of the running turn, nil when idle
+	cancel  context.CancelCauseFunc // of the running turn, nil when idle
 }
 
 // New returns an agent; it does no I/O.
@@ -245,7 +245,7 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 			}
 		}
 		q.pending = q.pending[n:]
-		turnCtx, cancel := context.WithCancel(ctx)
+		turnCtx, cancel := context.WithCancelCause(ctx)
 		q.cancel = cancel
 		a.mu.Unlock()
 
@@ -255,7 +255,7 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 		} else {
 			a.runTurn(turnCtx, key, batch[:n])
 		}
-		cancel()
+		cancel(nil)
 		a.mu.Lock()
 		q.cancel = nil
 		a.mu.Unlock()
@@ -272,7 +272,7 @@ func (a *Agent) stop(ctx context.Context, m bus.InboundMessage) {
 	if q, ok := a.active[key]; ok {
 		dropped, q.pending = q.pending, nil
 		if q.cancel != nil {
-			q.cancel()
+			q.cancel(errStopped)
 			running = true
 		}
 	}

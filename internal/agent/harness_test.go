@@ -28,6 +28,9 @@ type harness struct {
 	bus    *bus.Bus
 	agent  *Agent
 	reg    *tools.Registry
+	// cancel ends the agent's context, as the daemon does when the
+	// shutdown grace period is over.
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	out    []bus.OutboundMessage
@@ -63,6 +66,7 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 		Prompt: &PromptBuilder{Workspace: ws, Version: "test"}}, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
 	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)
@@ -72,6 +76,9 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 	go func() {
 		defer close(outDone)
 		for m := range h.bus.Outbound() {
+			if m.Delivered != nil {
+				m.Delivered() // as a channel manager does once the platform took it
+			}
 			h.mu.Lock()
 			h.out = append(h.out, m)
 			h.mu.Unlock()

@@ -220,6 +220,9 @@ func (m *Manager) dispatch(ctx context.Context, msg bus.OutboundMessage) error {
 	if rt == nil {
 		m.log.Warn("outbound message for an unknown channel dropped",
 			zap.String("channel", msg.Channel), zap.String("chat", msg.ChatID), zap.Stringer("kind", msg.Kind))
+		if msg.Delivered != nil {
+			msg.Delivered() // nothing will ever deliver it
+		}
 		return nil
 	}
 	key := chatKey{msg.Channel, msg.ChatID}

@@ -196,10 +196,21 @@ func (w *worker) handle(msg bus.OutboundMessage) {
 		t := w.turns[msg.TurnID]
 		delete(w.turns, msg.TurnID)
 		w.deliverFinal(t, msg)
+		w.delivered(msg)
 	case bus.KindMessage:
 		w.deliverNew(msg)
+		w.delivered(msg)
 	default:
 		w.log.Warn("outbound message of unknown kind dropped", zap.Stringer("kind", msg.Kind))
+	}
+}
+
+// delivered tells msg's sender that it went out or was given up on for
+// good; not when shutdown cut its delivery short, so that a channel that
+// redelivers asks the question again after the restart.
+func (w *worker) delivered(msg bus.OutboundMessage) {
+	if msg.Delivered != nil && w.m.workCtx.Err() == nil {
+		msg.Delivered()
 	}
 }
 
