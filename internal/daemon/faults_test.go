@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -231,7 +232,10 @@ func TestFaultsOneUserMessage(t *testing.T) {
 		},
 	}
 	for _, sc := range tests {
-		t.Run(sc.name, func(t *testing.T) { runScenario(t, sc) })
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			runScenario(t, sc)
+		})
 	}
 }
 
@@ -344,5 +348,77 @@ func noProcess(marker string) func(*testing.T, *gw) {
 				t.Errorf("process %s (%q) outlived the tool call", p, b)
 			}
 		}
+	}
+}
+
+// Discord's gateway connection breaks while the model is answering: the
+// answer still goes out (over REST), a message sent during the outage is
+// answered once when the session resumes (Discord replays it; after a
+// non-resumable op 9 or close Discord does not, so it never reaches the
+// bot), and a message after recovery is answered once.
+func TestFaultsDiscordGateway(t *testing.T) {
+	tests := []struct {
+		name       string
+		break_     func(*discordfake.Server)
+		resumable  bool
+		identifies int
+	}{
+		{"abrupt disconnect", (*discordfake.Server).DropConnections, true, 1},
+		{"op 7 reconnect", (*discordfake.Server).Reconnect, true, 1},
+		{"op 9 resumable", func(s *discordfake.Server) { s.InvalidateSessions(true) }, false, 2},
+		{"op 9 not resumable", func(s *discordfake.Server) { s.InvalidateSessions(false) }, false, 2},
+		{"close 4000", func(s *discordfake.Server) { s.CloseConnections(discordfake.CloseUnknownError, "Unknown error.") }, true, 1},
+		{"close 4009 session timed out", func(s *discordfake.Server) {
+			s.CloseConnections(discordfake.CloseSessionTimedOut, "Session timed out.")
+		}, false, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := startWith(t, setup{discord: true})
+			g.dc.WaitReady(t, 1)
+			g.script.Func = func(r fakellm.Request) fakellm.Reply {
+				text := r.LastUserText()
+				reply := fakellm.Reply{Text: "answer to " + text[strings.LastIndex(text, "\n")+1:]}
+				if strings.HasSuffix(text, "before") {
+					reply.Delay = 200 * time.Millisecond
+				}
+				return reply
+			}
+			dmChan := g.dc.AddDM(g.dcOwner)
+			g.dc.SendMessageCreate(discordfake.Incoming{ChannelID: dmChan, Author: g.dcOwner, Content: "before"})
+			g.waitUntil("the model to be asked", func() bool { return len(g.script.Requests()) == 1 })
+			tt.break_(g.dc)
+			g.dc.SendMessageCreate(discordfake.Incoming{ChannelID: dmChan, Author: g.dcOwner, Content: "during"})
+			g.dc.WaitFor(t, "recovery", func() bool {
+				st := g.dc.Stats()
+				return st.Identifies >= tt.identifies && st.Live == 1 && (!tt.resumable || st.Resumes >= 1)
+			})
+			if tt.resumable {
+				g.dcWaitLast(dmChan, "answer to during")
+			}
+			g.dc.SendMessageCreate(discordfake.Incoming{ChannelID: dmChan, Author: g.dcOwner, Content: "after"})
+			g.dcWaitLast(dmChan, "answer to after")
+			if err := g.stop(); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"answer to before", "answer to during", "answer to after"}
+			if !tt.resumable {
+				want = []string{"answer to before", "answer to after"}
+			}
+			var got []string
+			for _, m := range g.dc.Messages(dmChan) {
+				if !m.Deleted {
+					got = append(got, m.Content)
+				}
+			}
+			if strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("the user sees %q, want %q (each once)", got, want)
+			}
+			msgs := g.sessionMessages("discord:" + dmChan)
+			if r := roles(msgs); r != strings.TrimSuffix(strings.Repeat("user,assistant,", len(want)), ",") {
+				t.Errorf("session roles = %s", r)
+			}
+		})
 	}
 }
