@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 	"time"
 
 	"go.uber.org/zap/zaptest"
@@ -291,7 +292,7 @@ func TestIntakePairingFlow(t *testing.T) {
 func TestIntakeRateLimitAndLength(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake()
-	in, b, _ := newTestIntake(t, config.Access{AllowFrom: []string{"1"}}, IntakeConfig{RatePerMinute: 3, MaxChars: 10, Clock: clk})
+	in, b, _ := newTestIntake(t, config.Access{AllowFrom: []string{"1"}}, IntakeConfig{RatePerMinute: 3, MaxChars: 60, Clock: clk})
 	var verdicts []string
 	for i := range 5 {
 		m, _ := msg("1", string(rune('a'+i)), "hi")
@@ -305,13 +306,15 @@ func TestIntakeRateLimitAndLength(t *testing.T) {
 		t.Fatalf("want one slow-down notice, got %+v", b.out)
 	}
 	clk.Advance(time.Minute)
-	m, _ := msg("1", "z", "0123456789ABCDEF")
+	m, _ := msg("1", "z", strings.Repeat("0123456789", 10))
 	if v, _ := in.Admit(ctx, Arrival{Msg: m}); v != Published {
 		t.Fatalf("after a minute: %v", v)
 	}
+	// The text and its note fit the limit together, so the agent, which
+	// applies the same limit, does not cut the note off.
 	last := b.in[len(b.in)-1].Content
-	if !strings.HasPrefix(last, "0123456789\n\n[message truncated: 10 of 16 characters kept]") {
-		t.Fatalf("truncated = %q", last)
+	if last != "012345678901\n\n[message truncated: 12 of 100 characters kept]" || utf8.RuneCountInString(last) > 60 {
+		t.Fatalf("truncated = %q (%d runes)", last, utf8.RuneCountInString(last))
 	}
 }
 
