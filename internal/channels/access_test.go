@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap/zaptest"
 
