@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-telegram/bot/models"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -44,6 +45,9 @@ type setup struct {
 	openai   string // under providers.openai: (max_retries: 0 unless set)
 	telegram string // under channels.telegram:
 	tools    string // under tools:
+	// quiet logs nothing: zaptest keeps every line in memory until the test
+	// ends, which a memory measurement must not count.
+	quiet bool
 }
 
 type gw struct {
@@ -57,6 +61,7 @@ type gw struct {
 	dcOwner discordfake.User
 	cancel  context.CancelFunc
 	done    chan error
+	log     *zap.Logger
 }
 
 // startGateway writes a config pointing at fresh fakes, then runs the gateway
@@ -80,7 +85,10 @@ func startWith(t *testing.T, s setup) *gw {
 
 func newGW(t *testing.T, s setup) *gw {
 	t.Helper()
-	g := &gw{t: t, script: &fakellm.Script{}, home: t.TempDir()}
+	g := &gw{t: t, script: &fakellm.Script{}, home: t.TempDir(), log: zaptest.NewLogger(t)}
+	if s.quiet {
+		g.log = zap.NewNop()
+	}
 	g.llm = openaifake.New(t, g.script)
 	g.tg = telegramfake.New(t)
 	if s.discord {
@@ -127,14 +135,13 @@ func (g *gw) writeConfig(s setup, extra string) {
     enabled: true
     token: %q
     api_url: %q
-    allow_from: ["%d", "%d"]
-    edit_interval: 10ms
+%s    edit_interval: 10ms
 %s%s%sgateway:
   listen: 127.0.0.1:0
   shutdown_grace: 5s
   heartbeat: {enabled: false}
 `, g.home, indent(s.agents, "  "), openaifake.DefaultAPIKey, g.llm.URL(), indent(openai, "    "),
-		telegramfake.Token, g.tg.URL(), owner, owner+1, indent(s.telegram, "    "), discord, tools)
+		telegramfake.Token, g.tg.URL(), allowFrom(s.telegram), indent(s.telegram, "    "), discord, tools)
 	yaml += extra
 	if err := os.WriteFile(g.configPath(), []byte(yaml), 0o600); err != nil {
 		g.t.Fatal(err)
@@ -149,12 +156,20 @@ func (g *gw) writeConfig(s setup, extra string) {
 	g.cfg = cfg
 }
 
+// allowFrom lets in owner and owner+1 unless the test sets its own list.
+func allowFrom(telegram string) string {
+	if strings.Contains(telegram, "allow_from") {
+		return ""
+	}
+	return fmt.Sprintf("    allow_from: [\"%d\", \"%d\"]\n", owner, owner+1)
+}
+
 func (g *gw) configPath() string { return filepath.Join(g.home, "config.yaml") }
 
 // start runs the gateway on g.cfg until stop or the end of the test.
 func (g *gw) start() {
 	g.t.Helper()
-	gateway, err := NewGateway(g.cfg, Options{Version: "test", DataDir: g.home}, zaptest.NewLogger(g.t))
+	gateway, err := NewGateway(g.cfg, Options{Version: "test", DataDir: g.home}, g.log)
 	if err != nil {
 		g.t.Fatal(err)
 	}
