@@ -108,6 +108,9 @@ type Deps struct {
 	Prompt   *PromptBuilder
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// Redact removes the daemon's tokens and keys from error text shown in
+	// chat (a provider may echo a header back) [no change].
+	Redact func(string) string
 }
 
 // Agent serves inbound messages. Create it with New and run it with Run.
@@ -119,6 +122,7 @@ type Agent struct {
 	out     Publisher
 	prompt  *PromptBuilder
 	now     func() time.Time
+	redact  func(string) string
 	log     *zap.Logger
 	started time.Time
 
@@ -144,7 +148,12 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 	if now == nil {
 		now = time.Now
 	}
+	redact := deps.Redact
+	if redact == nil {
+		redact = func(s string) string { return s }
+	}
 	return &Agent{
+		redact:  redact,
 		cfg:     cfg,
 		model:   deps.Model,
 		store:   deps.Sessions,

@@ -402,7 +402,7 @@ func (a *Agent) outbound(t *turn, kind bus.Kind, content string) bus.OutboundMes
 }
 
 func (a *Agent) failure(t *turn, text string) bus.OutboundMessage {
-	m := a.outbound(t, bus.KindFinal, text)
+	m := a.outbound(t, bus.KindFinal, a.redact(text))
 	m.IsError = true
 	return m
 }

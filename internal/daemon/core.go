@@ -18,6 +18,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
@@ -94,7 +95,8 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	}
 	b := bus.New(busSize)
 	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: cfg.Agents.SessionCache}, log.Named("session"))
-	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput}, log.Named("tools"))
+	redact := logging.Redactor(cfg.Secrets())
+	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput, Redact: redact}, log.Named("tools"))
 	if err := registerBuiltins(reg, cfg, root, b, log.Named("tools")); err != nil {
 		return nil, err
 	}
@@ -110,7 +112,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		MaxInputChars:      cfg.Agents.MaxInputChars,
 		Version:            opts.Version,
 	}, agent.Deps{
-		Model: router, Sessions: store, Tools: reg, Out: b,
+		Model: router, Sessions: store, Tools: reg, Out: b, Redact: redact,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version},
 	}, log.Named("agent"))
 	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, Agent: ag, root: root, log: log}, nil
