@@ -117,11 +117,15 @@ func indentLines(s, by string) string {
 func (e *gatewayEnv) start() {
 	e.t.Helper()
 	polls := len(e.tg.Calls("getUpdates"))
+	e.launch()
+	e.tg.Wait(e.t, "the gateway to poll", func() bool { return len(e.tg.Calls("getUpdates")) > polls })
+}
+
+// launch starts the gateway process.
+func (e *gatewayEnv) launch() {
+	e.t.Helper()
 	e.cmd = exec.Command(binary, "--config", e.config, "gateway")
-	e.cmd.Env = []string{
-		"HOME=" + e.home, "PATH=" + os.Getenv("PATH"),
-		"OPENAI_API_KEY=" + openaifake.DefaultAPIKey, "TELEGRAM_BOT_TOKEN=" + telegramfake.Token,
-	}
+	e.cmd.Env = e.env()
 	e.stderr = &lockedBuffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.stderr, e.stderr
 	if err := e.cmd.Start(); err != nil {
@@ -132,7 +136,15 @@ func (e *gatewayEnv) start() {
 		_ = cmd.Wait()
 		close(exited)
 	}(e.cmd, e.exited)
-	e.tg.Wait(e.t, "the gateway to poll", func() bool { return len(e.tg.Calls("getUpdates")) > polls })
+}
+
+// env is the daemon's environment: the secrets come from it, as a user's
+// systemd unit or container would pass them.
+func (e *gatewayEnv) env() []string {
+	return []string{
+		"HOME=" + e.home, "PATH=" + os.Getenv("PATH"),
+		"OPENAI_API_KEY=" + openaifake.DefaultAPIKey, "TELEGRAM_BOT_TOKEN=" + telegramfake.Token,
+	}
 }
 
 // kill9 kills the gateway with SIGKILL: no shutdown code runs.
