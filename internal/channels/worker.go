@@ -110,7 +110,7 @@ func (w *worker) run() {
 			continue
 		}
 		if w.m.idleHook != nil {
-			w.m.idleHook(w.key.chat, w.handled+w.box.coalescedCount())
+			w.m.idleHook(w.key.chat, w.handled+w.box.coalescedCount(), now)
 		}
 		select {
 		case <-w.box.signal:
