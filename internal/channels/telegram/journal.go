@@ -17,14 +17,16 @@ import (
 )
 
 // journal keeps every update received but not yet acknowledged by the agent
-// (Ack: its user message is persisted, or it was deliberately dropped), and
-// the next offset to poll. It is written to disk before Telegram is told an
-// update was received, so after a crash the updates still pending are
-// replayed (nothing lost) and the acknowledged ones are not (nothing
-// answered twice). The only windows for a repeat are a crash between the
-// agent persisting a message and this file recording its ack, and a power
-// loss soon after an ack: ack writes are not fsync'd (a process crash keeps
-// them), receive writes are, because they guard against loss.
+// (Ack: the turn's answer was delivered, or the message was deliberately
+// dropped), and the next offset to poll. It is written to disk before
+// Telegram is told an update was received, so after a crash the updates
+// still pending are replayed (nothing lost) and the acknowledged ones are
+// not; the agent recognises a replayed message it had already recorded, so
+// it finishes that turn or resends its answer rather than answering twice.
+// The only windows for a repeat are a crash between Telegram accepting an
+// answer and this file recording the ack, and a power loss soon after an
+// ack: ack writes are not fsync'd (a process crash keeps them), receive
+// writes are, because they guard against loss.
 type journal struct {
 	path string
 	wmu  sync.Mutex // serialises file writes; taken before mu
