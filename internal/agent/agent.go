@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -64,8 +63,13 @@ type Config struct {
 	Workspace          string
 	MaxToolIterations  int
 	MaxConcurrentTurns int
-	MaxTokens          int
-	Temperature        *float64
+	// MaxGroupTurns caps the turns of group chats, all together (0:
+	// MaxConcurrentTurns-1, at least 1); MaxTurnsPerGroup caps one group's
+	// (0: half the group share, at least 1). See turnSlots.
+	MaxGroupTurns    int
+	MaxTurnsPerGroup int
+	MaxTokens        int
+	Temperature      *float64
 	// MaxInputChars cuts longer inbound messages, with a note to the model.
 	MaxInputChars int
 	// MaxQueue is how many messages may wait for a busy session; beyond it
@@ -163,6 +167,9 @@ type Deps struct {
 	In InboundPublisher
 	// StatusLines, when set, adds lines to /status (e.g. MCP servers).
 	StatusLines func() []string
+	// Redact removes the daemon's tokens and keys from error text shown in
+	// chat (a provider may echo a header back) [no change].
+	Redact func(string) string
 }
 
 // Agent serves inbound messages. Create it with New and run it with Run.
@@ -174,11 +181,13 @@ type Agent struct {
 	out     Publisher
 	prompt  *PromptBuilder
 	now     func() time.Time
+	redact  func(string) string
 	log     *zap.Logger
 	started time.Time
 
-	// turns caps concurrent turns across sessions.
-	turns chan struct{}
+	// turns caps concurrent turns across sessions, fairly between direct
+	// messages and groups.
+	turns *turnSlots
 
 	mu     sync.Mutex
 	active map[string]*sessionQueue
@@ -196,7 +205,7 @@ type Agent struct {
 // sessionQueue is one session's pending work and its running turn.
 type sessionQueue struct {
 	pending []bus.InboundMessage
-	cancel  context.CancelFunc // of the running turn, nil when idle
+	cancel  context.CancelCauseFunc // of the running turn, nil when idle
 }
 
 // New returns an agent; it does no I/O.
@@ -206,7 +215,12 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 	if now == nil {
 		now = time.Now
 	}
+	redact := deps.Redact
+	if redact == nil {
+		redact = func(s string) string { return s }
+	}
 	return &Agent{
+		redact:  redact,
 		cfg:     cfg,
 		model:   deps.Model,
 		store:   deps.Sessions,
@@ -216,7 +230,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		now:     now,
 		log:     log,
 		started: now(),
-		turns:   make(chan struct{}, cfg.MaxConcurrentTurns),
+		turns:   newTurnSlots(cfg.MaxConcurrentTurns, cfg.MaxGroupTurns, cfg.MaxTurnsPerGroup),
 		active:  make(map[string]*sessionQueue),
 
 		memory:      deps.Memory,
@@ -316,7 +330,7 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 		}
 		q.pending = q.pending[n:]
 		turnCtx, cancel := context.WithCancelCause(ctx)
-		q.cancel = func() { cancel(errStopped) }
+		q.cancel = cancel
 		a.mu.Unlock()
 
 		if _, _, isCmd := parseCommand(batch[0].Content); isCmd {
@@ -343,7 +357,7 @@ func (a *Agent) stop(ctx context.Context, m bus.InboundMessage) {
 	if q, ok := a.active[key]; ok {
 		dropped, q.pending = q.pending, nil
 		if q.cancel != nil {
-			q.cancel()
+			q.cancel(errStopped)
 			running = true
 		}
 	}
@@ -363,10 +377,6 @@ func (a *Agent) stop(ctx context.Context, m bus.InboundMessage) {
 		zap.Int("subagents", subagents))
 	a.notify(ctx, m, reply, false)
 }
-
-// errStopped is the cause of a turn cancelled by /stop (as opposed to one
-// cancelled by shutdown).
-var errStopped = errors.New("stopped by the user")
 
 // ack confirms an inbound message to its channel (see bus.InboundMessage.Ack).
 func (a *Agent) ack(m bus.InboundMessage) {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -355,20 +356,45 @@ func TestQueueOverflowDropsOldest(t *testing.T) {
 	}
 }
 
-func TestShutdownCancellationTellsTheUser(t *testing.T) {
-	h := newHarness(t)
-	h.script.Push(fakellm.Reply{Text: "never", Delay: time.Minute})
-	h.send("c1", "long task")
-	for len(h.script.Requests()) == 0 {
-		time.Sleep(time.Millisecond)
+func TestShutdownCancellation(t *testing.T) {
+	tests := []struct {
+		name       string
+		redelivers bool // the channel acknowledges, so it brings the message back after a restart
+	}{
+		{"channel without redelivery tells the user", false},
+		{"redelivering channel stays silent and does not acknowledge", true},
 	}
-	h.stopAgent() // as the daemon does when the grace period is over
-	f := h.waitFinals("c1", 1)[0]
-	if !f.IsError || !strings.Contains(f.Content, "restarting") {
-		t.Errorf("final after a shutdown cancellation = %+v", f)
-	}
-	snap, _ := h.store.Get("test:c1")
-	if len(snap.Messages) != 1 || snap.Messages[0].Role != llm.RoleUser {
-		t.Errorf("session after cancellation: %+v", snap.Messages)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.script.Push(fakellm.Reply{Text: "never", Delay: time.Minute})
+			m := bus.InboundMessage{Channel: "test", ChatID: "c1", SenderID: "u1", MessageID: "m1", Content: "long task"}
+			acked := 0
+			if tt.redelivers {
+				m.Ack = func() { acked++ }
+			}
+			if err := h.bus.PublishInbound(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+			for len(h.script.Requests()) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			h.cancel() // as the daemon does when the grace period is over
+			f := h.waitFinals("c1", 1)[0]
+			if tt.redelivers {
+				if f.Content != "" || f.Delivered != nil {
+					t.Errorf("final = %+v, want empty and unacknowledged", f)
+				}
+			} else if !f.IsError || !strings.Contains(f.Content, "restarting") {
+				t.Errorf("final after a shutdown cancellation = %+v", f)
+			}
+			snap, _ := h.store.Get("test:c1")
+			if len(snap.Messages) != 1 || snap.Messages[0].Role != llm.RoleUser {
+				t.Errorf("session after cancellation: %+v", snap.Messages)
+			}
+			if acked != 0 {
+				t.Errorf("acknowledged %d times", acked)
+			}
+		})
 	}
 }

@@ -32,8 +32,9 @@ type harness struct {
 	agent  *Agent
 	reg    *tools.Registry
 	memory *memory.Consolidator
-	// stopAgent cancels the agent's context, as a shutdown past its grace does.
-	stopAgent func()
+	// cancel ends the agent's context, as the daemon does when the
+	// shutdown grace period is over.
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	out    []bus.OutboundMessage
@@ -74,7 +75,7 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	h.stopAgent = cancel
+	h.cancel = cancel
 	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)
@@ -84,6 +85,9 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 	go func() {
 		defer close(outDone)
 		for m := range h.bus.Outbound() {
+			if m.Delivered != nil {
+				m.Delivered() // as a channel manager does once the platform took it
+			}
 			h.mu.Lock()
 			h.out = append(h.out, m)
 			h.mu.Unlock()

@@ -314,11 +314,10 @@ func cutPoint(msgs []llm.Message, from int) int {
 // background model calls (consolidation, subagents) count against the same
 // cap as turns.
 func (a *Agent) withSlot(ctx context.Context, fn func() error) error {
-	select {
-	case a.turns <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	release, err := a.turns.acquire(ctx, "")
+	if err != nil {
+		return err
 	}
-	defer func() { <-a.turns }()
+	defer release()
 	return fn()
 }

@@ -33,7 +33,10 @@ type turn struct {
 }
 
 // runTurn answers one user turn (one message, or several that arrived while
-// the session was busy) with the model-and-tools loop (S-A1).
+// the session was busy) with the model-and-tools loop (S-A1). The batch is
+// acknowledged once the turn's final message is delivered; a turn cut short
+// by shutdown is not, so a channel that redelivers brings it back after the
+// restart, and the turn resumes (see replay.go).
 func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMessage) {
 	origin := batch[len(batch)-1]
 	t := &turn{id: newTurnID(), key: key, origin: origin, callIDs: map[string]bool{}}
@@ -41,33 +44,51 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 	start := a.now()
 	a.publish(ctx, a.outbound(t, bus.KindStart, ""))
 	final := bus.OutboundMessage{}
+	ack := true
 	defer func() {
 		if final.Kind != bus.KindFinal {
 			final = a.outbound(t, bus.KindFinal, "")
+		}
+		if ack {
+			final.Delivered = func() {
+				for _, m := range batch {
+					a.ack(m)
+				}
+			}
 		}
 		a.publish(ctx, final)
 		t.log.Info("turn done", zap.Duration("elapsed", a.now().Sub(start)), zap.Int("messages", len(t.msgs)))
 	}()
 
-	select {
-	case a.turns <- struct{}{}:
-		defer func() { <-a.turns }()
-	case <-ctx.Done():
-		return // not persisted, not acked: a redelivering channel asks again
-	}
-
-	user, err := a.userMessage(batch)
+	release, err := a.turns.acquire(ctx, origin.Group)
 	if err != nil {
-		t.log.Error("prepare user message", zap.Error(err))
-	}
-	snap, err := a.store.Append(key, user)
-	if err != nil {
-		t.log.Error("persist user message", zap.Error(err))
-		final = a.failure(t, "I could not save your message, so I did not answer it. Please try again; the operator should check the daemon log (disk full?).")
+		ack = stopped(ctx) // at shutdown: not persisted, not acked, asked again
 		return
 	}
-	for _, m := range batch {
-		a.ack(m)
+	defer release()
+
+	snap, err := a.store.Get(key)
+	if err != nil {
+		t.log.Error("load session", zap.Error(err))
+		final = a.failure(t, "I could not read this chat's history, so I did not answer. The operator should check the daemon log.")
+		return
+	}
+	fresh, replays := classify(snap.Messages, batch)
+	resume := a.replayed(ctx, t, replays)
+	if len(fresh) == 0 && !resume {
+		return // every message was answered before; nothing more to say
+	}
+	if len(fresh) > 0 {
+		user, err := a.userMessage(fresh)
+		if err != nil {
+			t.log.Error("prepare user message", zap.Error(err))
+		}
+		snap, err = a.store.Append(key, user)
+		if err != nil {
+			t.log.Error("persist user message", zap.Error(err))
+			final = a.failure(t, "I could not save your message, so I did not answer it. Please try again; the operator should check the daemon log (disk full?).")
+			return
+		}
 	}
 
 	text, err := a.loop(ctx, t, snap.Messages[snap.Consolidated:], a.routeOf(snap))
@@ -78,8 +99,14 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		}
 	}
 	switch {
-	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errStopped):
+	case ctx.Err() != nil && stopped(ctx):
 		t.log.Info("turn stopped by the user")
+		return
+	case ctx.Err() != nil && redelivers(batch):
+		// Not acknowledged: the channel brings the message back after the
+		// restart and the turn resumes there.
+		t.log.Info("turn cancelled by shutdown; it resumes after the restart")
+		ack = false
 		return
 	case ctx.Err() != nil:
 		t.log.Warn("turn cancelled by shutdown")
@@ -95,6 +122,36 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 	}
 	final = a.outbound(t, bus.KindFinal, text)
 }
+
+// replayed handles the redelivered messages of a batch: recorded answers
+// are sent again, and it reports whether an unfinished turn is to be
+// resumed (its tool call ids then stay reserved).
+func (a *Agent) replayed(ctx context.Context, t *turn, replays []replay) (resume bool) {
+	for _, r := range replays {
+		switch r.kind {
+		case answered:
+			t.log.Info("redelivered message was answered before; sending the answer again", zap.String("message", r.msg.MessageID))
+			if strings.TrimSpace(r.answer) != "" {
+				a.notify(ctx, r.msg, r.answer, false)
+			}
+		case superseded:
+			t.log.Info("redelivered message was taken up by a later turn", zap.String("message", r.msg.MessageID))
+		case unfinished:
+			t.log.Info("resuming a turn a restart interrupted", zap.String("message", r.msg.MessageID))
+			for _, id := range r.callIDs {
+				t.callIDs[id] = true
+			}
+			resume = true
+		}
+	}
+	return resume
+}
+
+// errStopped is the cancellation cause of a turn ended by /stop, which,
+// unlike a shutdown, settles its messages for good.
+var errStopped = errors.New("stopped by the user")
+
+func stopped(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errStopped) }
 
 // loop calls the model and runs tools until the model answers without tool
 // calls or the iteration cap is hit. stored is the persisted history the
@@ -225,6 +282,14 @@ func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
 	}
 	b.WriteString("]")
 	msg := llm.Message{Role: llm.RoleUser, Time: now}
+	for _, m := range batch {
+		if m.MessageID != "" {
+			if msg.Meta == nil {
+				msg.Meta = &llm.Meta{}
+			}
+			msg.Meta.MessageIDs = append(msg.Meta.MessageIDs, m.MessageID)
+		}
+	}
 	var errs []error
 	for _, m := range batch {
 		content := m.Content
@@ -346,7 +411,7 @@ func (a *Agent) outbound(t *turn, kind bus.Kind, content string) bus.OutboundMes
 }
 
 func (a *Agent) failure(t *turn, text string) bus.OutboundMessage {
-	m := a.outbound(t, bus.KindFinal, text)
+	m := a.outbound(t, bus.KindFinal, a.redact(text))
 	m.IsError = true
 	return m
 }
@@ -451,4 +516,15 @@ func (d *drafter) publish(now time.Time) {
 	d.last = now
 	d.sent = d.text.Len()
 	d.a.publish(d.ctx, d.a.outbound(d.t, bus.KindDraft, d.text.String()))
+}
+
+// redelivers reports whether the batch's channel brings unacknowledged
+// messages back after a restart (it asked for acknowledgements).
+func redelivers(batch []bus.InboundMessage) bool {
+	for _, m := range batch {
+		if m.Ack != nil {
+			return true
+		}
+	}
+	return false
 }

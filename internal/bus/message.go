@@ -27,10 +27,18 @@ type InboundMessage struct {
 	// SessionKey overrides the default "channel:chat_id" key, e.g. for a
 	// Telegram forum topic or a Discord thread.
 	SessionKey string
-	Time       time.Time
-	// Ack, when set, is called once the message is durably recorded (its user
-	// message persisted in the session) or deliberately dropped. A channel
-	// that can be redelivered messages confirms them to the platform only then.
+	// Group names the group conversation the message was posted in
+	// ("telegram:-100123", "discord:<guild id>"); empty for a direct message.
+	// The agent shares its turns fairly between groups and direct messages by it.
+	Group string
+	Time  time.Time
+	// Ack, when set, is called once the message has been answered (its turn's
+	// final message delivered, see OutboundMessage.Delivered) or deliberately
+	// dropped. A channel that can be redelivered messages confirms them to
+	// the platform only then. Until then a redelivery (after a crash) is
+	// expected: the agent recognises the message by MessageID in the session
+	// and finishes its turn, or sends its recorded answer again, instead of
+	// answering it a second time.
 	Ack func()
 }
 
@@ -96,4 +104,9 @@ type OutboundMessage struct {
 	Metadata map[string]string
 	// IsError marks a final message that reports a failure.
 	IsError bool
+	// Delivered, when set, is called by the channel manager once the message
+	// was handed to the platform, or given up on for good (refused, retries
+	// exhausted); not when shutdown cut its delivery short. The agent
+	// acknowledges a turn's inbound messages with it.
+	Delivered func()
 }

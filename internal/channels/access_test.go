@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap/zaptest"
 
@@ -246,6 +247,13 @@ func TestIntakeGate(t *testing.T) {
 	if len(b.in) != 2 {
 		t.Fatalf("bus got %d messages, want the 2 published", len(b.in))
 	}
+	if b.in[0].Group != "" || b.in[1].Group != "test:1" {
+		t.Fatalf("groups = %q, %q; want none for the DM, test:1 for the group", b.in[0].Group, b.in[1].Group)
+	}
+	m, _ := msg("1", "15", "in a guild")
+	if _, err := in.Admit(ctx, Arrival{Msg: m, Group: true, GroupID: "g7", Addressed: true}); err != nil || b.in[2].Group != "test:g7" {
+		t.Fatalf("group with its own id: %v, %q", err, b.in[2].Group)
+	}
 	if len(b.out) != 1 || !strings.Contains(b.out[0].Content, "`9`") || !strings.Contains(b.out[0].Content, "@eve") ||
 		!strings.Contains(b.out[0].Content, "not on this bot's allowlist") || b.out[0].ReplyTo != "14" {
 		t.Fatalf("whoami reply = %+v", b.out)
@@ -284,7 +292,7 @@ func TestIntakePairingFlow(t *testing.T) {
 func TestIntakeRateLimitAndLength(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake()
-	in, b, _ := newTestIntake(t, config.Access{AllowFrom: []string{"1"}}, IntakeConfig{RatePerMinute: 3, MaxChars: 10, Clock: clk})
+	in, b, _ := newTestIntake(t, config.Access{AllowFrom: []string{"1"}}, IntakeConfig{RatePerMinute: 3, MaxChars: 60, Clock: clk})
 	var verdicts []string
 	for i := range 5 {
 		m, _ := msg("1", string(rune('a'+i)), "hi")
@@ -298,13 +306,15 @@ func TestIntakeRateLimitAndLength(t *testing.T) {
 		t.Fatalf("want one slow-down notice, got %+v", b.out)
 	}
 	clk.Advance(time.Minute)
-	m, _ := msg("1", "z", "0123456789ABCDEF")
+	m, _ := msg("1", "z", strings.Repeat("0123456789", 10))
 	if v, _ := in.Admit(ctx, Arrival{Msg: m}); v != Published {
 		t.Fatalf("after a minute: %v", v)
 	}
+	// The text and its note fit the limit together, so the agent, which
+	// applies the same limit, does not cut the note off.
 	last := b.in[len(b.in)-1].Content
-	if !strings.HasPrefix(last, "0123456789\n\n[message truncated: 10 of 16 characters kept]") {
-		t.Fatalf("truncated = %q", last)
+	if last != "012345678901\n\n[message truncated: 12 of 100 characters kept]" || utf8.RuneCountInString(last) > 60 {
+		t.Fatalf("truncated = %q (%d runes)", last, utf8.RuneCountInString(last))
 	}
 }
 

@@ -204,18 +204,21 @@ type harness struct {
 
 	mu      sync.Mutex
 	handled map[string]int
+	idleAt  map[string]time.Time // the time each chat's worker last acted on
 	idle    chan struct{}
 }
 
 func newHarness(t *testing.T, out config.OutputConfig, cfg ManagerConfig) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: clock.NewFake(), src: make(chan bus.OutboundMessage), handled: map[string]int{}, idle: make(chan struct{}, 1)}
+	h := &harness{t: t, clock: clock.NewFake(), src: make(chan bus.OutboundMessage), handled: map[string]int{},
+		idleAt: map[string]time.Time{}, idle: make(chan struct{}, 1)}
 	h.ch = newFakeChannel(h.clock)
 	cfg.Clock = h.clock
 	h.m = NewManager(h.src, cfg, zaptest.NewLogger(t))
-	h.m.idleHook = func(chat string, n int) {
+	h.m.idleHook = func(chat string, n int, at time.Time) {
 		h.mu.Lock()
 		h.handled[chat] = n
+		h.idleAt[chat] = at
 		h.mu.Unlock()
 		select {
 		case h.idle <- struct{}{}:
@@ -280,23 +283,31 @@ func (h *harness) waitIdle(chat string, n int) {
 	}
 }
 
-// advance moves the fake clock; when that fires a timer, it waits for the
-// worker to block again.
+// advance moves the fake clock; when that fires a timer, it waits until
+// c1's worker has acted on the new time and blocks again. (An idle signal
+// from before the move — a worker woken by a leftover mailbox signal
+// reports idle twice — does not count.)
 func (h *harness) advance(d time.Duration) {
 	h.t.Helper()
-	select { // drop a stale idle signal so the wait below sees the next one
-	case <-h.idle:
-	default:
-	}
 	next, armed := h.clock.NextDeadline()
 	h.clock.Advance(d)
 	if !armed || next > d {
 		return
 	}
-	select {
-	case <-h.idle:
-	case <-time.After(5 * time.Second):
-		h.t.Fatalf("worker did not go idle after advancing %s", d)
+	target := h.clock.Now()
+	deadline := time.After(5 * time.Second)
+	for {
+		h.mu.Lock()
+		at := h.idleAt["c1"]
+		h.mu.Unlock()
+		if !at.Before(target) {
+			return
+		}
+		select {
+		case <-h.idle:
+		case <-deadline:
+			h.t.Fatalf("worker did not act on the time after advancing %s", d)
+		}
 	}
 }
 

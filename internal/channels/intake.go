@@ -46,6 +46,9 @@ type Arrival struct {
 	Username string
 	// Group is true for group and guild messages, false for DMs.
 	Group bool
+	// GroupID identifies the group when Group is set (a Discord guild id);
+	// empty means the chat is the group (a Telegram group).
+	GroupID string
 	// Addressed is true when a group message mentions the bot, replies to
 	// it, or is a command meant for it.
 	Addressed bool
@@ -150,6 +153,13 @@ func (in *Intake) admit(ctx context.Context, a Arrival) (Verdict, error) {
 	if a.Group && !in.access.GroupAllows(a.Addressed) {
 		return NotAddressed, nil
 	}
+	if a.Group {
+		id := a.GroupID
+		if id == "" {
+			id = m.ChatID
+		}
+		m.Group = m.Channel + ":" + id
+	}
 	sender := Sender{ID: m.SenderID, Username: a.Username}
 	allowed, err := in.access.Allowed(sender)
 	if err != nil {
@@ -187,8 +197,7 @@ func (in *Intake) admit(ctx context.Context, a Arrival) (Verdict, error) {
 		}
 	}
 	if n := utf8.RuneCountInString(m.Content); n > in.cfg.MaxChars {
-		m.Content = truncateRunes(m.Content, in.cfg.MaxChars) +
-			fmt.Sprintf("\n\n[message truncated: %d of %d characters kept]", in.cfg.MaxChars, n)
+		m.Content = truncate(m.Content, n, in.cfg.MaxChars)
 	}
 	if err := in.pub.PublishInbound(ctx, m); err != nil {
 		return Published, fmt.Errorf("%s: publish inbound: %w", in.cfg.Channel, err)
@@ -255,6 +264,18 @@ func whoamiText(m bus.InboundMessage, username string, allowed bool) string {
 func isCommand(text, name string) bool {
 	f := strings.Fields(text)
 	return len(f) > 0 && strings.EqualFold(f[0], "/"+name)
+}
+
+// truncate cuts s, which has n runes, so that the result with its note is
+// at most limit runes: the agent applies the same limit and would cut the
+// note off otherwise.
+func truncate(s string, n, limit int) string {
+	for keep := limit; ; keep-- {
+		note := fmt.Sprintf("\n\n[message truncated: %d of %d characters kept]", keep, n)
+		if keep <= 0 || keep+utf8.RuneCountInString(note) <= limit {
+			return truncateRunes(s, max(keep, 0)) + note
+		}
+	}
 }
 
 func truncateRunes(s string, n int) string {

@@ -103,9 +103,10 @@ type Manager struct {
 
 	// idleHook, set only by tests, is called by a worker right before it
 	// blocks, with how many messages it has taken (handled or coalesced
-	// away); tests use it to move
-	// a fake clock only once the worker waits on it.
-	idleHook func(chat string, handled int)
+	// away) and the time it last did what had come due; tests use it to move
+	// a fake clock only once the worker waits on it, and to know the worker
+	// has acted on the new time.
+	idleHook func(chat string, handled int, at time.Time)
 }
 
 // route is a registered channel with its capabilities.
@@ -220,6 +221,9 @@ func (m *Manager) dispatch(ctx context.Context, msg bus.OutboundMessage) error {
 	if rt == nil {
 		m.log.Warn("outbound message for an unknown channel dropped",
 			zap.String("channel", msg.Channel), zap.String("chat", msg.ChatID), zap.Stringer("kind", msg.Kind))
+		if msg.Delivered != nil {
+			msg.Delivered() // nothing will ever deliver it
+		}
 		return nil
 	}
 	key := chatKey{msg.Channel, msg.ChatID}

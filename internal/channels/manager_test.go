@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,6 +206,55 @@ func TestRetryGivesUpWhenBoundReached(t *testing.T) {
 	// 4s waited; another 4s would pass MaxWait 5s, so it stops at 2 tries.
 	if n := len(h.ch.ops("send!")); n != 2 {
 		t.Fatalf("tries = %d, want 2", n)
+	}
+}
+
+// A storm of 429s longer than MaxAttempts still delivers the message once:
+// each 429 says the call was not made, so only the total wait is bounded.
+func TestRateLimitStormLongerThanMaxAttemptsDeliversOnce(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{Retry: RetryPolicy{MaxAttempts: 3, MaxWait: time.Minute}})
+	storm := 6
+	h.ch.setFail(func(c call) error {
+		if c.op == "send" && storm > 0 {
+			storm--
+			return &RateLimitError{RetryAfter: time.Second, Err: errors.New("429")}
+		}
+		return nil
+	})
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindFinal, Content: "hello"}
+	for i := 1; i <= 6; i++ {
+		h.ch.waitCalls(t, "send!", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		h.clock.WaitForTimers(ctx, 1)
+		cancel()
+		h.clock.Advance(time.Second)
+	}
+	h.waitIdle("c1", 1)
+	if got := h.ch.visible(); joinVisible(got) != "<hello>" {
+		t.Fatalf("visible = %q, want the message exactly once after the storm", got)
+	}
+}
+
+// When the final cannot be edited into the draft, it is sent anew and the
+// stale draft removed: the user sees the answer once, not next to half of it.
+func TestFailedFinalEditRemovesTheStaleDraft(t *testing.T) {
+	h := newHarness(t, streaming, ManagerConfig{})
+	h.send(2,
+		bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"},
+		bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "half an ans"},
+	)
+	h.ch.setFail(func(c call) error {
+		if c.op == "edit" {
+			return &PermanentError{Err: errors.New("message can't be edited")}
+		}
+		return nil
+	})
+	h.send(3, bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: "the whole answer"})
+	if got := h.ch.visible(); joinVisible(got) != "<the whole answer>" {
+		t.Fatalf("visible = %q, want only the final", got)
+	}
+	if len(h.ch.ops("delete")) != 1 {
+		t.Fatalf("stale draft not deleted: %+v", h.ch.ops(""))
 	}
 }
 
@@ -411,8 +461,15 @@ func TestShutdownDrainsQueuedMessages(t *testing.T) {
 func TestShutdownOnContextGivesUpAfterDrainTimeout(t *testing.T) {
 	h := newHarness(t, config.OutputConfig{}, ManagerConfig{DrainTimeout: 3 * time.Second})
 	h.ch.setFail(func(c call) error { return errors.New("network down") })
-	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindFinal, Content: "x"}
+	var delivered atomic.Int32
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "c1", Kind: bus.KindFinal, Content: "x", Delivered: func() { delivered.Add(1) }}
 	h.ch.waitCalls(t, "send!", 1)
+	defer func() {
+		// Cut short by shutdown: not reported, so the question is asked again.
+		if n := delivered.Load(); n != 0 {
+			t.Errorf("Delivered called %d times for a message shutdown kept from going out", n)
+		}
+	}()
 	h.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -426,12 +483,35 @@ func TestShutdownOnContextGivesUpAfterDrainTimeout(t *testing.T) {
 	}
 }
 
+// Delivered is called once per message, after the platform took it or
+// refused it for good, so the agent can acknowledge the question then.
+func TestDeliveredReportedAfterTheCall(t *testing.T) {
+	h := newHarness(t, streaming, ManagerConfig{})
+	var got []string
+	report := func(name string) func() {
+		return func() { got = append(got, fmt.Sprintf("%s after %d calls", name, len(h.ch.ops("")))) }
+	}
+	h.send(1, bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t", Delivered: report("start")})
+	h.send(2, bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: "answer", Delivered: report("final")})
+	h.ch.setFail(func(c call) error { return &PermanentError{Err: errors.New("bot was blocked")} })
+	h.send(3, bus.OutboundMessage{Kind: bus.KindMessage, Content: "refused", Delivered: report("refused")})
+	if strings.Join(got, "; ") != "final after 2 calls; refused after 3 calls" {
+		t.Fatalf("Delivered calls: %q", got)
+	}
+}
+
 func TestUnknownChannelAndEditorlessChannel(t *testing.T) {
 	h := newHarness(t, streaming, ManagerConfig{})
-	h.src <- bus.OutboundMessage{Channel: "nope", ChatID: "c1", Kind: bus.KindFinal, Content: "lost"}
+	dropped := make(chan struct{})
+	h.src <- bus.OutboundMessage{Channel: "nope", ChatID: "c1", Kind: bus.KindFinal, Content: "lost", Delivered: func() { close(dropped) }}
 	h.send(1, bus.OutboundMessage{Kind: bus.KindFinal, Content: "ok"})
 	if got := h.ch.visible(); joinVisible(got) != "<ok>" {
 		t.Fatalf("visible = %q", got)
+	}
+	select {
+	case <-dropped: // nothing will ever deliver it: the question is not held open
+	case <-time.After(5 * time.Second):
+		t.Fatal("Delivered not called for a message to an unknown channel")
 	}
 	if err := h.m.Register(h.ch, testRenderer{40}, streaming); err == nil {
 		t.Fatal("registering a name twice succeeded")

@@ -110,7 +110,7 @@ func (w *worker) run() {
 			continue
 		}
 		if w.m.idleHook != nil {
-			w.m.idleHook(w.key.chat, w.handled+w.box.coalescedCount())
+			w.m.idleHook(w.key.chat, w.handled+w.box.coalescedCount(), now)
 		}
 		select {
 		case <-w.box.signal:
@@ -196,10 +196,21 @@ func (w *worker) handle(msg bus.OutboundMessage) {
 		t := w.turns[msg.TurnID]
 		delete(w.turns, msg.TurnID)
 		w.deliverFinal(t, msg)
+		w.delivered(msg)
 	case bus.KindMessage:
 		w.deliverNew(msg)
+		w.delivered(msg)
 	default:
 		w.log.Warn("outbound message of unknown kind dropped", zap.Stringer("kind", msg.Kind))
+	}
+}
+
+// delivered tells msg's sender that it went out or was given up on for
+// good; not when shutdown cut its delivery short, so that a channel that
+// redelivers asks the question again after the restart.
+func (w *worker) delivered(msg bus.OutboundMessage) {
+	if msg.Delivered != nil && w.m.workCtx.Err() == nil {
+		msg.Delivered()
 	}
 }
 
@@ -371,10 +382,11 @@ func (w *worker) deliverFinal(t *turn, msg bus.OutboundMessage) {
 		})
 		if err != nil {
 			// The draft message cannot take the text; send it anew so the
-			// answer is complete. The edit did not happen, so this is no
-			// duplicate.
+			// answer is complete, and remove the stale draft so the user
+			// does not see the half-written answer next to the whole one.
 			w.log.Warn("final edit failed; sending the chunk as a new message", zap.Error(err))
 			w.sendChunk(msg, c, i == 0)
+			w.removeDraftMessage(ref)
 		}
 	}
 	for j := len(chunks); j < len(t.refs); j++ {
@@ -488,11 +500,17 @@ func (w *worker) sendMedia(msg bus.OutboundMessage, reply bool) {
 // to use the plain rendering (after ErrBadMarkup). Edits and deletes are
 // idempotent, so an unknown outcome is retried for them; a send whose
 // outcome is unknown is never repeated, so no chunk is sent twice.
+//
+// A rate-limited try does not count against MaxAttempts, only its wait
+// against MaxWait: the platform said the call was not made and when to come
+// back, so a storm of 429s delays the answer rather than losing it.
 func (w *worker) retry(op string, idempotent bool, call func(ctx context.Context, plain bool) error) error {
 	pol := w.m.cfg.Retry
 	plain := false
 	var waited time.Duration
+	tries := 0
 	for attempt := 1; ; attempt++ {
+		tries++
 		ctx, cancel := context.WithTimeout(w.m.workCtx, w.m.cfg.CallTimeout)
 		err := call(ctx, plain)
 		cancel()
@@ -510,6 +528,7 @@ func (w *worker) retry(op string, idempotent bool, call func(ctx context.Context
 			continue
 		case errors.As(err, &rl):
 			wait = max(rl.RetryAfter, pol.BaseBackoff)
+			attempt--
 		case errors.As(err, &uo) && !idempotent:
 			return err
 		case errors.As(err, &pe), errors.Is(err, ErrBadMarkup):
@@ -520,7 +539,7 @@ func (w *worker) retry(op string, idempotent bool, call func(ctx context.Context
 			wait = w.backoff(attempt)
 		}
 		if attempt >= pol.MaxAttempts || waited+wait > pol.MaxWait {
-			return fmt.Errorf("%s: giving up after %d attempts and %s waiting: %w", op, attempt, waited, err)
+			return fmt.Errorf("%s: giving up after %d tries and %s waiting: %w", op, tries, waited, err)
 		}
 		w.log.Debug("platform call failed; retrying", zap.String("op", op), zap.Int("attempt", attempt),
 			zap.Duration("wait", wait), zap.String("outcome", errorKind(err)), zap.Error(err))

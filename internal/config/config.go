@@ -48,6 +48,17 @@ type AgentsConfig struct {
 	MaxInputChars int `mapstructure:"max_input_chars"`
 	// SessionCache is how many sessions stay loaded in memory.
 	SessionCache int `mapstructure:"session_cache"`
+	// MaxQueue is how many messages may wait for a busy chat; beyond it the
+	// oldest are dropped and the sender is told.
+	MaxQueue int `mapstructure:"max_queue"`
+	// MaxGroupTurns caps the turns group chats (Telegram groups, Discord
+	// servers) may run at once, all together, so that part of
+	// max_concurrent_turns stays free for direct messages; 0 means
+	// max_concurrent_turns - 1 (at least 1).
+	MaxGroupTurns int `mapstructure:"max_group_turns"`
+	// MaxTurnsPerGroup caps the turns one group (its topics or threads) may
+	// run at once; 0 means half of the group share (at least 1).
+	MaxTurnsPerGroup int `mapstructure:"max_turns_per_group"`
 }
 
 // ProviderConfig is one LLM endpoint under providers.<name>.
@@ -89,6 +100,9 @@ type Access struct {
 	AllowFrom []string `mapstructure:"allow_from"`
 	// GroupPolicy is "mention" (default) or "open".
 	GroupPolicy string `mapstructure:"group_policy"`
+	// RatePerMinute caps the messages one sender may send per minute; more
+	// are dropped, with one warning per minute.
+	RatePerMinute int `mapstructure:"rate_per_minute"`
 }
 
 // OutputConfig is the part every channel shares about replies.
@@ -118,6 +132,9 @@ type TelegramConfig struct {
 	Proxy string `mapstructure:"proxy"`
 	// PollTimeout is getUpdates' long-poll timeout.
 	PollTimeout time.Duration `mapstructure:"poll_timeout"`
+	// StallGrace is how long past poll_timeout a getUpdates may take before
+	// the watchdog abandons it and polls again on a new connection.
+	StallGrace time.Duration `mapstructure:"stall_grace"`
 	// MaxMediaBytes caps a downloaded photo or document.
 	MaxMediaBytes int64 `mapstructure:"max_media_bytes"`
 }

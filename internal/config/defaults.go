@@ -18,6 +18,9 @@ var defaults = map[string]any{
 	"agents.bootstrap_max_chars":  20000,
 	"agents.max_input_chars":      32000,
 	"agents.session_cache":        256,
+	"agents.max_queue":            20,
+	"agents.max_group_turns":      0,
+	"agents.max_turns_per_group":  0,
 
 	"providers.openai.kind":        "openai",
 	"providers.openai.api_key":     "",
@@ -32,6 +35,7 @@ var defaults = map[string]any{
 	"channels.telegram.policy":          "allowlist",
 	"channels.telegram.allow_from":      []string{},
 	"channels.telegram.group_policy":    "mention",
+	"channels.telegram.rate_per_minute": 30,
 	"channels.telegram.streaming":       true,
 	"channels.telegram.tool_hints":      true,
 	"channels.telegram.edit_interval":   "1s",
@@ -40,6 +44,7 @@ var defaults = map[string]any{
 	"channels.telegram.webhook_secret":  "",
 	"channels.telegram.proxy":           "",
 	"channels.telegram.poll_timeout":    "30s",
+	"channels.telegram.stall_grace":     "15s",
 	"channels.telegram.max_media_bytes": 20 << 20,
 
 	"channels.discord.enabled":         false,
@@ -48,6 +53,7 @@ var defaults = map[string]any{
 	"channels.discord.policy":          "allowlist",
 	"channels.discord.allow_from":      []string{},
 	"channels.discord.group_policy":    "mention",
+	"channels.discord.rate_per_minute": 30,
 	"channels.discord.streaming":       true,
 	"channels.discord.tool_hints":      true,
 	"channels.discord.edit_interval":   "1s",

@@ -121,6 +121,13 @@ func (c *Config) validateAgents(p *checker) {
 	p.atLeast("agents.bootstrap_max_chars", int64(a.BootstrapMaxChars), 100)
 	p.atLeast("agents.max_input_chars", int64(a.MaxInputChars), 100)
 	p.atLeast("agents.session_cache", int64(a.SessionCache), 1)
+	p.atLeast("agents.max_queue", int64(a.MaxQueue), 1)
+	p.atLeast("agents.max_group_turns", int64(a.MaxGroupTurns), 0)
+	if a.MaxGroupTurns > a.MaxConcurrentTurns && a.MaxConcurrentTurns >= 1 {
+		p.add("agents.max_group_turns", "must not exceed agents.max_concurrent_turns (%d), got %d (or 0 for max_concurrent_turns - 1)",
+			a.MaxConcurrentTurns, a.MaxGroupTurns)
+	}
+	p.atLeast("agents.max_turns_per_group", int64(a.MaxTurnsPerGroup), 0)
 }
 
 // entryName is what provider, route and MCP server names may be: they are
@@ -213,6 +220,7 @@ func validateAccess(p *checker, channel string, a *Access, enabled bool, idHint 
 	if enabled && a.Policy == "allowlist" && len(a.AllowFrom) == 0 {
 		p.add(key+".allow_from", "must not be empty when policy is allowlist (add your user id — %s — or use \"*\" or policy: pairing)", idHint)
 	}
+	p.atLeast(key+".rate_per_minute", int64(a.RatePerMinute), 1)
 }
 
 func validateOutput(p *checker, channel string, o *OutputConfig) {
@@ -242,6 +250,7 @@ func validateTelegram(p *checker, t *TelegramConfig) {
 	if t.PollTimeout < time.Second {
 		p.add(key+".poll_timeout", "must be at least 1s (Telegram counts whole seconds), got %s", t.PollTimeout)
 	}
+	p.positive(key+".stall_grace", t.StallGrace)
 	p.atLeast(key+".max_media_bytes", t.MaxMediaBytes, 1)
 }
 

@@ -74,8 +74,8 @@ func TestValidateAcceptsVariations(t *testing.T) {
 		{"star allows everyone", func(c *Config) { c.Channels.Telegram.AllowFrom = []string{"*"} }},
 		{"disabled channel with empty allowlist and no token", func(c *Config) {
 			c.Channels.Telegram = TelegramConfig{Enabled: false, APIURL: "https://api.telegram.org",
-				Access: Access{Policy: "allowlist", GroupPolicy: "mention"}, OutputConfig: OutputConfig{EditInterval: time.Second},
-				Mode: "polling", PollTimeout: 30 * time.Second, MaxMediaBytes: 1}
+				Access: Access{Policy: "allowlist", GroupPolicy: "mention", RatePerMinute: 1}, OutputConfig: OutputConfig{EditInterval: time.Second},
+				Mode: "polling", PollTimeout: 30 * time.Second, StallGrace: time.Second, MaxMediaBytes: 1}
 		}},
 		{"webhook mode", func(c *Config) {
 			c.Channels.Telegram.Mode = "webhook"
@@ -90,6 +90,7 @@ func TestValidateAcceptsVariations(t *testing.T) {
 		}},
 		{"transcription", func(c *Config) { c.Channels.Transcription.BaseURL = "https://api.groq.com/openai/v1" }},
 		{"temperature", func(c *Config) { t := 0.0; c.Agents.Temperature = &t }},
+		{"all turns for groups", func(c *Config) { c.Agents.MaxGroupTurns = c.Agents.MaxConcurrentTurns }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -154,6 +155,11 @@ func TestValidateRules(t *testing.T) {
 		{"bootstrap_max_chars", func(c *Config) { c.Agents.BootstrapMaxChars = 0 }, "agents.bootstrap_max_chars: must be at least 100"},
 		{"max_input_chars", func(c *Config) { c.Agents.MaxInputChars = 0 }, "agents.max_input_chars: must be at least 100"},
 		{"session_cache", func(c *Config) { c.Agents.SessionCache = 0 }, "agents.session_cache: must be at least 1"},
+		{"max_queue", func(c *Config) { c.Agents.MaxQueue = 0 }, "agents.max_queue: must be at least 1"},
+		{"max_group_turns negative", func(c *Config) { c.Agents.MaxGroupTurns = -1 }, "agents.max_group_turns: must be at least 0"},
+		{"max_group_turns over the cap", func(c *Config) { c.Agents.MaxGroupTurns = 5 },
+			"agents.max_group_turns: must not exceed agents.max_concurrent_turns (4), got 5"},
+		{"max_turns_per_group", func(c *Config) { c.Agents.MaxTurnsPerGroup = -1 }, "agents.max_turns_per_group: must be at least 0"},
 		// providers
 		{"extra provider without kind", setProvider("ollama", func(p *ProviderConfig) { p.Kind = "" }),
 			"providers.ollama.kind: must be set for a provider not named openai or anthropic"},
@@ -232,6 +238,9 @@ func TestValidateRules(t *testing.T) {
 			`channels.telegram.proxy: must be a http or https or socks5 or socks5h URL with a host, got "ftp://u:***@proxy:21"`},
 		{"poll_timeout", tg(func(t *TelegramConfig) { t.PollTimeout = 500 * time.Millisecond }), "channels.telegram.poll_timeout: must be at least 1s"},
 		{"telegram max_media_bytes", tg(func(t *TelegramConfig) { t.MaxMediaBytes = 0 }), "channels.telegram.max_media_bytes: must be at least 1"},
+		{"telegram rate_per_minute", tg(func(t *TelegramConfig) { t.RatePerMinute = 0 }), "channels.telegram.rate_per_minute: must be at least 1"},
+		{"telegram stall_grace", tg(func(t *TelegramConfig) { t.StallGrace = 0 }), "channels.telegram.stall_grace: must be a positive duration"},
+		{"discord rate_per_minute", func(c *Config) { c.Channels.Discord.RatePerMinute = 0 }, "channels.discord.rate_per_minute: must be at least 1"},
 		{"discord token", func(c *Config) { c.Channels.Discord.Token = "" }, "channels.discord.token: must be set when the channel is enabled"},
 		{"discord empty allowlist", func(c *Config) { c.Channels.Discord.AllowFrom = []string{} },
 			"channels.discord.allow_from: must not be empty when policy is allowlist"},

@@ -18,6 +18,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/mcp"
 	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/provider"
@@ -99,7 +100,8 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	}
 	b := bus.New(busSize)
 	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: cfg.Agents.SessionCache}, log.Named("session"))
-	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput}, log.Named("tools"))
+	redact := logging.Redactor(cfg.Secrets())
+	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput, Redact: redact}, log.Named("tools"))
 	if err := registerBuiltins(reg, cfg, root, b, log.Named("tools")); err != nil {
 		return nil, err
 	}
@@ -109,13 +111,16 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		Workspace:          ws,
 		MaxToolIterations:  cfg.Agents.MaxToolIterations,
 		MaxConcurrentTurns: cfg.Agents.MaxConcurrentTurns,
+		MaxGroupTurns:      cfg.Agents.MaxGroupTurns,
+		MaxTurnsPerGroup:   cfg.Agents.MaxTurnsPerGroup,
+		MaxQueue:           cfg.Agents.MaxQueue,
 		MaxTokens:          cfg.Agents.MaxTokens,
 		Temperature:        cfg.Agents.Temperature,
 		MaxInputChars:      cfg.Agents.MaxInputChars,
 		MemoryWindow:       cfg.Agents.MemoryWindow,
 		Version:            opts.Version,
 	}, agent.Deps{
-		Model: router, Sessions: store, Tools: reg, Out: b, StatusLines: mcpServers.StatusLines,
+		Model: router, Sessions: store, Tools: reg, Out: b, StatusLines: mcpServers.StatusLines, Redact: redact,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
 			Skills: skills.Loader{Builtin: builtin.FS()}},
 		Memory: consolidator,

@@ -62,11 +62,13 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 func (g *Gateway) buildChannels() error {
 	cfg, ws := g.cfg, g.cfg.Agents.Workspace
 	pairing := channels.NewPairingStore(filepath.Join(g.opts.DataDir, PairingFile))
-	limits := channels.IntakeConfig{MaxChars: cfg.Agents.MaxInputChars}
+	limits := func(a config.Access) channels.IntakeConfig {
+		return channels.IntakeConfig{MaxChars: cfg.Agents.MaxInputChars, RatePerMinute: a.RatePerMinute}
+	}
 	if tc := cfg.Channels.Telegram; tc.Enabled {
 		tg, err := telegram.New(tc, telegram.Deps{
 			Bus: g.core.Bus, Pairing: pairing, DataDir: g.opts.DataDir, Workspace: ws,
-			Transcription: cfg.Channels.Transcription, Limits: limits,
+			Transcription: cfg.Channels.Transcription, Limits: limits(tc.Access), StallGrace: tc.StallGrace,
 		}, g.log.Named("telegram"))
 		if err != nil {
 			return fmt.Errorf("channels.telegram: %w", err)
@@ -83,7 +85,7 @@ func (g *Gateway) buildChannels() error {
 	if dc := cfg.Channels.Discord; dc.Enabled {
 		d, err := discord.New(dc, discord.Deps{
 			Bus: g.core.Bus, Pairing: pairing, Workspace: ws,
-			Transcription: cfg.Channels.Transcription, Limits: limits,
+			Transcription: cfg.Channels.Transcription, Limits: limits(dc.Access),
 		}, g.log.Named("discord"))
 		if err != nil {
 			return fmt.Errorf("channels.discord: %w", err)

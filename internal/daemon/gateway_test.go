@@ -1,9 +1,6 @@
 package daemon
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,179 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-telegram/bot/models"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 )
-
-// The tests here run the whole gateway in-process — real agent, sessions,
-// tools, router, OpenAI adapter, channel manager, Telegram and Discord
-// adapters — against the fake servers over real HTTP and WebSocket.
-
-const (
-	owner    = 100 // the allowlisted Telegram user
-	stranger = 666
-)
-
-type gw struct {
-	t       *testing.T
-	cfg     *config.Config
-	script  *fakellm.Script
-	llm     *openaifake.Server
-	tg      *telegramfake.Server
-	dc      *discordfake.Server
-	dcOwner discordfake.User
-	cancel  context.CancelFunc
-	done    chan error
-}
-
-// startGateway writes a config pointing at fresh fakes, then runs the gateway
-// until the test ends. extra is appended to the YAML.
-func startGateway(t *testing.T, withDiscord bool, extra string) *gw {
-	t.Helper()
-	g := &gw{t: t, script: &fakellm.Script{}}
-	g.llm = openaifake.New(t, g.script)
-	g.tg = telegramfake.New(t)
-	home := t.TempDir()
-	yaml := fmt.Sprintf(`
-agents:
-  workspace: %s/workspace
-  model: openai/gpt-4o-mini
-providers:
-  openai: {api_key: %q, base_url: %q, max_retries: 0}
-channels:
-  telegram:
-    enabled: true
-    token: %q
-    api_url: %q
-    allow_from: ["%d"]
-    edit_interval: 10ms
-%sgateway:
-  listen: 127.0.0.1:0
-  shutdown_grace: 5s
-  heartbeat: {enabled: false}
-`, home, openaifake.DefaultAPIKey, g.llm.URL(), telegramfake.Token, g.tg.URL(), owner, discordYAML(g, withDiscord))
-	yaml += extra
-	path := filepath.Join(home, "config.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g.cfg = cfg
-	gateway, err := NewGateway(cfg, Options{Version: "test", DataDir: home}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel, g.done = cancel, make(chan error, 1)
-	go func() { g.done <- gateway.Run(ctx) }()
-	t.Cleanup(func() {
-		if err := g.stop(); err != nil {
-			t.Errorf("gateway: %v", err)
-		}
-	})
-	return g
-}
-
-func discordYAML(g *gw, enabled bool) string {
-	if !enabled {
-		return ""
-	}
-	g.dc = discordfake.New(g.t, discordfake.Options{})
-	g.dcOwner = g.dc.NewUser("owner")
-	return fmt.Sprintf("  discord: {enabled: true, token: %q, api_url: %q, allow_from: [%q], edit_interval: 10ms}\n",
-		g.dc.Token(), g.dc.URL(), g.dcOwner.ID)
-}
-
-func (g *gw) stop() error {
-	if g.cancel == nil {
-		return nil
-	}
-	g.cancel()
-	g.cancel = nil
-	select {
-	case err := <-g.done:
-		return err
-	case <-time.After(20 * time.Second):
-		return fmt.Errorf("gateway did not stop within 20s")
-	}
-}
-
-func dm(from int64, text string) models.Message {
-	return models.Message{Chat: models.Chat{ID: from, Type: models.ChatTypePrivate},
-		From: &models.User{ID: from, FirstName: "User", Username: fmt.Sprintf("user%d", from)}, Text: text}
-}
-
-func group(chat, from int64, text string) models.Message {
-	m := dm(from, text)
-	m.Chat = models.Chat{ID: chat, Type: models.ChatTypeSupergroup, Title: "team"}
-	return m
-}
-
-func mention(chat, from int64, text string) models.Message {
-	at := "@" + telegramfake.Username
-	m := group(chat, from, at+" "+text)
-	m.Entities = []models.MessageEntity{{Type: models.MessageEntityTypeMention, Offset: 0, Length: len(at)}}
-	return m
-}
-
-// visible waits until chat shows n messages and returns their visible text.
-func (g *gw) visible(chat int64, n int) []string {
-	g.t.Helper()
-	g.tg.Wait(g.t, fmt.Sprintf("%d visible messages in chat %d", n, chat), func() bool {
-		return len(g.tg.Visible(chat)) >= n
-	})
-	return g.tg.Visible(chat)
-}
-
-// waitLast waits until the last visible message in chat reads want.
-func (g *gw) waitLast(chat int64, want string) {
-	g.t.Helper()
-	g.tg.Wait(g.t, fmt.Sprintf("chat %d to show %q", chat, want), func() bool {
-		v := g.tg.Visible(chat)
-		return len(v) > 0 && v[len(v)-1] == want
-	})
-}
-
-// dcWaitLast waits until the last message in a Discord channel reads want.
-func (g *gw) dcWaitLast(channel, want string) {
-	g.t.Helper()
-	g.dc.WaitFor(g.t, fmt.Sprintf("channel %s to show %q", channel, want), func() bool {
-		ms := g.dc.Messages(channel)
-		return len(ms) > 0 && ms[len(ms)-1].Content == want
-	})
-}
-
-// sessionValid checks every line of every session file parses.
-func (g *gw) sessionValid() {
-	g.t.Helper()
-	files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.Workspace, "sessions", "*.jsonl"))
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			g.t.Fatal(err)
-		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(nil, 1<<24)
-		for sc.Scan() {
-			if !json.Valid(sc.Bytes()) {
-				g.t.Errorf("%s: invalid line %q", f, sc.Text())
-			}
-		}
-		fh.Close()
-	}
-}
 
 func TestTelegramWithTheRealAgent(t *testing.T) {
 	g := startGateway(t, false, "")
@@ -304,7 +132,7 @@ func TestShutdownFinishesRunningTurn(t *testing.T) {
 	g := startGateway(t, false, "")
 	g.script.Push(fakellm.Reply{Text: "slow but complete", Delay: 300 * time.Millisecond})
 	g.tg.PushMessage(dm(owner, "take your time"))
-	g.tg.Wait(t, "model call in flight", func() bool { return len(g.script.Requests()) == 1 })
+	g.waitUntil("model call in flight", func() bool { return len(g.script.Requests()) == 1 })
 	if err := g.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -312,4 +140,41 @@ func TestShutdownFinishesRunningTurn(t *testing.T) {
 		t.Errorf("turn in flight at shutdown: visible %q", got)
 	}
 	g.sessionValid()
+}
+
+// A turn still running when the gateway is asked to stop finishes, its
+// answer goes out, and a restart neither answers it again nor loses the
+// message that was waiting behind it.
+func TestRestartAfterShutdownDuringTurnsAnswersEachOnce(t *testing.T) {
+	g := startWith(t, setup{agents: "max_concurrent_turns: 1"})
+	g.script.Func = func(r fakellm.Request) fakellm.Reply {
+		text := r.LastUserText()
+		reply := fakellm.Reply{Text: "answer to " + text[strings.LastIndex(text, "\n")+1:]}
+		if strings.HasSuffix(text, "first") {
+			reply.Delay = time.Second
+		}
+		return reply
+	}
+	g.tg.PushMessage(dm(owner, "first"))
+	g.waitUntil("model call in flight", func() bool { return len(g.script.Requests()) == 1 })
+	second := g.tg.PushMessage(dm(owner+1, "second")) // waits for the only turn slot
+	g.tg.Wait(t, "second message received", func() bool { return g.tg.Confirmed() > second })
+	if err := g.stop(); err != nil {
+		t.Fatal(err)
+	}
+	g.start() // same data dir and workspace: a restart
+	// A new message in the same chat is handled after anything replayed there.
+	g.tg.PushMessage(dm(owner+1, "third"))
+	g.waitLast(owner+1, "answer to third")
+	if err := g.stop(); err != nil {
+		t.Fatal(err)
+	}
+	for chat, want := range map[int64]string{owner: "answer to first", owner + 1: "answer to second|answer to third"} {
+		if got := strings.Join(g.tg.Visible(chat), "|"); got != want {
+			t.Errorf("chat %d sees %q, want %q", chat, got, want)
+		}
+	}
+	if r := roles(g.sessionMessages("telegram:101")); r != "user,assistant,user,assistant" {
+		t.Errorf("second chat's roles = %s, want each message once", r)
+	}
 }

@@ -72,6 +72,11 @@ func (a *Accumulator) add(d Delta) error {
 			a.msg.Meta = &m
 		}
 	case DeltaText:
+		if d.Signature != "" || d.Redacted {
+			// A signature or an encrypted payload belongs to thinking; on a
+			// text part it would be lost or replayed as plain text.
+			return a.violation(d, "text delta with a signature or redacted payload")
+		}
 		a.appendText(PartText, d)
 	case DeltaThinking:
 		a.appendText(PartThinking, d)

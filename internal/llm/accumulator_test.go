@@ -123,6 +123,8 @@ func TestAccumulator(t *testing.T) {
 		{name: "done with open call", deltas: seq(start, Delta{Kind: DeltaToolCallStart, CallID: "a", Name: "x"}, Delta{Kind: DeltaDone}), contract: true},
 		{name: "error terminal without error", deltas: seq(start, Delta{Kind: DeltaError}), contract: true},
 		{name: "unknown kind", deltas: seq(start, Delta{Kind: 99}), contract: true},
+		{name: "text with a signature", deltas: seq(start, Delta{Kind: DeltaText, Text: "x", Signature: "s"}), contract: true},
+		{name: "redacted text", deltas: seq(start, Delta{Kind: DeltaText, Text: "x", Redacted: true}), contract: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -53,6 +53,10 @@ type Meta struct {
 	// Synthetic marks messages the program wrote itself (e.g. a placeholder or
 	// a "tool limit reached" answer) rather than a model.
 	Synthetic bool `json:"synthetic,omitempty"`
+	// MessageIDs are the platform ids of the inbound messages a user message
+	// was made from, so that a message the platform delivers again after a
+	// crash is recognised rather than answered twice.
+	MessageIDs []string `json:"message_ids,omitempty"`
 }
 
 // Usage counts tokens of one model call (or the sum of several).

@@ -67,6 +67,17 @@ func Redact(s string, secrets []string) string {
 	return s
 }
 
+// Redactor returns a function that replaces every secret in a text, built
+// once for texts that leave the process often (tool output, error messages
+// shown in chat).
+func Redactor(secrets []string) func(string) string {
+	r := replacer(secrets)
+	if r == nil {
+		return func(s string) string { return s }
+	}
+	return r.Replace
+}
+
 // minSecretLen keeps trivially short values ("", "x") from being treated as
 // secrets and shredding every log line.
 const minSecretLen = 6

@@ -66,4 +66,11 @@ func TestRedact(t *testing.T) {
 	if got := Redact("key=sk-12345678 ok", []string{"sk-12345678"}); got != "key=[REDACTED] ok" {
 		t.Errorf("Redact = %q", got)
 	}
+	redact := Redactor([]string{"sk-12345678", "123:tg-token-abc", "x"})
+	if got := redact("sk-12345678 and 123:tg-token-abc, x stays"); got != "[REDACTED] and [REDACTED], x stays" {
+		t.Errorf("Redactor = %q", got)
+	}
+	if got := Redactor(nil)("nothing to hide"); got != "nothing to hide" {
+		t.Errorf("Redactor without secrets = %q", got)
+	}
 }

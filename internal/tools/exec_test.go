@@ -276,6 +276,9 @@ func TestExecPathChecks(t *testing.T) {
 		{"cat ~/.ssh/id_rsa", ".", "outside", ""},
 		{"cat $HOME/.bashrc", ".", "outside", ""},
 		{"cat ${HOME}/.bashrc", ".", "outside", ""},
+		// The daemon's own environment (its keys) through /proc.
+		{"cat /proc/$PPID/environ", ".", "outside the workspace", ""},
+		{"tr '\\0' '\\n' < /proc/self/../$PPID/environ", ".", "outside the workspace", ""},
 		{"cat ../x/../notes", "sub", "", ""},
 		{"cat sessions/telegram_42.jsonl", ".", "in sessions/", "in sessions/"},
 		{"ls sessions", ".", "in sessions/", "in sessions/"},

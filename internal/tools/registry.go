@@ -33,6 +33,10 @@ type RegistryOptions struct {
 	// MaxOutput caps a result's text in characters [16000]
 	// (agents.max_tool_output); the middle of longer text is cut.
 	MaxOutput int
+	// Redact, when set, rewrites every result's text before the model sees
+	// it: the daemon removes its own tokens and keys, so a file or command
+	// output that holds one never reaches the session or the chat.
+	Redact func(string) string
 }
 
 // toolNamePattern is what OpenAI and Anthropic both accept as a function name.
@@ -202,6 +206,9 @@ func (r *Registry) Execute(ctx context.Context, call llm.ToolCall, origin Origin
 	text := out.Text
 	if text == "" && len(out.Images) == 0 {
 		text = "(no output)"
+	}
+	if r.opts.Redact != nil {
+		text = r.opts.Redact(text)
 	}
 	text, cut := capMiddle(text, r.opts.MaxOutput)
 	if cut > 0 {

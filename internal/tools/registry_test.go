@@ -412,3 +412,24 @@ func TestExecuteEmptyRegistry(t *testing.T) {
 		t.Fatalf("got %q", text(res))
 	}
 }
+
+// The daemon's own tokens and keys never reach the model, the session or
+// the chat through a tool's output (a .env in the workspace, a log file).
+func TestExecuteRedactsSecrets(t *testing.T) {
+	const key = "sk-live-0123456789abcdef"
+	obj := `{"type":"object"}`
+	r := newTestRegistry(t, RegistryOptions{Redact: func(s string) string { return strings.ReplaceAll(s, key, "[REDACTED]") }},
+		&fakeTool{name: "cat_env", params: obj, run: func(context.Context, Invocation) (Result, error) {
+			return Result{Text: "OPENAI_API_KEY=" + key + "\nDEBUG=1"}, nil
+		}},
+		&fakeTool{name: "fails", params: obj, run: func(context.Context, Invocation) (Result, error) {
+			return Result{}, errors.New("auth failed for " + key)
+		}},
+	)
+	for _, name := range []string{"cat_env", "fails"} {
+		res := r.Execute(context.Background(), call(name, `{}`), Origin{})
+		if got := text(res); strings.Contains(got, key) || !strings.Contains(got, "[REDACTED]") {
+			t.Errorf("%s result = %q, want the key redacted", name, got)
+		}
+	}
+}

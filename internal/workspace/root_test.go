@@ -25,6 +25,7 @@ import (
 //	    loop1 -> loop2 -> loop1
 //	<tmp>/out/secret.txt             "secret"
 //	<tmp>/out/to_sess -> <ws>/sessions
+//	<tmp>/out/to_notes -> <ws>/notes
 type fixture struct {
 	home, ws, out string
 }
@@ -58,6 +59,7 @@ func newFixture(t testing.TB) fixture {
 	symlink(t, "loop2", filepath.Join(f.ws, "loop1"))
 	symlink(t, "loop1", filepath.Join(f.ws, "loop2"))
 	symlink(t, filepath.Join(f.ws, "sessions"), filepath.Join(f.out, "to_sess"))
+	symlink(t, filepath.Join(f.ws, "notes"), filepath.Join(f.out, "to_notes"))
 	return f
 }
 
@@ -139,6 +141,9 @@ func TestResolve(t *testing.T) {
 		{"symlink to session file", "link_sess_file", "", ErrSessions},
 		{"symlink with dotdot to sessions", "link_sess_dotdot/s.jsonl", "", ErrSessions},
 		{"outside symlink into sessions", filepath.Join(f.out, "to_sess", "s.jsonl"), "", ErrSessions},
+		// A path outside that leads into the workspace is judged by where it
+		// leads: inside, so allowed, and reported by its inside name.
+		{"outside symlink into the workspace", filepath.Join(f.out, "to_notes", "a.md"), "notes/a.md", nil},
 		{"empty", "", "", ErrInvalid},
 		{"NUL byte", "notes/a.md\x00.txt", "", ErrInvalid},
 		{"NUL byte first", "\x00", "", ErrInvalid},

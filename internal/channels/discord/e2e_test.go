@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
@@ -248,7 +249,10 @@ func TestE2EAbruptDisconnectNothingLostNothingTwice(t *testing.T) {
 
 func TestE2ERateLimitHonouredAndBounded(t *testing.T) {
 	t.Parallel()
-	e := start(t, setup{agent: echo, manager: func(c *channels.ManagerConfig) { c.Retry.MaxAttempts = 3 }})
+	e := start(t, setup{agent: echo, manager: func(c *channels.ManagerConfig) {
+		c.Retry.MaxAttempts = 3
+		c.Retry.MaxWait = 150 * time.Millisecond
+	}})
 	alice, bob := e.fake.NewUser("alice"), e.fake.NewUser("bob")
 	adm, bdm := e.fake.AddDM(alice), e.fake.AddDM(bob)
 	posts := func(ch string) int {
@@ -274,15 +278,16 @@ func TestE2ERateLimitHonouredAndBounded(t *testing.T) {
 		t.Errorf("%d POSTs, want 3 (two limited, one delivered)", n)
 	}
 
-	// Limited every time: the manager gives up after MaxAttempts.
+	// Limited every time: 429s do not use up attempts (each says nothing was
+	// sent), but the manager gives up once waiting longer would pass MaxWait.
 	e.fake.Fail(discordfake.RouteCreateMessage,
 		slices.Repeat([]discordfake.Failure{{Status: 429, RetryAfter: 0.02, ChannelID: bdm}}, 10)...)
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: bdm, Author: bob, Content: "b"})
 	e.receivedIs("a")
 	e.receivedIs("b")
 	e.stop() // drains the manager: every attempt it will make has been made
-	if n := posts(bdm); n < 1 || n > 3 {
-		t.Errorf("%d POSTs for an always limited answer, want at most 3 attempts", n)
+	if n := posts(bdm); n < 2 || n > 9 {
+		t.Errorf("%d POSTs for an always limited answer, want 2-9 (20 ms waits within MaxWait 150 ms)", n)
 	}
 	if n := len(e.fake.Messages(bdm)); n != 0 {
 		t.Errorf("the always limited answer was delivered %d times", n)

@@ -116,7 +116,7 @@ func (c *Channel) guildGate(ctx context.Context, guildID, channelID, sender stri
 		log.Debug("message from a member without an allow_roles role ignored")
 		return false
 	}
-	a.Group = true
+	a.Group, a.GroupID = true, guildID
 	a.Msg.Metadata["is_group"] = "true"
 	a.Msg.Metadata["guild_id"] = guildID
 	parent := channelID

@@ -18,6 +18,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
@@ -102,7 +103,7 @@ func upd(id int64, text string) json.RawMessage {
 
 func TestJournalSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.json")
-	j := newJournal(path)
+	j := newJournal(path, zaptest.NewLogger(t))
 	fresh, err := j.received([]json.RawMessage{upd(10, "a"), upd(11, "b"), upd(12, "c")}, true)
 	if err != nil || len(fresh) != 3 {
 		t.Fatalf("received = %d, %v", len(fresh), err)
@@ -115,7 +116,7 @@ func TestJournalSurvivesRestart(t *testing.T) {
 	if err := j.save(true); err != nil {
 		t.Fatal(err)
 	}
-	k := newJournal(path)
+	k := newJournal(path, zaptest.NewLogger(t))
 	if err := k.load(); err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +132,38 @@ func TestJournalSurvivesRestart(t *testing.T) {
 	}
 }
 
+// Turns still running when the channel stops (the daemon drains them after
+// intake ended) acknowledge their updates later: those acks reach the file
+// at once, or a restart would replay and answer them a second time.
+func TestJournalAcksAfterTheWriterStoppedAreWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.json")
+	j := newJournal(path, zaptest.NewLogger(t))
+	if _, err := j.received([]json.RawMessage{upd(10, "a"), upd(11, "b")}, true); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		j.writer(ctx)
+	}()
+	stop()
+	<-done
+	if err := j.save(true); err != nil { // what Run does on its way out
+		t.Fatal(err)
+	}
+	j.ack(10) // a turn that finished during the drain
+	k := newJournal(path, zaptest.NewLogger(t))
+	if err := k.load(); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.replay(); len(got) != 1 || peekID(got[0]) != 11 {
+		t.Fatalf("replay after restart = %d updates, want only 11 (10 was acknowledged during the drain)", len(got))
+	}
+}
+
 func TestJournalWebhookAcceptsOutOfOrder(t *testing.T) {
-	j := newJournal("")
+	j := newJournal("", zaptest.NewLogger(t))
 	if f, _ := j.received([]json.RawMessage{upd(20, "x")}, false); len(f) != 1 {
 		t.Fatal("first update refused")
 	}

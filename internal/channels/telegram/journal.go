@@ -18,14 +18,16 @@ import (
 )
 
 // journal keeps every update received but not yet acknowledged by the agent
-// (Ack: its user message is persisted, or it was deliberately dropped), and
-// the next offset to poll. It is written to disk before Telegram is told an
-// update was received, so after a crash the updates still pending are
-// replayed (nothing lost) and the acknowledged ones are not (nothing
-// answered twice). The only windows for a repeat are a crash between the
-// agent persisting a message and this file recording its ack, and a power
-// loss soon after an ack: ack writes are not fsync'd (a process crash keeps
-// them), receive writes are, because they guard against loss.
+// (Ack: the turn's answer was delivered, or the message was deliberately
+// dropped), and the next offset to poll. It is written to disk before
+// Telegram is told an update was received, so after a crash the updates
+// still pending are replayed (nothing lost) and the acknowledged ones are
+// not; the agent recognises a replayed message it had already recorded, so
+// it finishes that turn or resends its answer rather than answering twice.
+// The only windows for a repeat are a crash between Telegram accepting an
+// answer and this file recording the ack, and a power loss soon after an
+// ack: ack writes are not fsync'd (a process crash keeps them), receive
+// writes are, because they guard against loss.
 type journal struct {
 	path string
 	wmu  sync.Mutex // serialises file writes; taken before mu
@@ -36,6 +38,12 @@ type journal struct {
 	recent  map[int64]struct{}        // acknowledged ids > next-1 seen via webhook, bounded
 	dirty   bool
 	wake    chan struct{}
+	// direct is set once the writer has stopped (the channel stopped taking
+	// updates): acks of turns finishing during the daemon's shutdown drain
+	// are then written at once, durably, or the restart would answer them
+	// again.
+	direct bool
+	log    *zap.Logger
 }
 
 type journalFile struct {
@@ -43,8 +51,8 @@ type journalFile struct {
 	Pending    []json.RawMessage `json:"pending"`
 }
 
-func newJournal(path string) *journal {
-	return &journal{path: path, pending: map[int64]json.RawMessage{}, recent: map[int64]struct{}{}, wake: make(chan struct{}, 1)}
+func newJournal(path string, log *zap.Logger) *journal {
+	return &journal{path: path, pending: map[int64]json.RawMessage{}, recent: map[int64]struct{}{}, wake: make(chan struct{}, 1), log: log}
 }
 
 func (j *journal) load() error {
@@ -159,15 +167,27 @@ func (j *journal) ack(id int64) {
 		}
 		j.dirty = true
 	}
+	direct := j.direct
 	j.mu.Unlock()
+	if direct {
+		if err := j.save(true); err != nil {
+			j.log.Error("update journal not written", zap.Error(err))
+		}
+		return
+	}
 	select {
 	case j.wake <- struct{}{}:
 	default:
 	}
 }
 
-// writer persists acks until ctx ends.
-func (j *journal) writer(ctx context.Context, log *zap.Logger) {
+// writer persists acks until ctx ends; from then on ack writes itself.
+func (j *journal) writer(ctx context.Context) {
+	defer func() {
+		j.mu.Lock()
+		j.direct = true
+		j.mu.Unlock()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -175,7 +195,7 @@ func (j *journal) writer(ctx context.Context, log *zap.Logger) {
 		case <-j.wake:
 		}
 		if err := j.save(false); err != nil {
-			log.Error("update journal not written", zap.Error(err))
+			j.log.Error("update journal not written", zap.Error(err))
 		}
 	}
 }

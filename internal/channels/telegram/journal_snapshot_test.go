@@ -6,13 +6,15 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"go.uber.org/zap"
 )
 
 // BenchmarkJournalSnapshot encodes a journal holding 100 unacknowledged
 // updates, as the gateway does on every getUpdates batch and every burst of
 // acks while 100 chats have a turn in flight.
 func BenchmarkJournalSnapshot(b *testing.B) {
-	j := newJournal("")
+	j := newJournal("", zap.NewNop())
 	for i := range 100 {
 		id := int64(1000 + i)
 		raw := fmt.Sprintf(`{"update_id":%d,"message":{"message_id":%d,"from":{"id":%d,"is_bot":false,"first_name":"Bench"},`+
@@ -46,7 +48,7 @@ func TestSnapshotIsWhatMarshalWrites(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			j := newJournal("")
+			j := newJournal("", zap.NewNop())
 			j.next = tt.next
 			for id, raw := range tt.pending {
 				j.pending[id] = json.RawMessage(raw)

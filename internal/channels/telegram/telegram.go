@@ -183,7 +183,7 @@ func New(cfg config.TelegramConfig, deps Deps, log *zap.Logger) (*Channel, error
 	if deps.DataDir != "" {
 		jpath = filepath.Join(deps.DataDir, "telegram-updates.json")
 	}
-	c.journal = newJournal(jpath)
+	c.journal = newJournal(jpath, log)
 	unstarted := errors.New("telegram: not started")
 	c.health.Store(&unstarted)
 	return c, nil
@@ -201,8 +201,9 @@ func (c *Channel) setHealth(err error) { c.health.Store(&err) }
 // Run connects (getMe, setMyCommands, webhook set or removed), replays
 // updates journaled but never acknowledged, and receives updates until ctx
 // ends. On the way out it stops taking updates, waits for the handlers in
-// flight, and writes the journal. It returns nil on a clean shutdown and an
-// error only when the token is refused.
+// flight, and writes the journal; acknowledgements that come later (turns
+// the daemon lets finish after intake stopped) are written as they come. It
+// returns nil on a clean shutdown and an error only when the token is refused.
 func (c *Channel) Run(ctx context.Context) error {
 	if err := c.journal.load(); err != nil {
 		return fmt.Errorf("telegram: %w", err)
@@ -225,7 +226,7 @@ func (c *Channel) Run(ctx context.Context) error {
 	bg.Add(1)
 	go func() {
 		defer bg.Done()
-		c.journal.writer(jctx, c.log)
+		c.journal.writer(jctx)
 	}()
 
 	lanes := channels.NewLanes(1024)

@@ -165,6 +165,14 @@ func (s *Script) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
+// Forget drops the requests recorded so far, so a long run measuring the
+// memory of the code under test does not count the fake's log.
+func (s *Script) Forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = nil
+}
+
 // Pending is the number of queued replies not yet used.
 func (s *Script) Pending() int {
 	s.mu.Lock()

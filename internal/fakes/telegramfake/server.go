@@ -233,6 +233,17 @@ func (s *Server) Calls(methods ...string) []Call {
 	return out
 }
 
+// Forget drops the call log and the messages sent so far (updates and
+// files stay), so a long run measuring the memory of the code under test
+// does not count the fake's records.
+func (s *Server) Forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = nil
+	s.msgs = map[int64][]*Message{}
+	s.notifyLocked()
+}
+
 // Sent returns the messages the bot sent to chat, in order, deleted ones
 // included (marked).
 func (s *Server) Sent(chat int64) []Message {

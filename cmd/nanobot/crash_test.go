@@ -1,0 +1,362 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
+	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/session"
+)
+
+// These tests run `nanobot gateway` as a real process against the fake
+// Telegram and OpenAI servers, and kill it with SIGKILL at the worst
+// moments: a crash must never lose a message nor answer one twice.
+
+// gatewayEnv is one machine running the daemon: a config and data dir, the
+// fakes, and the process while it runs.
+type gatewayEnv struct {
+	t      *testing.T
+	home   string
+	config string
+	script *fakellm.Script
+	llm    *openaifake.Server
+	tg     *telegramfake.Server
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	stderr *lockedBuffer
+}
+
+// lockedBuffer collects a process's stderr while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+const (
+	alice = 100
+	bob   = 101
+)
+
+// newGatewayEnv writes a config for the fakes; extra is YAML lines added
+// under channels.telegram.
+func newGatewayEnv(t *testing.T, extra string) *gatewayEnv {
+	t.Helper()
+	e := &gatewayEnv{t: t, home: t.TempDir(), script: &fakellm.Script{}}
+	e.llm = openaifake.New(t, e.script)
+	e.tg = telegramfake.New(t)
+	e.config = filepath.Join(e.home, ".nanobot", "config.yaml")
+	yaml := fmt.Sprintf(`agents:
+  workspace: %s
+  model: openai/gpt-4o-mini
+  max_concurrent_turns: 1
+providers:
+  openai: {api_key: "${OPENAI_API_KEY}", base_url: %q, max_retries: 0}
+channels:
+  telegram:
+    enabled: true
+    token: "${TELEGRAM_BOT_TOKEN}"
+    api_url: %q
+    allow_from: ["%d", "%d"]
+    edit_interval: 10ms
+    poll_timeout: 1s
+%sgateway:
+  listen: 127.0.0.1:0
+  shutdown_grace: 5s
+  heartbeat: {enabled: false}
+log: {level: debug, format: json}
+`, filepath.Join(e.home, ".nanobot", "workspace"), e.llm.URL(), e.tg.URL(), alice, bob, indentLines(extra, "    "))
+	if err := os.MkdirAll(filepath.Dir(e.config), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.stopIfRunning)
+	return e
+}
+
+func indentLines(s, by string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if strings.TrimSpace(l) != "" {
+			b.WriteString(by + strings.TrimSpace(l) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// start runs the gateway and waits until it polls Telegram.
+func (e *gatewayEnv) start() {
+	e.t.Helper()
+	polls := len(e.tg.Calls("getUpdates"))
+	e.launch()
+	e.tg.Wait(e.t, "the gateway to poll", func() bool { return len(e.tg.Calls("getUpdates")) > polls })
+}
+
+// launch starts the gateway process.
+func (e *gatewayEnv) launch() {
+	e.t.Helper()
+	e.cmd = exec.Command(binary, "--config", e.config, "gateway")
+	e.cmd.Env = e.env()
+	e.stderr = &lockedBuffer{}
+	e.cmd.Stdout, e.cmd.Stderr = e.stderr, e.stderr
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) {
+		_ = cmd.Wait()
+		close(exited)
+	}(e.cmd, e.exited)
+}
+
+// env is the daemon's environment: the secrets come from it, as a user's
+// systemd unit or container would pass them.
+func (e *gatewayEnv) env() []string {
+	return []string{
+		"HOME=" + e.home, "PATH=" + os.Getenv("PATH"),
+		"OPENAI_API_KEY=" + openaifake.DefaultAPIKey, "TELEGRAM_BOT_TOKEN=" + telegramfake.Token,
+	}
+}
+
+// kill9 kills the gateway with SIGKILL: no shutdown code runs.
+func (e *gatewayEnv) kill9() {
+	e.t.Helper()
+	if err := e.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitExit()
+}
+
+// stop asks the gateway to shut down (SIGTERM) and waits for it.
+func (e *gatewayEnv) stop() {
+	e.t.Helper()
+	cmd := e.cmd
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitExit()
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		e.t.Errorf("gateway exited with %d after SIGTERM:\n%s", code, e.stderr)
+	}
+}
+
+func (e *gatewayEnv) waitExit() {
+	e.t.Helper()
+	select {
+	case <-e.exited:
+	case <-time.After(30 * time.Second):
+		_ = e.cmd.Process.Kill()
+		e.t.Fatalf("gateway did not exit:\n%s", e.stderr)
+	}
+	e.cmd = nil
+}
+
+func (e *gatewayEnv) stopIfRunning() {
+	if e.cmd != nil {
+		_ = e.cmd.Process.Kill()
+		<-e.exited
+	}
+}
+
+// waitUntil polls cond (the model's request log is not signalled).
+func (e *gatewayEnv) waitUntil(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s\nstderr:\n%s", what, e.stderr)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (e *gatewayEnv) say(chat int64, text string) int64 {
+	return e.tg.PushMessage(models.Message{Chat: models.Chat{ID: chat, Type: models.ChatTypePrivate},
+		From: &models.User{ID: chat, FirstName: "User"}, Text: text})
+}
+
+// waitVisible waits until chat shows want (the messages joined by "|").
+func (e *gatewayEnv) waitVisible(chat int64, want string) {
+	e.t.Helper()
+	e.tg.Wait(e.t, fmt.Sprintf("chat %d to show %q", chat, want), func() bool {
+		return strings.Join(e.tg.Visible(chat), "|") == want
+	})
+}
+
+// pendingUpdates is how many updates the journal still holds.
+func (e *gatewayEnv) pendingUpdates() int {
+	data, err := os.ReadFile(filepath.Join(e.home, ".nanobot", "telegram-updates.json"))
+	if err != nil {
+		return -1
+	}
+	var j struct {
+		Pending []json.RawMessage `json:"pending"`
+	}
+	if json.Unmarshal(data, &j) != nil {
+		return -1
+	}
+	return len(j.Pending)
+}
+
+// sessionRoles reads a chat's session as a restarted store would.
+func (e *gatewayEnv) sessionRoles(chat int64) string {
+	e.t.Helper()
+	store := session.NewStore(filepath.Join(e.home, ".nanobot", "workspace", "sessions"), session.Options{}, zap.NewNop())
+	defer store.Close()
+	snap, err := store.Get(fmt.Sprintf("telegram:%d", chat))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	roles := make([]string, len(snap.Messages))
+	for i, m := range snap.Messages {
+		if err := m.Validate(); err != nil {
+			e.t.Errorf("session message %d: %v", i, err)
+		}
+		roles[i] = string(m.Role)
+	}
+	return strings.Join(roles, ",")
+}
+
+// answerLast answers "answer to <last line of the user's text>".
+func answerLast(r fakellm.Request) fakellm.Reply {
+	text := r.LastUserText()
+	return fakellm.Reply{Text: "answer to " + text[strings.LastIndex(text, "\n")+1:]}
+}
+
+func (e *gatewayEnv) requestsFor(text string) int {
+	n := 0
+	for _, r := range e.script.Requests() {
+		if strings.HasSuffix(r.LastUserText(), "\n"+text) {
+			n++
+		}
+	}
+	return n
+}
+
+// SIGKILL while the model is answering alice, with bob's message received
+// but still waiting for the only turn slot: after the restart alice's turn
+// resumes and bob's message is replayed; each is answered exactly once.
+func TestKill9MidTurnThenRestart(t *testing.T) {
+	e := newGatewayEnv(t, "")
+	var hang atomic.Bool
+	hang.Store(true)
+	e.script.Func = func(r fakellm.Request) fakellm.Reply {
+		reply := answerLast(r)
+		if strings.HasSuffix(r.LastUserText(), "\nfirst") && hang.Swap(false) {
+			reply.Delay = time.Hour // until the process dies and the request with it
+		}
+		return reply
+	}
+	e.start()
+	e.say(alice, "first")
+	e.waitUntil("the model to be asked", func() bool { return e.requestsFor("first") == 1 })
+	second := e.say(bob, "second")
+	e.tg.Wait(t, "bob's message to be journaled", func() bool { return e.tg.Confirmed() > second })
+	e.kill9()
+
+	e.start()
+	e.waitVisible(alice, "answer to first")
+	e.waitVisible(bob, "answer to second")
+	e.say(alice, "third")
+	e.say(bob, "third")
+	e.waitVisible(alice, "answer to first|answer to third")
+	e.waitVisible(bob, "answer to second|answer to third")
+	e.stop()
+
+	for chat, want := range map[int64]string{alice: "answer to first|answer to third", bob: "answer to second|answer to third"} {
+		if got := strings.Join(e.tg.Visible(chat), "|"); got != want {
+			t.Errorf("chat %d sees %q, want %q", chat, got, want)
+		}
+		if r := e.sessionRoles(chat); r != "user,assistant,user,assistant" {
+			t.Errorf("chat %d session roles = %s, want each message once", chat, r)
+		}
+	}
+	if n, m := e.requestsFor("first"), e.requestsFor("second"); n != 2 || m != 1 {
+		t.Errorf("model asked %d times about first (want 2: killed, resumed) and %d about second (want 1)", n, m)
+	}
+}
+
+// SIGKILL after an answer was delivered and acknowledged: the restart does
+// not answer it again.
+func TestKill9AfterAnswerDoesNotRepeatIt(t *testing.T) {
+	e := newGatewayEnv(t, "")
+	e.script.Func = answerLast
+	e.start()
+	e.say(alice, "one")
+	e.waitVisible(alice, "answer to one")
+	e.waitUntil("the journal to record the answer", func() bool { return e.pendingUpdates() == 0 })
+	e.kill9()
+	e.start()
+	e.say(alice, "two")
+	e.waitVisible(alice, "answer to one|answer to two")
+	e.stop()
+	if got := strings.Join(e.tg.Visible(alice), "|"); got != "answer to one|answer to two" {
+		t.Errorf("alice sees %q", got)
+	}
+	if n := len(e.script.Requests()); n != 2 {
+		t.Errorf("%d model calls, want 2", n)
+	}
+	if r := e.sessionRoles(alice); r != "user,assistant,user,assistant" {
+		t.Errorf("session roles = %s", r)
+	}
+}
+
+// SIGKILL while the answer is on its way to Telegram (the send hangs): the
+// answer is in the session but never reached the user, so after the
+// restart it is sent from the session, without asking the model again.
+func TestKill9DuringDeliverySendsTheRecordedAnswer(t *testing.T) {
+	e := newGatewayEnv(t, "streaming: false")
+	e.script.Func = answerLast
+	e.tg.Inject("sendMessage", telegramfake.Fault{Kind: telegramfake.Stall})
+	e.start()
+	e.say(alice, "precious")
+	e.tg.Wait(t, "the answer's send to hang", func() bool {
+		for _, c := range e.tg.Calls("sendMessage") {
+			if c.Error == "stalled" {
+				return true
+			}
+		}
+		return false
+	})
+	e.kill9()
+	e.start()
+	e.waitVisible(alice, "answer to precious")
+	e.say(alice, "next")
+	e.waitVisible(alice, "answer to precious|answer to next")
+	e.stop()
+	if n := e.requestsFor("precious"); n != 1 {
+		t.Errorf("model asked %d times about the delivered-late question, want 1", n)
+	}
+	if r := e.sessionRoles(alice); r != "user,assistant,user,assistant" {
+		t.Errorf("session roles = %s", r)
+	}
+}

@@ -1,0 +1,314 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
+	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
+	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/session"
+)
+
+// The tests of this package run the whole gateway in-process — real agent,
+// sessions, tools, router, OpenAI adapter, channel manager, Telegram and
+// Discord adapters — against the fake servers over real HTTP and WebSocket.
+// This file is their harness; every test ends with no goroutine left over.
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	owner    = 100 // the allowlisted Telegram user
+	stranger = 666
+)
+
+// setup shapes one gateway's configuration: each field is YAML lines added
+// under its section (indentation is added here).
+type setup struct {
+	discord  bool
+	agents   string // under agents:
+	openai   string // under providers.openai: (max_retries: 0 unless set)
+	telegram string // under channels.telegram:
+	tools    string // under tools:
+	// quiet logs nothing: zaptest keeps every line in memory until the test
+	// ends, which a memory measurement must not count.
+	quiet bool
+}
+
+type gw struct {
+	t       *testing.T
+	home    string
+	cfg     *config.Config
+	script  *fakellm.Script
+	llm     *openaifake.Server
+	tg      *telegramfake.Server
+	dc      *discordfake.Server
+	dcOwner discordfake.User
+	cancel  context.CancelFunc
+	done    chan error
+	log     *zap.Logger
+}
+
+// startGateway writes a config pointing at fresh fakes, then runs the gateway
+// until the test ends. extra is YAML appended at the top level.
+func startGateway(t *testing.T, withDiscord bool, extra string) *gw {
+	t.Helper()
+	g := newGW(t, setup{discord: withDiscord})
+	g.writeConfig(setup{discord: withDiscord}, extra)
+	g.start()
+	return g
+}
+
+// start runs the gateway with s.
+func startWith(t *testing.T, s setup) *gw {
+	t.Helper()
+	g := newGW(t, s)
+	g.writeConfig(s, "")
+	g.start()
+	return g
+}
+
+func newGW(t *testing.T, s setup) *gw {
+	t.Helper()
+	g := &gw{t: t, script: &fakellm.Script{}, home: t.TempDir(), log: zaptest.NewLogger(t)}
+	if s.quiet {
+		g.log = zap.NewNop()
+	}
+	g.llm = openaifake.New(t, g.script)
+	g.tg = telegramfake.New(t)
+	if s.discord {
+		g.dc = discordfake.New(t, discordfake.Options{})
+		g.dcOwner = g.dc.NewUser("owner")
+	}
+	return g
+}
+
+func indent(lines, by string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimSpace(lines), "\n") {
+		if strings.TrimSpace(l) != "" {
+			b.WriteString(by + strings.TrimSpace(l) + "\n")
+		}
+	}
+	return b.String()
+}
+
+func (g *gw) writeConfig(s setup, extra string) {
+	g.t.Helper()
+	openai := s.openai
+	if !strings.Contains(openai, "max_retries") {
+		openai += "\nmax_retries: 0"
+	}
+	var discord string
+	if s.discord {
+		discord = fmt.Sprintf("  discord: {enabled: true, token: %q, api_url: %q, allow_from: [%q], edit_interval: 10ms}\n",
+			g.dc.Token(), g.dc.URL(), g.dcOwner.ID)
+	}
+	tools := ""
+	if s.tools != "" {
+		tools = "tools:\n" + indent(s.tools, "  ")
+	}
+	yaml := fmt.Sprintf(`agents:
+  workspace: %s/workspace
+  model: openai/gpt-4o-mini
+%sproviders:
+  openai:
+    api_key: %q
+    base_url: %q
+%schannels:
+  telegram:
+    enabled: true
+    token: %q
+    api_url: %q
+%s    edit_interval: 10ms
+%s%s%sgateway:
+  listen: 127.0.0.1:0
+  shutdown_grace: 5s
+  heartbeat: {enabled: false}
+`, g.home, indent(s.agents, "  "), openaifake.DefaultAPIKey, g.llm.URL(), indent(openai, "    "),
+		telegramfake.Token, g.tg.URL(), allowFrom(s.telegram), indent(s.telegram, "    "), discord, tools)
+	yaml += extra
+	if err := os.WriteFile(g.configPath(), []byte(yaml), 0o600); err != nil {
+		g.t.Fatal(err)
+	}
+	cfg, err := config.Load(g.configPath())
+	if err != nil {
+		g.t.Fatalf("config: %v\n%s", err, yaml)
+	}
+	if err := cfg.Validate(); err != nil {
+		g.t.Fatalf("config: %v\n%s", err, yaml)
+	}
+	g.cfg = cfg
+}
+
+// allowFrom lets in owner and owner+1 unless the test sets its own list.
+func allowFrom(telegram string) string {
+	if strings.Contains(telegram, "allow_from") {
+		return ""
+	}
+	return fmt.Sprintf("    allow_from: [\"%d\", \"%d\"]\n", owner, owner+1)
+}
+
+func (g *gw) configPath() string { return filepath.Join(g.home, "config.yaml") }
+
+// start runs the gateway on g.cfg until stop or the end of the test.
+func (g *gw) start() {
+	g.t.Helper()
+	gateway, err := NewGateway(g.cfg, Options{Version: "test", DataDir: g.home}, g.log)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel, g.done = cancel, make(chan error, 1)
+	go func() { g.done <- gateway.Run(ctx) }()
+	g.t.Cleanup(func() {
+		if err := g.stop(); err != nil {
+			g.t.Errorf("gateway: %v", err)
+		}
+	})
+}
+
+// stop shuts the gateway down (as SIGTERM does) and waits for it.
+func (g *gw) stop() error {
+	if g.cancel == nil {
+		return nil
+	}
+	g.cancel()
+	g.cancel = nil
+	select {
+	case err := <-g.done:
+		return err
+	case <-time.After(20 * time.Second):
+		return fmt.Errorf("gateway did not stop within 20s")
+	}
+}
+
+func dm(from int64, text string) models.Message {
+	return models.Message{Chat: models.Chat{ID: from, Type: models.ChatTypePrivate},
+		From: &models.User{ID: from, FirstName: "User", Username: fmt.Sprintf("user%d", from)}, Text: text}
+}
+
+func group(chat, from int64, text string) models.Message {
+	m := dm(from, text)
+	m.Chat = models.Chat{ID: chat, Type: models.ChatTypeSupergroup, Title: "team"}
+	return m
+}
+
+func mention(chat, from int64, text string) models.Message {
+	at := "@" + telegramfake.Username
+	m := group(chat, from, at+" "+text)
+	m.Entities = []models.MessageEntity{{Type: models.MessageEntityTypeMention, Offset: 0, Length: len(at)}}
+	return m
+}
+
+// visible waits until chat shows n messages and returns their visible text.
+func (g *gw) visible(chat int64, n int) []string {
+	g.t.Helper()
+	g.tg.Wait(g.t, fmt.Sprintf("%d visible messages in chat %d", n, chat), func() bool {
+		return len(g.tg.Visible(chat)) >= n
+	})
+	return g.tg.Visible(chat)
+}
+
+// waitLast waits until the last visible message in chat reads want.
+func (g *gw) waitLast(chat int64, want string) {
+	g.t.Helper()
+	g.tg.Wait(g.t, fmt.Sprintf("chat %d to show %q", chat, want), func() bool {
+		v := g.tg.Visible(chat)
+		return len(v) > 0 && v[len(v)-1] == want
+	})
+}
+
+// waitPrefix waits until the last visible message in chat starts with prefix.
+func (g *gw) waitPrefix(chat int64, prefix string) {
+	g.t.Helper()
+	g.tg.Wait(g.t, fmt.Sprintf("chat %d to show %q…", chat, prefix), func() bool {
+		v := g.tg.Visible(chat)
+		return len(v) > 0 && strings.HasPrefix(v[len(v)-1], prefix)
+	})
+}
+
+// dcWaitLast waits until the last message in a Discord channel reads want.
+func (g *gw) dcWaitLast(channel, want string) {
+	g.t.Helper()
+	g.dc.WaitFor(g.t, fmt.Sprintf("channel %s to show %q", channel, want), func() bool {
+		ms := g.dc.Messages(channel)
+		return len(ms) > 0 && ms[len(ms)-1].Content == want
+	})
+}
+
+// sessionValid checks every line of every session file parses.
+func (g *gw) sessionValid() {
+	g.t.Helper()
+	files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.Workspace, "sessions", "*.jsonl"))
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(nil, 1<<24)
+		for sc.Scan() {
+			if !json.Valid(sc.Bytes()) {
+				g.t.Errorf("%s: invalid line %q", f, sc.Text())
+			}
+		}
+		fh.Close()
+	}
+}
+
+// sessionMessages reads key's session file as the store would after a
+// restart, failing the test on any line the store would not accept.
+func (g *gw) sessionMessages(key string) []llm.Message {
+	g.t.Helper()
+	g.sessionValid()
+	store := session.NewStore(filepath.Join(g.cfg.Agents.Workspace, "sessions"), session.Options{}, zaptest.NewLogger(g.t))
+	defer store.Close()
+	snap, err := store.Get(key)
+	if err != nil {
+		g.t.Fatalf("session %s: %v", key, err)
+	}
+	for i, m := range snap.Messages {
+		if err := m.Validate(); err != nil {
+			g.t.Errorf("session %s message %d: %v", key, i, err)
+		}
+	}
+	return snap.Messages
+}
+
+// roles is the sequence of roles of msgs, comma-separated.
+func roles(msgs []llm.Message) string {
+	r := make([]string, len(msgs))
+	for i, m := range msgs {
+		r[i] = string(m.Role)
+	}
+	return strings.Join(r, ",")
+}
+
+// waitUntil polls cond (for conditions no fake signals, like the model's
+// request log) until it holds, failing the test after 10 s.
+func (g *gw) waitUntil(what string, cond func() bool) {
+	g.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			g.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
