@@ -69,6 +69,9 @@ func newWorld(t *testing.T) *world {
 	go func() {
 		defer close(outDone)
 		for m := range w.bus.Outbound() {
+			if m.Delivered != nil {
+				m.Delivered() // as the channel manager does once the chat has it
+			}
 			w.mu.Lock()
 			w.out = append(w.out, m)
 			w.mu.Unlock()

@@ -70,7 +70,7 @@ func (c *CLI) Ask(ctx context.Context, text string) error {
 // await prints outbound messages until the turn's final message (or, for a
 // command, its single reply).
 func (c *CLI) await(ctx context.Context, command bool) error {
-	shown := "" // the streamed draft already on screen
+	var shown string // the streamed draft already on screen
 	for {
 		select {
 		case <-ctx.Done():
@@ -82,51 +82,65 @@ func (c *CLI) await(ctx context.Context, command bool) error {
 			if m.Channel != Name {
 				continue
 			}
-			switch m.Kind {
-			case bus.KindDraft:
-				if !c.Stream {
-					continue
-				}
-				if !strings.HasPrefix(m.Content, shown) { // a new draft (next call or a retry)
-					fmt.Fprintln(c.out)
-					shown = ""
-				}
-				fmt.Fprint(c.out, m.Content[len(shown):])
-				shown = m.Content
-			case bus.KindStatus:
-				if c.Stream && m.Content != "" {
-					if shown != "" {
-						fmt.Fprintln(c.out)
-						shown = ""
-					}
-					fmt.Fprintln(c.out, m.Content)
-				}
-			case bus.KindMessage:
-				fmt.Fprintln(c.out, m.Content)
-				if command {
-					if m.IsError {
-						return &ReplyError{Text: m.Content}
-					}
-					return nil
-				}
-			case bus.KindFinal:
-				text := m.Content
-				switch {
-				case shown != "" && strings.HasPrefix(text, shown):
-					text = text[len(shown):]
-				case shown != "":
-					fmt.Fprintln(c.out)
-				}
-				if text != "" || shown != "" {
-					fmt.Fprintln(c.out, text)
-				}
-				if m.IsError {
-					return &ReplyError{Text: m.Content}
-				}
-				return nil
+			done, err := c.show(m, command, &shown)
+			if m.Delivered != nil {
+				m.Delivered() // printed: the terminal has it
+			}
+			if done {
+				return err
 			}
 		}
 	}
+}
+
+// show prints one outbound message and reports whether the turn (or the
+// command) is over.
+func (c *CLI) show(m bus.OutboundMessage, command bool, shown *string) (done bool, err error) {
+	switch m.Kind {
+	case bus.KindDraft:
+		if !c.Stream {
+			return false, nil
+		}
+		if !strings.HasPrefix(m.Content, *shown) { // a new draft (next call or a retry)
+			fmt.Fprintln(c.out)
+			*shown = ""
+		}
+		fmt.Fprint(c.out, m.Content[len(*shown):])
+		*shown = m.Content
+	case bus.KindStatus:
+		if c.Stream && m.Content != "" {
+			if *shown != "" {
+				fmt.Fprintln(c.out)
+				*shown = ""
+			}
+			fmt.Fprintln(c.out, m.Content)
+		}
+	case bus.KindMessage:
+		fmt.Fprintln(c.out, m.Content)
+		if command {
+			return true, replyErr(m)
+		}
+	case bus.KindFinal:
+		text := m.Content
+		switch {
+		case *shown != "" && strings.HasPrefix(text, *shown):
+			text = text[len(*shown):]
+		case *shown != "":
+			fmt.Fprintln(c.out)
+		}
+		if text != "" || *shown != "" {
+			fmt.Fprintln(c.out, text)
+		}
+		return true, replyErr(m)
+	}
+	return false, nil
+}
+
+func replyErr(m bus.OutboundMessage) error {
+	if m.IsError {
+		return &ReplyError{Text: m.Content}
+	}
+	return nil
 }
 
 // REPL reads lines from in and asks each, until EOF, "exit" or ctx ends.
