@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,31 @@ type Tools interface {
 type readOnlyTools interface {
 	ReadOnly(name string) bool
 }
+
+// Observer is told how each turn ended, for metrics. Its methods must be
+// cheap and safe for concurrent use; a nil Deps.Observer observes nothing.
+type Observer interface {
+	// TurnDone reports a finished turn: its outcome (OutcomeAnswered,
+	// OutcomeFailed, OutcomeStopped or OutcomeInterrupted) and how long it
+	// took from its start, waiting for a free slot included.
+	TurnDone(outcome string, elapsed time.Duration)
+}
+
+// Turn outcomes reported to the Observer.
+const (
+	// OutcomeAnswered: the turn ended with a reply (or the message tool replied).
+	OutcomeAnswered = "answered"
+	// OutcomeFailed: the user got an error message (model failure, disk full...).
+	OutcomeFailed = "failed"
+	// OutcomeStopped: the user cancelled it with /stop.
+	OutcomeStopped = "stopped"
+	// OutcomeInterrupted: shutdown cancelled it (Run's context ended).
+	OutcomeInterrupted = "interrupted"
+)
+
+type nopObserver struct{}
+
+func (nopObserver) TurnDone(string, time.Duration) {}
 
 // Publisher sends replies to the channels.
 type Publisher interface {
@@ -103,6 +129,8 @@ type Deps struct {
 	Prompt   *PromptBuilder
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// Observer is told how each turn ended [nothing is].
+	Observer Observer
 }
 
 // Agent serves inbound messages. Create it with New and run it with Run.
@@ -115,6 +143,7 @@ type Agent struct {
 	prompt  *PromptBuilder
 	now     func() time.Time
 	log     *zap.Logger
+	obs     Observer
 	started time.Time
 
 	// turns caps concurrent turns across sessions.
@@ -128,8 +157,12 @@ type Agent struct {
 // sessionQueue is one session's pending work and its running turn.
 type sessionQueue struct {
 	pending []bus.InboundMessage
-	cancel  context.CancelFunc // of the running turn, nil when idle
+	cancel  context.CancelCauseFunc // of the running turn, nil when idle
 }
+
+// errStopped is the cause of a turn cancelled by /stop, which tells it apart
+// from one cancelled because Run's context ended (shutdown).
+var errStopped = errors.New("stopped by the user")
 
 // New returns an agent; it does no I/O.
 func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
@@ -137,6 +170,10 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 	now := deps.Now
 	if now == nil {
 		now = time.Now
+	}
+	obs := deps.Observer
+	if obs == nil {
+		obs = nopObserver{}
 	}
 	return &Agent{
 		cfg:     cfg,
@@ -147,6 +184,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		prompt:  deps.Prompt,
 		now:     now,
 		log:     log,
+		obs:     obs,
 		started: now(),
 		turns:   make(chan struct{}, cfg.MaxConcurrentTurns),
 		active:  make(map[string]*sessionQueue),
@@ -239,7 +277,7 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 			}
 		}
 		q.pending = q.pending[n:]
-		turnCtx, cancel := context.WithCancel(ctx)
+		turnCtx, cancel := context.WithCancelCause(ctx)
 		q.cancel = cancel
 		a.mu.Unlock()
 
@@ -249,7 +287,7 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 		} else {
 			a.runTurn(turnCtx, key, batch[:n])
 		}
-		cancel()
+		cancel(nil)
 		a.mu.Lock()
 		q.cancel = nil
 		a.mu.Unlock()
@@ -266,7 +304,7 @@ func (a *Agent) stop(ctx context.Context, m bus.InboundMessage) {
 	if q, ok := a.active[key]; ok {
 		dropped, q.pending = q.pending, nil
 		if q.cancel != nil {
-			q.cancel()
+			q.cancel(errStopped)
 			running = true
 		}
 	}

@@ -29,10 +29,31 @@ type harness struct {
 	agent  *Agent
 	reg    *tools.Registry
 
-	mu     sync.Mutex
-	out    []bus.OutboundMessage
-	acked  map[string]int
-	notify chan struct{}
+	// cancelRun ends Run's context, as shutdown past the grace period does.
+	cancelRun context.CancelFunc
+
+	mu       sync.Mutex
+	out      []bus.OutboundMessage
+	acked    map[string]int
+	outcomes []string // reported to the Observer, in order
+	notify   chan struct{}
+}
+
+// TurnDone records outcomes: the harness is the agent's Observer.
+func (h *harness) TurnDone(outcome string, _ time.Duration) {
+	h.mu.Lock()
+	h.outcomes = append(h.outcomes, outcome)
+	h.mu.Unlock()
+	select {
+	case h.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (h *harness) turnOutcomes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.outcomes...)
 }
 
 func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
@@ -60,9 +81,10 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 		f(&cfg)
 	}
 	h.agent = New(cfg, Deps{Model: router, Sessions: h.store, Tools: h.reg, Out: h.bus,
-		Prompt: &PromptBuilder{Workspace: ws, Version: "test"}}, log)
+		Prompt: &PromptBuilder{Workspace: ws, Version: "test"}, Observer: h}, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
+	h.cancelRun = cancel
 	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)

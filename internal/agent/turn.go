@@ -15,6 +15,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
@@ -37,22 +38,30 @@ type turn struct {
 func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMessage) {
 	origin := batch[len(batch)-1]
 	t := &turn{id: newTurnID(), key: key, origin: origin, callIDs: map[string]bool{}}
-	t.log = a.log.With(zap.String("turn", t.id), zap.String("session", key))
+	fields := []zap.Field{zap.String("turn", t.id), zap.String("session", key)}
+	t.log = a.log.With(fields...)
+	// The router, providers and tools log through their own loggers; the
+	// context carries the turn id to their lines.
+	ctx = logging.WithFields(ctx, fields...)
 	start := a.now()
 	a.publish(ctx, a.outbound(t, bus.KindStart, ""))
 	final := bus.OutboundMessage{}
+	outcome := OutcomeAnswered
 	defer func() {
 		if final.Kind != bus.KindFinal {
 			final = a.outbound(t, bus.KindFinal, "")
 		}
 		a.publish(ctx, final)
-		t.log.Info("turn done", zap.Duration("elapsed", a.now().Sub(start)), zap.Int("messages", len(t.msgs)))
+		elapsed := a.now().Sub(start)
+		a.obs.TurnDone(outcome, elapsed)
+		t.log.Info("turn done", zap.String("outcome", outcome), zap.Duration("elapsed", elapsed), zap.Int("messages", len(t.msgs)))
 	}()
 
 	select {
 	case a.turns <- struct{}{}:
 		defer func() { <-a.turns }()
 	case <-ctx.Done():
+		outcome = cancelled(ctx)
 		return // not persisted, not acked: a redelivering channel asks again
 	}
 
@@ -63,6 +72,7 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 	snap, err := a.store.Append(key, user)
 	if err != nil {
 		t.log.Error("persist user message", zap.Error(err))
+		outcome = OutcomeFailed
 		final = a.failure(t, "I could not save your message, so I did not answer it. Please try again; the operator should check the daemon log (disk full?).")
 		return
 	}
@@ -79,10 +89,17 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 	}
 	switch {
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		t.log.Info("turn cancelled")
+		outcome = cancelled(ctx)
+		t.log.Info("turn cancelled", zap.String("outcome", outcome))
+		if outcome == OutcomeInterrupted {
+			// The user message and every complete step are saved; say so,
+			// rather than leave the chat silent.
+			final = a.failure(t, interruptedNotice)
+		}
 		return
 	case err != nil:
 		t.log.Error("turn failed", zap.Error(err))
+		outcome = OutcomeFailed
 		final = a.failure(t, userFacing(err))
 		return
 	}
@@ -90,6 +107,18 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		text = "" // the message tool already answered (S-A3)
 	}
 	final = a.outbound(t, bus.KindFinal, text)
+}
+
+// interruptedNotice is what a user whose turn was cut by shutdown reads.
+const interruptedNotice = "⚠️ I had to stop before I finished answering: I am being restarted. " +
+	"Your message is saved; send “continue” in a moment and I will pick up where I left off."
+
+// cancelled names why a turn's context ended: /stop, or shutdown.
+func cancelled(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), errStopped) {
+		return OutcomeStopped
+	}
+	return OutcomeInterrupted
 }
 
 // loop calls the model and runs tools until the model answers without tool

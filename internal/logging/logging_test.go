@@ -2,6 +2,7 @@ package logging
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -65,5 +66,37 @@ func TestOptionsValidated(t *testing.T) {
 func TestRedact(t *testing.T) {
 	if got := Redact("key=sk-12345678 ok", []string{"sk-12345678"}); got != "key=[REDACTED] ok" {
 		t.Errorf("Redact = %q", got)
+	}
+}
+
+func TestContextFieldsReachEveryLogger(t *testing.T) {
+	var out bytes.Buffer
+	base, err := New(Options{Level: "debug", Format: "json", Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := WithFields(context.Background(), zap.String("turn", "t1"))
+	ctx = WithFields(ctx, zap.String("session", "telegram:1"))
+	From(ctx, base.Named("router")).Warn("retrying")
+	From(context.Background(), base.Named("tools")).Info("no turn")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("lines = %q", lines)
+	}
+	var first, second map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &second); err != nil {
+		t.Fatal(err)
+	}
+	if first["turn"] != "t1" || first["session"] != "telegram:1" || first["logger"] != "router" {
+		t.Errorf("context fields missing: %v", first)
+	}
+	if _, ok := second["turn"]; ok {
+		t.Errorf("a context without fields added some: %v", second)
+	}
+	if From(context.Background(), base) != base {
+		t.Error("From should return the logger itself when the context carries nothing")
 	}
 }
