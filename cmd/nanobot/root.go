@@ -25,6 +25,8 @@ func newRootCmd() *cobra.Command {
 		newAgentCmd(g),
 		newGatewayCmd(g),
 		newStatusCmd(g),
+		newDoctorCmd(g),
+		newHealthcheckCmd(g),
 		newPairingCmd(g),
 		newVersionCmd(),
 	)

@@ -34,7 +34,9 @@ func (c *Channel) handle(parts []*models.Update) {
 	}
 	ack := func() {
 		for _, id := range ids {
-			c.journal.ack(id)
+			if err := c.journal.ack(id); err != nil {
+				c.log.Error("update journal not written; this message may be answered again after a restart", zap.Error(err))
+			}
 		}
 	}
 	first := parts[0].Message

@@ -131,6 +131,34 @@ func TestJournalSurvivesRestart(t *testing.T) {
 	}
 }
 
+// A turn that runs through the shutdown grace period acknowledges its
+// message after Run (and the journal's writer) ended; the ack must still
+// reach the file, or the restart answers the message twice.
+func TestJournalAckAfterCloseIsWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.json")
+	j := newJournal(path)
+	if _, err := j.received([]json.RawMessage{upd(30, "a"), upd(31, "b")}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.ack(30); err != nil {
+		t.Fatal(err)
+	}
+	k := newJournal(path)
+	if err := k.load(); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, raw := range k.replay() {
+		ids = append(ids, peekID(raw))
+	}
+	if fmt.Sprint(ids) != "[31]" {
+		t.Fatalf("replay after a late ack = %v, want [31]", ids)
+	}
+}
+
 func TestJournalWebhookAcceptsOutOfOrder(t *testing.T) {
 	j := newJournal("")
 	if f, _ := j.received([]json.RawMessage{upd(20, "x")}, false); len(f) != 1 {

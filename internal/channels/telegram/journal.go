@@ -34,7 +34,12 @@ type journal struct {
 	pending map[int64]json.RawMessage // received, not acknowledged
 	recent  map[int64]struct{}        // acknowledged ids > next-1 seen via webhook, bounded
 	dirty   bool
-	wake    chan struct{}
+	// closed is set when Run has ended and its writer with it. Acks still
+	// come after that (turns running through the shutdown grace period
+	// record their messages), and each is then written at once, or the
+	// restart would answer those messages again.
+	closed bool
+	wake   chan struct{}
 }
 
 type journalFile struct {
@@ -143,8 +148,9 @@ func (j *journal) received(batch []json.RawMessage, ordered bool) ([]json.RawMes
 }
 
 // ack forgets an update; the file is rewritten by the writer goroutine
-// (acks in a burst share one write).
-func (j *journal) ack(id int64) {
+// (acks in a burst share one write), or here once the journal is closed.
+// Only that direct write can fail.
+func (j *journal) ack(id int64) error {
 	j.mu.Lock()
 	if _, ok := j.pending[id]; ok {
 		delete(j.pending, id)
@@ -158,11 +164,25 @@ func (j *journal) ack(id int64) {
 		}
 		j.dirty = true
 	}
+	closed := j.closed
 	j.mu.Unlock()
+	if closed {
+		return j.save(true)
+	}
 	select {
 	case j.wake <- struct{}{}:
 	default:
 	}
+	return nil
+}
+
+// close writes the journal durably after the writer has stopped; later
+// acks write it themselves.
+func (j *journal) close() error {
+	j.mu.Lock()
+	j.closed = true
+	j.mu.Unlock()
+	return j.save(true)
 }
 
 // writer persists acks until ctx ends.
