@@ -48,7 +48,7 @@ type Core struct {
 	// ModelHealth is the outcome of the last model call, for /readyz.
 	ModelHealth *health.ModelHealth
 	root        *workspace.Root
-	log      *zap.Logger
+	log         *zap.Logger
 }
 
 // Options are what the command line adds to the configuration.
@@ -127,7 +127,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	}, agent.Deps{
 		Model: observedModel{Model: router, metrics: m, health: modelHealth}, Sessions: store, Tools: reg, Out: b,
 		Observer: m,
-		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version},
+		Prompt:   &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version},
 	}, log.Named("agent"))
 	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, Agent: ag,
 		Metrics: m, ModelHealth: modelHealth, root: root, log: log}, nil

@@ -362,4 +362,3 @@ func (o *outage) Up() {
 	}
 	o.serve(ln)
 }
-
