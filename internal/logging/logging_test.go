@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -98,5 +99,30 @@ func TestContextFieldsReachEveryLogger(t *testing.T) {
 	}
 	if From(context.Background(), base) != base {
 		t.Error("From should return the logger itself when the context carries nothing")
+	}
+}
+
+func TestSecretsRedactedInEveryEncoding(t *testing.T) {
+	const token = `123456:AAH-secret"part\x`
+	for _, line := range []string{
+		"POST /bot" + token + "/getMe",                 // as is
+		"token=" + url.QueryEscape(token),              // a form or query value
+		"path /bot" + url.PathEscape(token) + "/getMe", // an escaped path
+	} {
+		var out bytes.Buffer
+		log, err := New(Options{Format: "json", Secrets: []string{token}, Out: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info(line, zap.String("field", line))
+		got := out.String()
+		for _, leak := range []string{"AAH-secret", url.QueryEscape(token)} {
+			if strings.Contains(got, leak) {
+				t.Errorf("%q leaked into %s", leak, got)
+			}
+		}
+		if strings.Count(got, "[REDACTED]") != 2 {
+			t.Errorf("want the message and the field redacted: %s", got)
+		}
 	}
 }
