@@ -91,10 +91,10 @@ func (r *report) failures() int {
 
 func (r *report) print(out io.Writer) {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "nanobot %s doctor\n\n", buildVersion())
+	fmt.Fprintf(w, "nanobot doctor (%s)\n\n", buildVersion())
 	warnings := 0
 	for _, f := range r.findings {
-		detail := logging.Redact(f.detail, r.secrets)
+		detail := strings.TrimSpace(logging.Redact(f.detail, r.secrets))
 		fmt.Fprintf(w, "[%s]\t%s\t%s\n", f.status, f.name, strings.ReplaceAll(detail, "\n", "\n\t\t"))
 		if f.fix != "" && f.status >= statusWarn {
 			fmt.Fprintf(w, "\t\tfix: %s\n", logging.Redact(f.fix, r.secrets))

@@ -273,3 +273,30 @@ func TestGatewaySecondSignalExitsAtOnce(t *testing.T) {
 		t.Errorf("stderr does not say why it exited:\n%s", p.stderr.String())
 	}
 }
+
+func TestHealthcheckCommand(t *testing.T) {
+	e := newEnv(t)
+	tg := telegramfake.New(t)
+	vars := append(telegramEnv(tg, 7), "NANOBOT_GATEWAY_LISTEN="+freeAddr(t))
+	healthcheck := func(args ...string) (string, error) {
+		cmd := exec.Command(binary, append([]string{"healthcheck"}, args...)...)
+		cmd.Env = e.environ(vars...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := healthcheck(); err == nil {
+		t.Errorf("healthcheck succeeded with no gateway running: %s", out)
+	}
+	p := e.startGateway(vars)
+	p.waitReady()
+	if out, err := healthcheck(); err != nil || out != "ok\n" {
+		t.Errorf("healthcheck = %q, %v", out, err)
+	}
+	if out, err := healthcheck("--ready"); err != nil || !strings.Contains(out, `"ready":true`) {
+		t.Errorf("healthcheck --ready = %q, %v", out, err)
+	}
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
