@@ -295,6 +295,11 @@ func TestHealthcheckCommand(t *testing.T) {
 	if out, err := healthcheck("--ready"); err != nil || !strings.Contains(out, `"ready":true`) {
 		t.Errorf("healthcheck --ready = %q, %v", out, err)
 	}
+	status := exec.Command(binary, "status")
+	status.Env = e.environ(vars...)
+	if out, err := status.Output(); err != nil || !strings.Contains(string(out), "running, ready") {
+		t.Errorf("status does not show the running gateway: %v\n%s", err, out)
+	}
 	p.signal(syscall.SIGTERM)
 	if code := p.wait(30 * time.Second); code != 0 {
 		t.Fatalf("exit code %d", code)
