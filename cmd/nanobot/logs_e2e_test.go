@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/url"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,17 +21,17 @@ import (
 func TestDebugLogsCarryTurnIDsAndNoSecrets(t *testing.T) {
 	e := newEnv(t)
 	tg := telegramfake.New(t)
-	// A bot name holding the token's secret part reaches the log through a
-	// field no component scrubs ("connected" names the bot): only the
-	// logger's own redaction stands in the way.
+	// A workspace path holding the token's secret half reaches the log
+	// through a field no component scrubs ("gateway started" names the
+	// workspace): only the logger's own redaction stands in the way.
 	_, tokenSecret, _ := strings.Cut(telegramfake.Token, ":")
-	tg.Bot.Username = "bot_" + tokenSecret
+	ws := filepath.Join(e.home, "ws-"+tokenSecret)
 	e.script.Push(
 		fakellm.Reply{Status: 503, ErrorType: "server_error", ErrorMessage: "overloaded"},
 		fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "call_1", Name: "list_dir", Args: `{"path":"."}`}}},
 		fakellm.Reply{Text: "Your workspace has a few files."},
 	)
-	p := e.startGateway(telegramEnv(tg, 7), "--log-level", "debug")
+	p := e.startGateway(append(telegramEnv(tg, 7), "NANOBOT_AGENTS_WORKSPACE="+ws), "--log-level", "debug")
 	p.waitReady()
 	tg.PushMessage(dm(7, "what is in my workspace?"))
 	tg.Wait(t, "the answer", func() bool { return len(tg.Visible(7)) == 1 })
@@ -53,8 +54,8 @@ func TestDebugLogsCarryTurnIDsAndNoSecrets(t *testing.T) {
 		}
 	}
 
-	if connected, _ := p.logLine("connected"); connected["bot"] != "@bot_[REDACTED]" {
-		t.Errorf("connected line names the bot %v, want it redacted", connected["bot"])
+	if started, _ := p.logLine("gateway started"); started["workspace"] != filepath.Join(e.home, "ws-[REDACTED]") {
+		t.Errorf("gateway started names the workspace %v, want the secret in it redacted", started["workspace"])
 	}
 
 	done, _ := p.logLine("turn done")
