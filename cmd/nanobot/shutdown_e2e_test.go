@@ -128,14 +128,17 @@ func TestGatewayShutdownAnswersOnceOrLeavesAnswerable(t *testing.T) {
 	restarted.Store(true)
 	p2 := e.startGateway(extra)
 	p2.waitReady()
+	// Replies stream by editing one message: wait for the final text.
+	wantWaiting := "answer to " + map[int64]string{c: "C: waiting", d: "D: waiting"}[waiting]
 	tg.Wait(t, "the left-over messages answered", func() bool {
-		return len(tg.Visible(waiting)) == 1 && len(tg.Visible(late)) == 1
+		w, l := tg.Visible(waiting), tg.Visible(late)
+		return slices.Equal(w, []string{wantWaiting}) && len(l) == 1 && strings.HasPrefix(l[0], "answer to E")
 	})
-	if got := tg.Visible(waiting)[0]; got != "answer to "+tag(map[int64]string{c: "C: waiting", d: "D: waiting"}[waiting]) {
-		t.Errorf("the replayed message got %q", got)
-	}
 	tg.PushMessage(dm(b, "continue"))
-	tg.Wait(t, "B's continuation", func() bool { return len(tg.Visible(b)) == 2 })
+	tg.Wait(t, "B's continuation", func() bool {
+		v := tg.Visible(b)
+		return len(v) == 2 && v[1] == "answer to continue"
+	})
 	var cont *fakellm.Request
 	for _, r := range e.script.Requests() {
 		if strings.Contains(r.LastUserText(), "continue") {
