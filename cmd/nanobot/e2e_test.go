@@ -68,17 +68,24 @@ func (e *env) run(args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = []string{
-		"HOME=" + e.home, "PATH=" + os.Getenv("PATH"),
-		"OPENAI_API_KEY=" + openaifake.DefaultAPIKey,
-	}
-	if e.llm != nil {
-		cmd.Env = append(cmd.Env, "NANOBOT_PROVIDERS_OPENAI_BASE_URL="+e.llm.URL())
-	}
+	cmd.Env = e.environ()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	return stdout.String(), stderr.String(), err
+}
+
+// environ is the user's environment: HOME, PATH, the fake's key and URL,
+// then extra (later entries win).
+func (e *env) environ(extra ...string) []string {
+	vars := []string{
+		"HOME=" + e.home, "PATH=" + os.Getenv("PATH"),
+		"OPENAI_API_KEY=" + openaifake.DefaultAPIKey,
+	}
+	if e.llm != nil {
+		vars = append(vars, "NANOBOT_PROVIDERS_OPENAI_BASE_URL="+e.llm.URL())
+	}
+	return append(vars, extra...)
 }
 
 // sessionLines returns the decoded lines of the CLI session file.

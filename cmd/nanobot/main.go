@@ -12,9 +12,11 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := onSignals(cancel)
 	err := newRootCmd().ExecuteContext(ctx)
+	stop()
 	if err != nil {
 		var exit exitError
 		if errors.As(err, &exit) {
@@ -23,6 +25,46 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+}
+
+// onSignals cancels the commands' context on the first SIGINT or SIGTERM,
+// so they shut down in order (the gateway finishes its turns within
+// gateway.shutdown_grace), and exits at once on the second: an operator who
+// presses Ctrl-C twice is not kept waiting. The exit status is then
+// 128+signal, as a shell reports a process killed by it. stop ends the
+// handler goroutine.
+func onSignals(cancel context.CancelFunc) (stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(os.Stderr, "nanobot: second signal (%s): exiting now, without finishing the shutdown\n", s)
+			os.Exit(128 + signalNumber(s))
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+		<-ended
+	}
+}
+
+func signalNumber(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return int(n)
+	}
+	return 1
 }
 
 // exitError ends the program with a code after its message was printed.

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
 )
+
+// configEnv names the environment variable that sets --config's default.
+const configEnv = "NANOBOT_CONFIG"
 
 // globalFlags are the flags every subcommand shares.
 type globalFlags struct {
@@ -18,13 +23,18 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVarP(&g.configPath, "config", "c", "", "config file (default ~/.nanobot/config.yaml)")
+	// NANOBOT_CONFIG lets a container image or a unit file choose the
+	// config once for every subcommand (`docker run IMAGE doctor`).
+	root.PersistentFlags().StringVarP(&g.configPath, "config", "c", os.Getenv(configEnv),
+		"config file (default $"+configEnv+", else ~/.nanobot/config.yaml)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "", "log level: debug, info, warn, error (overrides log.level)")
 	root.AddCommand(
 		newOnboardCmd(g),
 		newAgentCmd(g),
 		newGatewayCmd(g),
 		newStatusCmd(g),
+		newDoctorCmd(g),
+		newHealthcheckCmd(g),
 		newPairingCmd(g),
 		newVersionCmd(),
 	)

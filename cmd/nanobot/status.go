@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -47,6 +49,7 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	fmt.Fprintf(w, "nanobot %s\n\n", buildVersion())
 	fmt.Fprintf(w, "Config\t%s\n", path)
 	fmt.Fprintf(w, "Workspace\t%s\n", cfg.Agents.Workspace)
+	fmt.Fprintf(w, "Gateway\t%s, %s\n", cfg.Gateway.Listen, gatewayState(cfg.Gateway.Listen))
 	fmt.Fprintf(w, "Model\t%s\n", cfg.Agents.Model)
 	if len(cfg.Agents.Fallbacks) > 0 {
 		fmt.Fprintf(w, "Fallbacks\t%s\n", strings.Join(cfg.Agents.Fallbacks, ", "))
@@ -119,6 +122,20 @@ func printMCP(w io.Writer, cfg *config.Config) {
 	if len(servers) > 0 {
 		fmt.Fprintf(w, "\t(MCP servers connect when the gateway runs; /status in a chat shows their state and tools)\n")
 	}
+}
+
+// gatewayState probes a gateway on listen: whether one runs there and is
+// ready (channels connected, model answering).
+func gatewayState(listen string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := probe(ctx, listen, "/healthz"); err != nil {
+		return "not running"
+	}
+	if _, err := probe(ctx, listen, "/readyz"); err != nil {
+		return "running, not ready (`nanobot healthcheck --ready` says why)"
+	}
+	return "running, ready"
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -53,6 +53,31 @@ type readOnlyTools interface {
 	ReadOnly(name string) bool
 }
 
+// Observer is told how each turn ended, for metrics. Its methods must be
+// cheap and safe for concurrent use; a nil Deps.Observer observes nothing.
+type Observer interface {
+	// TurnDone reports a finished turn: its outcome (OutcomeAnswered,
+	// OutcomeFailed, OutcomeStopped or OutcomeInterrupted) and how long it
+	// took from its start, waiting for a free slot included.
+	TurnDone(outcome string, elapsed time.Duration)
+}
+
+// Turn outcomes reported to the Observer.
+const (
+	// OutcomeAnswered: the turn ended with a reply (or the message tool replied).
+	OutcomeAnswered = "answered"
+	// OutcomeFailed: the user got an error message (model failure, disk full...).
+	OutcomeFailed = "failed"
+	// OutcomeStopped: the user cancelled it with /stop.
+	OutcomeStopped = "stopped"
+	// OutcomeInterrupted: shutdown cancelled it (Run's context ended).
+	OutcomeInterrupted = "interrupted"
+)
+
+type nopObserver struct{}
+
+func (nopObserver) TurnDone(string, time.Duration) {}
+
 // Publisher sends replies to the channels.
 type Publisher interface {
 	PublishOutbound(ctx context.Context, m bus.OutboundMessage) error
@@ -170,6 +195,8 @@ type Deps struct {
 	// Redact removes the daemon's tokens and keys from error text shown in
 	// chat (a provider may echo a header back) [no change].
 	Redact func(string) string
+	// Observer is told how each turn ended [nothing is].
+	Observer Observer
 }
 
 // Agent serves inbound messages. Create it with New and run it with Run.
@@ -183,6 +210,7 @@ type Agent struct {
 	now     func() time.Time
 	redact  func(string) string
 	log     *zap.Logger
+	obs     Observer
 	started time.Time
 
 	// turns caps concurrent turns across sessions, fairly between direct
@@ -219,6 +247,10 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 	if redact == nil {
 		redact = func(s string) string { return s }
 	}
+	obs := deps.Observer
+	if obs == nil {
+		obs = nopObserver{}
+	}
 	return &Agent{
 		redact:  redact,
 		cfg:     cfg,
@@ -229,6 +261,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		prompt:  deps.Prompt,
 		now:     now,
 		log:     log,
+		obs:     obs,
 		started: now(),
 		turns:   newTurnSlots(cfg.MaxConcurrentTurns, cfg.MaxGroupTurns, cfg.MaxTurnsPerGroup),
 		active:  make(map[string]*sessionQueue),

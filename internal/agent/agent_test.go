@@ -385,7 +385,7 @@ func TestShutdownCancellation(t *testing.T) {
 				if f.Content != "" || f.Delivered != nil {
 					t.Errorf("final = %+v, want empty and unacknowledged", f)
 				}
-			} else if !f.IsError || !strings.Contains(f.Content, "restarting") {
+			} else if !f.IsError || !strings.Contains(f.Content, "restarted") {
 				t.Errorf("final after a shutdown cancellation = %+v", f)
 			}
 			snap, _ := h.store.Get("test:c1")

@@ -36,10 +36,28 @@ type harness struct {
 	// shutdown grace period is over.
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	out    []bus.OutboundMessage
-	acked  map[string]int
-	notify chan struct{}
+	mu       sync.Mutex
+	out      []bus.OutboundMessage
+	acked    map[string]int
+	outcomes []string // reported to the Observer, in order
+	notify   chan struct{}
+}
+
+// TurnDone records outcomes: the harness is the agent's Observer.
+func (h *harness) TurnDone(outcome string, _ time.Duration) {
+	h.mu.Lock()
+	h.outcomes = append(h.outcomes, outcome)
+	h.mu.Unlock()
+	select {
+	case h.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (h *harness) turnOutcomes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.outcomes...)
 }
 
 func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
@@ -69,7 +87,7 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 	h.memory = memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: 1000}, log.Named("memory"))
 	h.agent = New(cfg, Deps{Model: router, Sessions: h.store, Tools: h.reg, Out: h.bus,
 		Prompt: &PromptBuilder{Workspace: ws, Version: "test", Skills: skills.Loader{Builtin: builtin.FS()}},
-		Memory: h.memory, SubagentTools: h.reg.Without("message", SpawnToolName, "cron"), In: h.bus}, log)
+		Memory: h.memory, SubagentTools: h.reg.Without("message", SpawnToolName, "cron"), In: h.bus, Observer: h}, log)
 	if err := h.reg.Register(h.agent.SpawnTool()); err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,7 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 	a.publish(ctx, a.outbound(t, bus.KindStart, ""))
 	final := bus.OutboundMessage{}
 	ack := true
+	outcome := OutcomeAnswered
 	defer func() {
 		if final.Kind != bus.KindFinal {
 			final = a.outbound(t, bus.KindFinal, "")
@@ -57,11 +58,14 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 			}
 		}
 		a.publish(ctx, final)
-		t.log.Info("turn done", zap.Duration("elapsed", a.now().Sub(start)), zap.Int("messages", len(t.msgs)))
+		elapsed := a.now().Sub(start)
+		a.obs.TurnDone(outcome, elapsed)
+		t.log.Info("turn done", zap.String("outcome", outcome), zap.Duration("elapsed", elapsed), zap.Int("messages", len(t.msgs)))
 	}()
 
 	release, err := a.turns.acquire(ctx, origin.Group)
 	if err != nil {
+		outcome = cancelled(ctx)
 		ack = stopped(ctx) // at shutdown: not persisted, not acked, asked again
 		return
 	}
@@ -70,6 +74,7 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 	snap, err := a.store.Get(key)
 	if err != nil {
 		t.log.Error("load session", zap.Error(err))
+		outcome = OutcomeFailed
 		final = a.failure(t, "I could not read this chat's history, so I did not answer. The operator should check the daemon log.")
 		return
 	}
@@ -86,6 +91,7 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		snap, err = a.store.Append(key, user)
 		if err != nil {
 			t.log.Error("persist user message", zap.Error(err))
+			outcome = OutcomeFailed
 			final = a.failure(t, "I could not save your message, so I did not answer it. Please try again; the operator should check the daemon log (disk full?).")
 			return
 		}
@@ -100,19 +106,25 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 	}
 	switch {
 	case ctx.Err() != nil && stopped(ctx):
+		outcome = OutcomeStopped
 		t.log.Info("turn stopped by the user")
 		return
 	case ctx.Err() != nil && redelivers(batch):
 		// Not acknowledged: the channel brings the message back after the
 		// restart and the turn resumes there.
-		t.log.Info("turn cancelled by shutdown; it resumes after the restart")
+		outcome = OutcomeInterrupted
+		t.log.Info("turn cut by shutdown; it resumes after the restart")
 		ack = false
 		return
 	case ctx.Err() != nil:
-		t.log.Warn("turn cancelled by shutdown")
-		final = a.failure(t, "⚠️ I had to stop before finishing because I am restarting. Please send your message again in a moment.")
+		// The user message and every complete step are saved; say so rather
+		// than leave the chat silent.
+		outcome = OutcomeInterrupted
+		t.log.Warn("turn cut by shutdown")
+		final = a.failure(t, interruptedNotice)
 		return
 	case err != nil:
+		outcome = OutcomeFailed
 		t.log.Error("turn failed", zap.Error(err))
 		final = a.failure(t, userFacing(err))
 		return
@@ -152,6 +164,19 @@ func (a *Agent) replayed(ctx context.Context, t *turn, replays []replay) (resume
 var errStopped = errors.New("stopped by the user")
 
 func stopped(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errStopped) }
+
+// interruptedNotice is what a user whose turn was cut by shutdown reads when
+// the channel will not bring the message back by itself.
+const interruptedNotice = "⚠️ I had to stop before I finished answering: I am being restarted. " +
+	"Your message is saved; send “continue” in a moment and I will pick up where I left off."
+
+// cancelled names why a turn's context ended: /stop, or shutdown.
+func cancelled(ctx context.Context) string {
+	if stopped(ctx) {
+		return OutcomeStopped
+	}
+	return OutcomeInterrupted
+}
 
 // loop calls the model and runs tools until the model answers without tool
 // calls or the iteration cap is hit. stored is the persisted history the

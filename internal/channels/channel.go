@@ -100,6 +100,9 @@ var (
 	ErrNotModified = errors.New("message is not modified")
 	// ErrBadMarkup: the platform could not parse the markup; resend as plain text.
 	ErrBadMarkup = errors.New("platform could not parse the message markup")
+	// ErrTokenRefused: the platform refused the bot token (401); only a
+	// new token in the config fixes it.
+	ErrTokenRefused = errors.New("the platform refused the bot token")
 )
 
 // RateLimitError is a 429: wait RetryAfter before the next call.

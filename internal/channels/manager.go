@@ -36,7 +36,22 @@ type ManagerConfig struct {
 	Retry       RetryPolicy
 	// Clock is the time source [clock.System].
 	Clock clock.Clock
+	// Observer is told the outcome of every platform call [nothing is].
+	Observer Observer
 }
+
+// Observer is told the outcome of each platform call the manager makes
+// (each attempt, retries included), for metrics. Op is send, edit, delete,
+// send media or typing; outcome is ok or one of the error kinds:
+// not_modified, bad_markup, rate_limited, unknown_outcome, permanent,
+// canceled, transient. It must be cheap and safe for concurrent use.
+type Observer interface {
+	PlatformCall(channel, op, outcome string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) PlatformCall(string, string, string) {}
 
 // RetryPolicy bounds the retries of one platform call.
 type RetryPolicy struct {
@@ -73,6 +88,9 @@ func (c ManagerConfig) withDefaults() ManagerConfig {
 	defD(&c.Retry.MaxBackoff, 15*time.Second)
 	if c.Clock == nil {
 		c.Clock = clock.System{}
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	return c
 }

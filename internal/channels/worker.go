@@ -252,6 +252,7 @@ func (w *worker) sendTyping(t *turn, now time.Time) {
 	ctx, cancel := context.WithTimeout(w.m.workCtx, w.m.cfg.CallTimeout)
 	defer cancel()
 	err := w.rt.typer.Typing(ctx, w.key.chat, t.meta)
+	w.observe("typing", err)
 	var rl *RateLimitError
 	var pe *PermanentError
 	switch {
@@ -292,6 +293,7 @@ func (w *worker) flushDraft(t *turn, now time.Time) {
 		var err error
 		if i < len(t.refs) {
 			err = w.rt.editor.Edit(ctx, t.refs[i], c, true)
+			w.observe("edit", err)
 			if errors.Is(err, ErrNotModified) {
 				err = nil
 			}
@@ -302,6 +304,7 @@ func (w *worker) flushDraft(t *turn, now time.Time) {
 				replyTo = t.replyTo
 			}
 			sent, err = w.rt.ch.Send(ctx, Outgoing{ChatID: w.key.chat, Text: c, Plain: true, ReplyTo: replyTo, Metadata: t.meta})
+			w.observe("send", err)
 			if err == nil {
 				t.refs = append(t.refs, sent)
 				t.shown = append(t.shown, "")
@@ -514,6 +517,7 @@ func (w *worker) retry(op string, idempotent bool, call func(ctx context.Context
 		ctx, cancel := context.WithTimeout(w.m.workCtx, w.m.cfg.CallTimeout)
 		err := call(ctx, plain)
 		cancel()
+		w.observe(op, err)
 		var rl *RateLimitError
 		var uo *UnknownOutcomeError
 		var pe *PermanentError
@@ -548,6 +552,11 @@ func (w *worker) retry(op string, idempotent bool, call func(ctx context.Context
 		}
 		waited += wait
 	}
+}
+
+// observe reports one platform call's outcome to the manager's Observer.
+func (w *worker) observe(op string, err error) {
+	w.m.cfg.Observer.PlatformCall(w.key.channel, op, errorKind(err))
 }
 
 // backoff is the wait before try n+1 after a transient error: exponential,

@@ -65,6 +65,11 @@ func (c *Config) Secrets() []string {
 	}
 	t := &c.Channels.Telegram
 	add(t.Token)
+	if _, secret, ok := strings.Cut(t.Token, ":"); ok {
+		// A bot token is "<bot id>:<secret>"; the id is public (it is the
+		// bot's user id), the rest must never show, even on its own.
+		add(secret)
+	}
 	add(t.WebhookSecret)
 	addURL(t.Proxy)
 	addURL(t.APIURL)

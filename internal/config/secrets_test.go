@@ -42,7 +42,7 @@ tools:
 // secretValues are every secret in secretsYAML that is long enough to be one.
 var secretValues = []string{
 	"sk-openai-0123456789", "Bearer gw-token-abcdef", "base-pass-123", "query-key-456",
-	"123456:telegram-token-xyz", "webhook-secret-789", "proxy-pass-000", "discord-token-qwerty",
+	"123456:telegram-token-xyz", "telegram-token-xyz", "webhook-secret-789", "proxy-pass-000", "discord-token-qwerty",
 	"transcribe-key-111", "brave-key-222", "ghp-token-333", "mcp-key-444",
 }
 

@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,9 +20,11 @@ import (
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/health"
 	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/mcp"
 	"github.com/nanobot-go/nanobot/internal/memory"
+	"github.com/nanobot-go/nanobot/internal/metrics"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
@@ -44,8 +48,13 @@ type Core struct {
 	Tools    *tools.Registry
 	MCP      *mcp.Manager // connects MCP servers' tools into Tools; the gateway runs it
 	Agent    *agent.Agent
-	root     *workspace.Root
-	log      *zap.Logger
+	// Metrics are fed by the agent, tools and model calls; gateway mode
+	// serves them on /metrics.
+	Metrics *metrics.Metrics
+	// ModelHealth is the outcome of the last model call, for /readyz.
+	ModelHealth *health.ModelHealth
+	root        *workspace.Root
+	log         *zap.Logger
 }
 
 // Options are what the command line adds to the configuration.
@@ -56,6 +65,9 @@ type Options struct {
 	DataDir string
 	// HTTPClient is used for every provider call [a client with sane timeouts].
 	HTTPClient *http.Client
+	// Listener replaces listening on gateway.listen: an already open
+	// listener (tests on port 0, socket activation). Run closes it.
+	Listener net.Listener
 }
 
 // Build builds the core from cfg. Its only I/O is making sure the workspace
@@ -101,7 +113,13 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	b := bus.New(busSize)
 	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: cfg.Agents.SessionCache}, log.Named("session"))
 	redact := logging.Redactor(cfg.Secrets())
-	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput, Redact: redact}, log.Named("tools"))
+	m := metrics.New(metrics.BuildInfo{Version: opts.Version, GoVersion: runtime.Version()})
+	m.WatchQueues(b.InboundLen, b.OutboundLen)
+	m.WatchSessions(store.Cached)
+	modelHealth := &health.ModelHealth{}
+	reg := tools.NewRegistry(tools.RegistryOptions{
+		Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput, Redact: redact, Observer: m,
+	}, log.Named("tools"))
 	if err := registerBuiltins(reg, cfg, root, b, log.Named("tools")); err != nil {
 		return nil, err
 	}
@@ -120,7 +138,8 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		MemoryWindow:       cfg.Agents.MemoryWindow,
 		Version:            opts.Version,
 	}, agent.Deps{
-		Model: router, Sessions: store, Tools: reg, Out: b, StatusLines: mcpServers.StatusLines, Redact: redact,
+		Model:    observedModel{Model: router, metrics: m, health: modelHealth},
+		Sessions: store, Tools: reg, Out: b, StatusLines: mcpServers.StatusLines, Redact: redact, Observer: m,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
 			Skills: skills.Loader{Builtin: builtin.FS()}},
 		Memory: consolidator,
@@ -132,7 +151,8 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		_ = root.Close()
 		return nil, fmt.Errorf("register tool spawn: %w", err)
 	}
-	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag, root: root, log: log}, nil
+	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
+		Metrics: m, ModelHealth: modelHealth, root: root, log: log}, nil
 }
 
 // RunAgent serves the bus until its inbound side closes or ctx ends.

@@ -17,10 +17,21 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/health"
+	"github.com/nanobot-go/nanobot/internal/logging"
 )
 
 // PairingFile is the pairing store's file name in the data dir.
 const PairingFile = "pairing.json"
+
+// Shutdown bounds past the grace period (see Run): how long queued replies
+// may take to reach the platforms, and then how long calls in flight may
+// still finish before they are cancelled. A platform that is down cannot
+// hold shutdown for longer.
+const (
+	outboundFlush = 10 * time.Second
+	outboundDrain = 2 * time.Second
+)
 
 // Gateway is the long-running daemon: the core, the chat channels, the
 // outbound channel manager and the HTTP listener.
@@ -32,6 +43,7 @@ type Gateway struct {
 	channels []channels.Channel
 	manager  *channels.Manager
 	mux      *http.ServeMux
+	health   *health.Checker
 
 	// schedulers publish cron runs and heartbeat work (schedule.go).
 	schedulers []scheduler
@@ -43,8 +55,12 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux()}
-	g.manager = channels.NewManager(core.Bus.Outbound(), channels.ManagerConfig{}, log.Named("channels"))
+	secrets := cfg.Secrets()
+	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux(),
+		health: health.New(func(s string) string { return logging.Redact(s, secrets) })}
+	g.manager = channels.NewManager(core.Bus.Outbound(), channels.ManagerConfig{
+		DrainTimeout: outboundDrain, Observer: core.Metrics,
+	}, log.Named("channels"))
 	if err := g.buildChannels(); err != nil {
 		_ = core.Close()
 		return nil, err
@@ -53,9 +69,16 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 		_ = core.Close()
 		return nil, err
 	}
-	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	for _, c := range g.channels {
+		if h, ok := c.(channels.Healther); ok {
+			g.health.Add(c.Name(), h.Healthy)
+			core.Metrics.WatchChannel(c.Name(), h.Healthy)
+		}
+	}
+	g.health.Add("model", core.ModelHealth.Check)
+	g.mux.HandleFunc("GET /healthz", health.Live)
+	g.mux.Handle("GET /readyz", g.health)
+	g.mux.Handle("GET /metrics", core.Metrics.Handler())
 	return g, nil
 }
 
@@ -107,21 +130,27 @@ func RunGateway(ctx context.Context, cfg *config.Config, opts Options, log *zap.
 	return g.Run(ctx)
 }
 
-// Run serves until ctx ends, then shuts down in order (S-F4): channels stop
-// taking messages; the agent finishes running turns within
-// gateway.shutdown_grace (the rest are cancelled, their user messages already
-// persisted and never acknowledged twice); queued replies are delivered;
-// the listener and the files are closed. A channel that fails for good (its
-// token refused) stops the daemon with that error.
+// Run serves until ctx ends, then shuts down in order (S-F4): /readyz turns
+// false and the channels stop taking messages; the agent finishes running
+// and queued turns within gateway.shutdown_grace, counted from the signal
+// (past it the rest are cancelled: a started turn keeps its user message and
+// tells the user, a message not started yet stays unacknowledged, so its
+// channel delivers it again after the restart); queued replies are
+// delivered (bounded by outboundFlush and outboundDrain); the listener and
+// the files are closed. It returns nil after a signal. A channel that fails
+// for good (its token refused) stops the daemon with that error.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer func() {
 		if err := g.core.Close(); err != nil {
 			g.log.Error("close", zap.Error(err))
 		}
 	}()
-	ln, err := net.Listen("tcp", g.cfg.Gateway.Listen)
-	if err != nil {
-		return fmt.Errorf("gateway.listen %s: %w", g.cfg.Gateway.Listen, err)
+	ln := g.opts.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", g.cfg.Gateway.Listen); err != nil {
+			return fmt.Errorf("gateway.listen %s: %w", g.cfg.Gateway.Listen, err)
+		}
 	}
 	srv := &http.Server{Handler: g.mux, ReadHeaderTimeout: 10 * time.Second}
 	names := make([]string, 0, len(g.channels))
@@ -150,11 +179,17 @@ func (g *Gateway) Run(ctx context.Context) error {
 		defer close(agentDone)
 		return g.core.RunAgent(agentCtx)
 	})
-	eg.Go(func() error { return g.manager.Run(outCtx) })
+	managerDone := make(chan struct{})
+	eg.Go(func() error {
+		defer close(managerDone)
+		return g.manager.Run(outCtx)
+	})
 	eg.Go(func() error { return g.core.MCP.Run(mcpCtx) })
 	eg.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http: %w", err)
+			// Without probes and webhooks the daemon is blind: stop, and
+			// report it as the cause.
+			stopIntake(fmt.Errorf("http listener %s: %w", ln.Addr(), err))
 		}
 		return nil
 	})
@@ -174,11 +209,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if errors.Is(cause, context.Canceled) {
 		cause = nil // a signal: a clean shutdown
 	}
+	g.health.Drain()
 	g.log.Info("shutting down: taking no new messages, finishing running turns", zap.Duration("grace", g.cfg.Gateway.ShutdownGrace))
-	intake.Wait()
-	g.core.Bus.CloseInbound()
 	grace := time.NewTimer(g.cfg.Gateway.ShutdownGrace)
 	defer grace.Stop()
+	// The channels hand over what they already received; the agent keeps
+	// consuming meanwhile, so this cannot block on a full queue.
+	intake.Wait()
+	g.core.Bus.CloseInbound()
 	select {
 	case <-agentDone:
 	case <-grace.C:
@@ -188,10 +226,18 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	stopMCP()                  // no turn is left to call their tools; Run stops and reaps them
 	g.core.Bus.CloseOutbound() // the manager delivers what is queued, then returns
+	flush := time.NewTimer(outboundFlush)
+	defer flush.Stop()
+	select {
+	case <-managerDone:
+	case <-flush.C:
+		g.log.Warn("replies still undelivered; giving the calls in flight a last moment", zap.Duration("flush", outboundFlush))
+		cancelOut()
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
-	err = errors.Join(cause, eg.Wait())
+	err := errors.Join(cause, eg.Wait())
 	g.log.Info("gateway stopped")
 	return err
 }

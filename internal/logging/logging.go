@@ -7,6 +7,7 @@ package logging
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 
@@ -78,6 +79,8 @@ func Redactor(secrets []string) func(string) string {
 	return r.Replace
 }
 
+var jsonEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+
 // minSecretLen keeps trivially short values ("", "x") from being treated as
 // secrets and shredding every log line.
 const minSecretLen = 6
@@ -86,11 +89,18 @@ func replacer(secrets []string) *strings.Replacer {
 	var pairs []string
 	seen := map[string]bool{}
 	for _, s := range secrets {
-		if len(s) < minSecretLen || seen[s] {
+		if len(s) < minSecretLen {
 			continue
 		}
-		seen[s] = true
-		pairs = append(pairs, s, "[REDACTED]")
+		// The spellings a secret takes on its way into a line: as is,
+		// escaped in a URL query or path (a token's ':' becomes %3A), and
+		// escaped inside a JSON string.
+		for _, v := range []string{s, url.QueryEscape(s), url.PathEscape(s), jsonEscaper.Replace(s)} {
+			if !seen[v] {
+				seen[v] = true
+				pairs = append(pairs, v, "[REDACTED]")
+			}
+		}
 	}
 	if len(pairs) == 0 {
 		return nil

@@ -2,8 +2,10 @@ package logging
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -72,5 +74,62 @@ func TestRedact(t *testing.T) {
 	}
 	if got := Redactor(nil)("nothing to hide"); got != "nothing to hide" {
 		t.Errorf("Redactor without secrets = %q", got)
+	}
+}
+
+func TestContextFieldsReachEveryLogger(t *testing.T) {
+	var out bytes.Buffer
+	base, err := New(Options{Level: "debug", Format: "json", Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := WithFields(context.Background(), zap.String("turn", "t1"))
+	ctx = WithFields(ctx, zap.String("session", "telegram:1"))
+	From(ctx, base.Named("router")).Warn("retrying")
+	From(context.Background(), base.Named("tools")).Info("no turn")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("lines = %q", lines)
+	}
+	var first, second map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &second); err != nil {
+		t.Fatal(err)
+	}
+	if first["turn"] != "t1" || first["session"] != "telegram:1" || first["logger"] != "router" {
+		t.Errorf("context fields missing: %v", first)
+	}
+	if _, ok := second["turn"]; ok {
+		t.Errorf("a context without fields added some: %v", second)
+	}
+	if From(context.Background(), base) != base {
+		t.Error("From should return the logger itself when the context carries nothing")
+	}
+}
+
+func TestSecretsRedactedInEveryEncoding(t *testing.T) {
+	const token = `123456:AAH-secret"part\x`
+	for _, line := range []string{
+		"POST /bot" + token + "/getMe",                 // as is
+		"token=" + url.QueryEscape(token),              // a form or query value
+		"path /bot" + url.PathEscape(token) + "/getMe", // an escaped path
+	} {
+		var out bytes.Buffer
+		log, err := New(Options{Format: "json", Secrets: []string{token}, Out: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info(line, zap.String("field", line))
+		got := out.String()
+		for _, leak := range []string{"AAH-secret", url.QueryEscape(token)} {
+			if strings.Contains(got, leak) {
+				t.Errorf("%q leaked into %s", leak, got)
+			}
+		}
+		if strings.Count(got, "[REDACTED]") != 2 {
+			t.Errorf("want the message and the field redacted: %s", got)
+		}
 	}
 }

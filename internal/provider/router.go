@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/logging"
 )
 
 // RouteSpec is a named route as configured under routes.<name>.
@@ -190,10 +191,11 @@ func (r *Router) Complete(ctx context.Context, route string, req llm.Request, on
 	if err != nil {
 		return llm.Message{}, err
 	}
+	log := logging.From(ctx, r.log)
 	var errs []error
-	for i, cand := range r.chain(rt) {
+	for i, cand := range r.chain(log, rt) {
 		if i > 0 {
-			r.log.Warn("falling back", zap.String("route", rt.Name), zap.String("fallback", cand.Name), zap.Error(errs[len(errs)-1]))
+			log.Warn("falling back", zap.String("route", rt.Name), zap.String("fallback", cand.Name), zap.Error(errs[len(errs)-1]))
 		}
 		msg, err := r.onRoute(ctx, cand, req, onDelta)
 		if err == nil {
@@ -214,13 +216,13 @@ func (r *Router) Complete(ctx context.Context, route string, req llm.Request, on
 // chain is the route followed by its resolvable fallbacks, each
 // provider/model once. A fallback that does not resolve is logged and
 // skipped (config validation reports it at start).
-func (r *Router) chain(rt Route) []Route {
+func (r *Router) chain(log *zap.Logger, rt Route) []Route {
 	out := []Route{rt}
 	seen := map[string]bool{rt.Provider + "/" + rt.Model: true}
 	for _, name := range rt.Fallbacks {
 		fb, err := r.Resolve(name)
 		if err != nil {
-			r.log.Warn("fallback does not resolve", zap.String("route", rt.Name), zap.String("fallback", name), zap.Error(err))
+			log.Warn("fallback does not resolve", zap.String("route", rt.Name), zap.String("fallback", name), zap.Error(err))
 			continue
 		}
 		if key := fb.Provider + "/" + fb.Model; !seen[key] {
@@ -237,6 +239,7 @@ func (r *Router) chain(rt Route) []Route {
 // half-open probe gets a single attempt.
 func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error) {
 	b := r.breaker(rt)
+	log := logging.From(ctx, r.log)
 	label := rt.Provider + "/" + rt.Model
 	probe, err := b.allow(r.opts.Clock.Now(), label)
 	if err != nil {
@@ -265,14 +268,14 @@ func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta
 		wait, ok := r.wait(attempt, err)
 		if attempt > retries || !ok {
 			if !ok {
-				r.log.Warn("retry-after too long, not waiting", zap.String("route", label), zap.Duration("retry_after", wait), zap.Error(err))
+				log.Warn("retry-after too long, not waiting", zap.String("route", label), zap.Duration("retry_after", wait), zap.Error(err))
 			}
 			if b.fail(r.opts.Clock.Now(), err) {
-				r.log.Warn("circuit opened", zap.String("route", label), zap.Duration("cooldown", r.opts.Breaker.Cooldown), zap.Error(err))
+				log.Warn("circuit opened", zap.String("route", label), zap.Duration("cooldown", r.opts.Breaker.Cooldown), zap.Error(err))
 			}
 			return llm.Message{}, err
 		}
-		r.log.Warn("model call failed, retrying", zap.String("route", label), zap.Int("attempt", attempt),
+		log.Warn("model call failed, retrying", zap.String("route", label), zap.Int("attempt", attempt),
 			zap.Duration("wait", wait), zap.Error(err))
 		if err := r.opts.Clock.Sleep(ctx, wait); err != nil {
 			b.release()

@@ -210,6 +210,13 @@ func (s *Store) SetMeta(key string, u MetaUpdate) error {
 	})
 }
 
+// Cached reports how many sessions are loaded in memory, for metrics.
+func (s *Store) Cached() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
+
 // List describes every live session file in the directory (archives and
 // files whose names are not encoded keys are left out), for /status and
 // `nanobot status`. A missing directory means no sessions.

@@ -312,6 +312,9 @@ func TestLRUEviction(t *testing.T) {
 	if _, ok := s.entries["k:a"]; ok || len(s.entries) != 2 {
 		t.Fatalf("cache holds %d entries, a evicted: %v", len(s.entries), !ok)
 	}
+	if n := s.Cached(); n != 2 {
+		t.Errorf("Cached() = %d, want 2 (the cache size)", n)
+	}
 	if a.f != nil {
 		t.Error("evicted entry kept its file open")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
@@ -139,11 +140,11 @@ func (e *Exec) Run(ctx context.Context, inv Invocation) (Result, error) {
 		}
 	}
 	if reason := checkDenied(command, e.deny, wd == "."); reason != "" {
-		e.log.Info("exec refused", zap.String("reason", reason))
+		logging.From(ctx, e.log).Info("exec refused", zap.String("reason", reason))
 		return errorResult(fmt.Sprintf("Refused: this command %s. If it is really needed, ask the user to run it themselves.", reason)), nil
 	}
 	if err := checkPaths(command, e.ws, wd); err != nil {
-		e.log.Info("exec refused", zap.Error(err))
+		logging.From(ctx, e.log).Info("exec refused", zap.Error(err))
 		return errorResult(err.Error()), nil
 	}
 	return e.run(ctx, command, dir)
@@ -192,7 +193,7 @@ func (e *Exec) run(ctx context.Context, command, dir string) (Result, error) {
 		stopped = "cancelled"
 	}
 	if err := killProcessGroup(cmd.Process.Pid); err != nil {
-		e.log.Warn("exec: kill process group", zap.Int("pgid", cmd.Process.Pid), zap.Error(err))
+		logging.From(ctx, e.log).Warn("exec: kill process group", zap.Int("pgid", cmd.Process.Pid), zap.Error(err))
 	}
 	if stopped != "" {
 		<-waitDone
@@ -200,7 +201,7 @@ func (e *Exec) run(ctx context.Context, command, dir string) (Result, error) {
 	_ = pr.SetReadDeadline(time.Now().Add(drainGrace))
 	<-readDone
 
-	e.log.Debug("exec finished", zap.Duration("elapsed", time.Since(start)), zap.String("stopped", stopped))
+	logging.From(ctx, e.log).Debug("exec finished", zap.Duration("elapsed", time.Since(start)), zap.String("stopped", stopped))
 	text := out.String()
 	if text == "" {
 		text = "(no output)"

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/logging"
 )
 
 // Defaults for RegistryOptions' zero values.
@@ -37,7 +38,20 @@ type RegistryOptions struct {
 	// it: the daemon removes its own tokens and keys, so a file or command
 	// output that holds one never reaches the session or the chat.
 	Redact func(string) string
+	// Observer is told about every call, for metrics [nothing is].
+	Observer Observer
 }
+
+// Observer is told about each finished tool call. Name is UnknownTool for a
+// call of a tool that is not registered (the model made the name up), so the
+// set of names an observer sees stays bounded. It must be cheap and safe for
+// concurrent use.
+type Observer interface {
+	ToolCall(name string, isError bool, elapsed time.Duration)
+}
+
+// UnknownTool is the name the Observer sees for calls of unregistered tools.
+const UnknownTool = "unknown"
 
 // toolNamePattern is what OpenAI and Anthropic both accept as a function name.
 var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
@@ -189,17 +203,25 @@ func (r *Registry) names() []string {
 // middle with a marker.
 func (r *Registry) Execute(ctx context.Context, call llm.ToolCall, origin Origin) (res llm.ToolResult) {
 	start := time.Now()
+	log := logging.From(ctx, r.log)
 	res = llm.ToolResult{ToolCallID: call.ID, Name: call.Name}
 	defer func() {
 		// Execute's own code should not panic either; if it does, the call
 		// still gets its result (S-V3: every call has exactly one).
 		if p := recover(); p != nil {
-			r.log.Error("tool call panicked outside the tool", zap.String("tool", call.Name),
+			log.Error("tool call panicked outside the tool", zap.String("tool", call.Name),
 				zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
 			res.IsError = true
 			res.Content = llm.PlainContent(fmt.Sprintf("Error: %s failed unexpectedly: internal error", call.Name))
 		}
 		res.Elapsed = time.Since(start)
+		if o := r.opts.Observer; o != nil {
+			name := call.Name
+			if r.lookup(name) == nil {
+				name = UnknownTool
+			}
+			o.ToolCall(name, res.IsError, res.Elapsed)
+		}
 	}()
 
 	out := r.execute(ctx, call, origin)
@@ -212,12 +234,12 @@ func (r *Registry) Execute(ctx context.Context, call llm.ToolCall, origin Origin
 	}
 	text, cut := capMiddle(text, r.opts.MaxOutput)
 	if cut > 0 {
-		r.log.Debug("tool output cut", zap.String("tool", call.Name), zap.Int("cut_chars", cut))
+		log.Debug("tool output cut", zap.String("tool", call.Name), zap.Int("cut_chars", cut))
 	}
 	res.IsError = out.IsError
 	res.Content = llm.PlainContent(text)
 	res.Images = out.Images
-	r.log.Debug("tool call", zap.String("tool", call.Name), zap.String("call_id", call.ID),
+	log.Debug("tool call", zap.String("tool", call.Name), zap.String("call_id", call.ID),
 		zap.Bool("is_error", out.IsError), zap.Duration("elapsed", time.Since(start)))
 	return res
 }
@@ -268,7 +290,7 @@ func (r *Registry) run(parent context.Context, e *entry, inv Invocation) Result 
 	default:
 	}
 	if parent.Err() == nil {
-		r.log.Warn("tool call timed out", zap.String("tool", e.spec.Name), zap.Duration("timeout", r.opts.Timeout))
+		logging.From(parent, r.log).Warn("tool call timed out", zap.String("tool", e.spec.Name), zap.Duration("timeout", r.opts.Timeout))
 	}
 	return r.stopped(e.spec.Name, ctx.Err())
 }
@@ -288,7 +310,7 @@ func (r *Registry) safeRun(ctx context.Context, e *entry, inv Invocation) (res R
 	name := e.spec.Name
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error("tool panicked", zap.String("tool", name), zap.Any("panic", p),
+			logging.From(ctx, r.log).Error("tool panicked", zap.String("tool", name), zap.Any("panic", p),
 				zap.ByteString("stack", debug.Stack()))
 			res = errorResult(fmt.Sprintf("Error: %s failed unexpectedly (internal error: %v).", name, p))
 		}

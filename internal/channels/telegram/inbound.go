@@ -34,7 +34,7 @@ func (c *Channel) handle(parts []*models.Update) {
 	}
 	ack := func() {
 		for _, id := range ids {
-			c.journal.ack(id)
+			c.journal.ack(id) // a failed late write is logged by the journal
 		}
 	}
 	first := parts[0].Message

@@ -30,6 +30,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/logging"
 )
 
 // API is the value of llm.Meta.API for messages this adapter produced.
@@ -90,6 +91,19 @@ func baseURL(s string) string {
 	return strings.TrimSuffix(s, "/v1")
 }
 
+// withLog returns p logging with the fields ctx carries (the turn id), for
+// one call. Provider holds no lock (the SDK client is a value of option
+// lists and services), so the copy is cheap and safe.
+func (p *Provider) withLog(ctx context.Context) *Provider {
+	log := logging.From(ctx, p.log)
+	if log == p.log {
+		return p
+	}
+	c := *p
+	c.log = log
+	return &c
+}
+
 // Name is the configured provider name.
 func (p *Provider) Name() string { return p.name }
 
@@ -97,6 +111,7 @@ func (p *Provider) Name() string { return p.name }
 // the contract: a start, content deltas, exactly one terminal; stopping the
 // iteration cancels the call.
 func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Delta] {
+	p = p.withLog(ctx)
 	return func(yield func(llm.Delta) bool) {
 		callCtx, cancel := p.callContext(ctx)
 		defer cancel()

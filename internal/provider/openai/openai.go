@@ -25,6 +25,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/logging"
 )
 
 // API is the wire-protocol name recorded in llm.Meta for this adapter.
@@ -77,6 +78,18 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 	}
 }
 
+// withLog returns p logging with the fields ctx carries (the turn id), for
+// one call. Provider holds no lock, so the copy is cheap and safe.
+func (p *Provider) withLog(ctx context.Context) *Provider {
+	log := logging.From(ctx, p.log)
+	if log == p.log {
+		return p
+	}
+	c := *p
+	c.log = log
+	return &c
+}
+
 // Name is the configured provider name (providers.<name>).
 func (p *Provider) Name() string { return p.name }
 
@@ -95,7 +108,7 @@ func randomCallID() string {
 // the response body and cancels the request.
 func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Delta] {
 	return func(yield func(llm.Delta) bool) {
-		s := stream{p: p, yield: yield}
+		s := stream{p: p.withLog(ctx), yield: yield}
 		s.run(ctx, req)
 	}
 }

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/channels/telegram"
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/daemon"
+	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
+	"github.com/nanobot-go/nanobot/internal/provider/openai"
+)
+
+// checkDirs checks that the workspace (and its sessions/) and the data dir
+// (pairing store, Telegram update journal) are writable by this user.
+func checkDirs(r *report, cfg *config.Config, data string) {
+	ws := cfg.Agents.Workspace
+	switch fi, err := os.Stat(ws); {
+	case errors.Is(err, os.ErrNotExist):
+		r.add("workspace", statusWarn, ws+" does not exist yet; the gateway creates it from the template on start",
+			"run `nanobot onboard` to create it now")
+	case err != nil:
+		r.add("workspace", statusFail, err.Error(), "fix the path in agents.workspace")
+	case !fi.IsDir():
+		r.add("workspace", statusFail, ws+" is not a directory", "point agents.workspace at a directory")
+	default:
+		dirs := []string{ws}
+		if sub := filepath.Join(ws, "sessions"); isDir(sub) {
+			dirs = append(dirs, sub)
+		}
+		if err := writable(dirs...); err != nil {
+			r.add("workspace", statusFail, err.Error(), ownFix(ws))
+		} else {
+			r.add("workspace", statusOK, ws+" is writable", "")
+		}
+	}
+	if err := writable(data); err != nil {
+		s := statusWarn
+		if cfg.Channels.Telegram.Enabled || cfg.Channels.Discord.Enabled {
+			s = statusFail // the update journal and pairing store live there
+		}
+		r.add("data dir", s, err.Error(), ownFix(data))
+	} else {
+		r.add("data dir", statusOK, data+" is writable", "")
+	}
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// writable creates and removes a file in each dir.
+func writable(dirs ...string) error {
+	for _, d := range dirs {
+		f, err := os.CreateTemp(d, ".nanobot-doctor-*")
+		if err != nil {
+			return fmt.Errorf("%s is not writable: %w", d, err)
+		}
+		name := f.Name()
+		_ = f.Close()
+		if err := os.Remove(name); err != nil {
+			return fmt.Errorf("%s: cannot remove a file: %w", d, err)
+		}
+	}
+	return nil
+}
+
+func ownFix(dir string) string {
+	return fmt.Sprintf("make %s writable by the user running nanobot (e.g. `sudo chown -R $(id -un) %s`)", dir, dir)
+}
+
+// checkListen reports whether gateway.listen is free, or already served by
+// a running gateway (which is fine).
+func checkListen(ctx context.Context, r *report, addr string) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		_ = ln.Close()
+		r.add("gateway.listen", statusOK, addr+" is free", "")
+		return
+	}
+	if probeHealthz(ctx, addr) {
+		r.add("gateway.listen", statusOK, addr+" is served by a running nanobot gateway", "")
+		return
+	}
+	r.add("gateway.listen", statusFail, fmt.Sprintf("cannot listen on %s: %v", addr, err),
+		"stop the program using that port, or choose another address in gateway.listen")
+}
+
+func probeHealthz(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	body, err := probe(ctx, addr, "/healthz")
+	return err == nil && strings.TrimSpace(body) == "ok"
+}
+
+// modelLister is what doctor needs from a provider adapter: the model list,
+// which both kinds serve on GET /v1/models.
+type modelLister interface {
+	Models(ctx context.Context) ([]string, error)
+}
+
+// checkProviders calls every provider a route uses once.
+func checkProviders(ctx context.Context, r *report, cfg *config.Config) {
+	used := usedModels(cfg)
+	hc := &http.Client{}
+	defer hc.CloseIdleConnections()
+	for _, name := range sortedKeys(cfg.Providers) {
+		pc := cfg.Providers[name]
+		label := "provider " + name
+		models, isUsed := used[name]
+		if !isUsed {
+			r.add(label, statusSkip, "not used by agents.model, agents.fallbacks or any route", "")
+			continue
+		}
+		var p modelLister
+		switch pc.Kind {
+		case openai.API:
+			p = openai.New(name, pc, hc, zap.NewNop())
+		case anthropic.API:
+			p = anthropic.New(name, pc, hc, zap.NewNop())
+		default:
+			r.add(label, statusFail, fmt.Sprintf("kind %q is not supported", pc.Kind), "set providers."+name+".kind to openai or anthropic")
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+		ids, err := p.Models(cctx)
+		cancel()
+		if err != nil {
+			s, fix := providerFix(name, pc, err)
+			r.add(label, s, err.Error(), fix)
+			continue
+		}
+		r.add(label, statusOK, fmt.Sprintf("reachable, key accepted (%d models listed)", len(ids)), "")
+		for _, m := range models {
+			if !slices.Contains(ids, m) {
+				r.add(label, statusWarn, fmt.Sprintf("model %q is not in the list the server returned", m),
+					fmt.Sprintf("check the spelling of %s/%s (for Ollama: `ollama pull %s`); some servers list only part of what they serve", name, m, m))
+			}
+		}
+	}
+}
+
+// providerFix chooses the verdict and advice for a failed model listing.
+func providerFix(name string, pc config.ProviderConfig, err error) (status, string) {
+	key := "providers." + name + ".api_key"
+	var api *llm.APIError
+	switch {
+	case errors.As(err, &api) && api.Auth():
+		if pc.APIKey == "" {
+			return statusFail, "set " + key + " (e.g. api_key: ${" + strings.ToUpper(name) + "_API_KEY} and export the variable)"
+		}
+		return statusFail, "the key was refused: put a valid key in " + key + " (or the variable it names)"
+	case errors.As(err, &api) && api.QuotaExceeded():
+		return statusFail, "the account's quota or billing is exhausted: check it on the provider's website"
+	case errors.As(err, &api) && api.Status == http.StatusNotFound:
+		return statusWarn, "the server has no model list at " + pc.BaseURL + "/models, so the key could not be checked; " +
+			"if chats fail, check providers." + name + ".base_url"
+	case errors.As(err, &api) && api.Retryable(), errors.Is(err, context.DeadlineExceeded):
+		return statusFail, "cannot reach " + orDefaultURL(pc) + ": check providers." + name + ".base_url, the network and any proxy"
+	}
+	return statusFail, "check providers." + name + " (base_url, api_key, extra_headers)"
+}
+
+func orDefaultURL(pc config.ProviderConfig) string {
+	if pc.BaseURL != "" {
+		return pc.BaseURL
+	}
+	return "the provider's default URL"
+}
+
+// usedModels maps each provider name that agents.model, agents.fallbacks or
+// a route refers to, to the model ids used on it.
+func usedModels(cfg *config.Config) map[string][]string {
+	used := map[string][]string{}
+	add := func(ref string) {
+		if rc, ok := cfg.Routes[ref]; ok {
+			ref = rc.Model
+		}
+		prov, model, ok := strings.Cut(ref, "/")
+		if !ok || prov == "" {
+			return
+		}
+		if !slices.Contains(used[prov], model) {
+			used[prov] = append(used[prov], model)
+		}
+	}
+	add(cfg.Agents.Model)
+	for _, f := range cfg.Agents.Fallbacks {
+		add(f)
+	}
+	for _, name := range sortedKeys(cfg.Routes) {
+		add(cfg.Routes[name].Model)
+		for _, f := range cfg.Routes[name].Fallbacks {
+			add(f)
+		}
+	}
+	return used
+}
+
+// tokenChecker is what doctor needs from a channel adapter.
+type tokenChecker interface {
+	Check(ctx context.Context) (string, error)
+}
+
+// checkChannels calls each enabled channel's "who am I" once with its token.
+func checkChannels(ctx context.Context, r *report, cfg *config.Config, data string) {
+	scratch := bus.New(1) // the adapters need one; nothing is published in a check
+	pairing := channels.NewPairingStore(filepath.Join(data, daemon.PairingFile))
+	type entry struct {
+		name    string
+		enabled bool
+		build   func() (tokenChecker, error)
+		fix     string
+	}
+	for _, e := range []entry{
+		{"telegram", cfg.Channels.Telegram.Enabled, func() (tokenChecker, error) {
+			return telegram.New(cfg.Channels.Telegram, telegram.Deps{Bus: scratch, Pairing: pairing}, zap.NewNop())
+		}, "get the token from @BotFather (/mybots → API Token) and set channels.telegram.token"},
+		{"discord", cfg.Channels.Discord.Enabled, func() (tokenChecker, error) {
+			return discord.New(cfg.Channels.Discord, discord.Deps{Bus: scratch, Pairing: pairing}, zap.NewNop())
+		}, "reset the bot token in the Discord developer portal (Bot → Reset Token) and set channels.discord.token"},
+	} {
+		label := "channel " + e.name
+		if !e.enabled {
+			r.add(label, statusSkip, "disabled", "")
+			continue
+		}
+		c, err := e.build()
+		if err != nil {
+			r.add(label, statusFail, err.Error(), "fix channels."+e.name+" in the config")
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+		who, err := c.Check(cctx)
+		cancel()
+		switch {
+		case err == nil:
+			r.add(label, statusOK, "token accepted: "+who, "")
+		case errors.Is(err, channels.ErrTokenRefused):
+			r.add(label, statusFail, err.Error(), e.fix)
+		default:
+			r.add(label, statusFail, err.Error(),
+				"cannot reach the platform: check channels."+e.name+".api_url, the network and any proxy")
+		}
+	}
+}

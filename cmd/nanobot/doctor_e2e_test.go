@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/nanobot-go/nanobot/internal/fakes/anthropicfake"
+	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
+	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+)
+
+// doctorEnv points both channels, and OpenAI with an Anthropic fallback,
+// at fakes; extra entries (later ones win) break what a case breaks.
+func doctorEnv(t *testing.T, e *env, extra ...string) []string {
+	t.Helper()
+	tg := telegramfake.New(t)
+	dc := discordfake.New(t, discordfake.Options{Token: "discord-bot-token-abc123"})
+	an := anthropicfake.New(t, nil)
+	vars := []string{
+		"NANOBOT_CHANNELS_TELEGRAM_ENABLED=true",
+		"NANOBOT_CHANNELS_TELEGRAM_TOKEN=" + telegramfake.Token,
+		"NANOBOT_CHANNELS_TELEGRAM_API_URL=" + tg.URL(),
+		"NANOBOT_CHANNELS_TELEGRAM_ALLOW_FROM=7",
+		"NANOBOT_CHANNELS_DISCORD_ENABLED=true",
+		"NANOBOT_CHANNELS_DISCORD_TOKEN=" + dc.Token(),
+		"NANOBOT_CHANNELS_DISCORD_API_URL=" + dc.URL(),
+		"NANOBOT_CHANNELS_DISCORD_ALLOW_FROM=7",
+		"NANOBOT_AGENTS_FALLBACKS=anthropic/claude-haiku-4-5",
+		"NANOBOT_PROVIDERS_ANTHROPIC_API_KEY=" + anthropicfake.APIKey,
+		"NANOBOT_PROVIDERS_ANTHROPIC_BASE_URL=" + an.URL(),
+		"NANOBOT_GATEWAY_LISTEN=" + freeAddr(t),
+	}
+	return append(vars, extra...)
+}
+
+// freeAddr is an address nothing listens on (the port was free a moment ago).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// doctor runs `nanobot doctor` and returns its output and exit code.
+func (e *env) doctor(vars []string) (string, int) {
+	e.t.Helper()
+	cmd := exec.Command(binary, "doctor")
+	cmd.Env = e.environ(vars...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	case err != nil:
+		e.t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+// verdicts maps "name" to "[status] detail" for each line of the report.
+var reportLine = regexp.MustCompile(`^\[(ok|skip|warn|FAIL)\]\s+(\S+(?: \S+)?)\s{2,}(.*)$`)
+
+func verdicts(out string) map[string]string {
+	v := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if m := reportLine.FindStringSubmatch(l); m != nil {
+			v[m[2]] = m[1] + " " + m[3]
+		}
+	}
+	return v
+}
+
+func TestDoctorAllGood(t *testing.T) {
+	e := newEnv(t)
+	out, code := e.doctor(doctorEnv(t, e))
+	if code != 0 {
+		t.Fatalf("doctor exit %d on a good setup:\n%s", code, out)
+	}
+	v := verdicts(out)
+	for name, want := range map[string]string{
+		"config":             "ok ",
+		"workspace":          "ok ",
+		"data dir":           "ok ",
+		"gateway.listen":     "ok ",
+		"provider openai":    "ok reachable, key accepted",
+		"provider anthropic": "ok reachable, key accepted",
+		"channel telegram":   "ok token accepted: @" + telegramfake.Username,
+		"channel discord":    "ok token accepted: nanobot",
+	} {
+		if !strings.HasPrefix(v[name], want) {
+			t.Errorf("%s: %q, want it to start with %q\n%s", name, v[name], want, out)
+		}
+	}
+	if !strings.Contains(out, "Everything looks good.") {
+		t.Errorf("no summary:\n%s", out)
+	}
+}
+
+func TestDoctorReportsEachProblemWithAFix(t *testing.T) {
+	e := newEnv(t)
+	const badKey, badToken = "sk-wrong-key-0123456789", "999:wrong-telegram-token"
+	vars := doctorEnv(t, e,
+		"OPENAI_API_KEY="+badKey,
+		"NANOBOT_CHANNELS_TELEGRAM_TOKEN="+badToken,
+		"NANOBOT_CHANNELS_DISCORD_TOKEN=not-the-discord-token",
+		"NANOBOT_AGENTS_MODEL=openai/gpt-4o-mini-typo",
+	)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	vars = append(vars, "NANOBOT_GATEWAY_LISTEN="+busy.Addr().String())
+	notADir := filepath.Join(e.home, "workspace-file")
+	if err := os.WriteFile(notADir, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vars = append(vars, "NANOBOT_AGENTS_WORKSPACE="+notADir)
+
+	out, code := e.doctor(vars)
+	if code != 1 {
+		t.Fatalf("doctor exit %d with broken settings, want 1:\n%s", code, out)
+	}
+	v := verdicts(out)
+	for name, want := range map[string]string{
+		"provider openai":    "FAIL",
+		"provider anthropic": "ok",
+		"channel telegram":   "FAIL",
+		"channel discord":    "FAIL",
+		"gateway.listen":     "FAIL",
+	} {
+		if !strings.HasPrefix(v[name], want) {
+			t.Errorf("%s: %q, want %s", name, v[name], want)
+		}
+	}
+	for _, fix := range []string{
+		"fix: the key was refused: put a valid key in providers.openai.api_key",
+		"fix: get the token from @BotFather",
+		"fix: reset the bot token in the Discord developer portal",
+		"fix: stop the program using that port",
+	} {
+		if !strings.Contains(out, fix) {
+			t.Errorf("the report lacks %q:\n%s", fix, out)
+		}
+	}
+	if !strings.HasPrefix(v["workspace"], "FAIL "+notADir+" is not a directory") {
+		t.Errorf("workspace: %q, want FAIL for a file where the workspace should be", v["workspace"])
+	}
+	for _, secret := range []string{badKey, badToken, "wrong-telegram-token", "not-the-discord-token"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the report shows the secret %q:\n%s", secret, out)
+		}
+	}
+	if !strings.Contains(out, "problem(s) to fix") {
+		t.Errorf("no summary:\n%s", out)
+	}
+}
+
+func TestDoctorWarnsAboutAModelTheServerDoesNotList(t *testing.T) {
+	e := newEnv(t)
+	out, code := e.doctor(doctorEnv(t, e, "NANOBOT_AGENTS_MODEL=openai/gpt-4o-mini-typo"))
+	if code != 0 {
+		t.Fatalf("a warning alone should not fail doctor (exit %d):\n%s", code, out)
+	}
+	if !strings.Contains(out, `model "gpt-4o-mini-typo" is not in the list the server returned`) {
+		t.Errorf("no warning about the unlisted model:\n%s", out)
+	}
+}
+
+func TestDoctorInvalidConfig(t *testing.T) {
+	e := &env{t: t, home: t.TempDir()}
+	path := filepath.Join(e.home, ".nanobot", "config.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("agents:\n  modle: openai/gpt-4o\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := e.doctor(nil)
+	if code != 1 || !strings.HasPrefix(verdicts(out)["config"], "FAIL") || !strings.Contains(out, "agents.modle") {
+		t.Errorf("exit %d, want 1 and the bad key named:\n%s", code, out)
+	}
+
+	missing := &env{t: t, home: t.TempDir()}
+	out, code = missing.doctor(nil)
+	if code != 1 || !strings.Contains(out, "fix: run `nanobot onboard`") {
+		t.Errorf("missing config: exit %d:\n%s", code, out)
+	}
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+func TestProviderFix(t *testing.T) {
+	withKey := config.ProviderConfig{APIKey: "sk-something", BaseURL: "http://localhost:11434/v1"}
+	tests := []struct {
+		name   string
+		pc     config.ProviderConfig
+		err    error
+		status status
+		fix    string
+	}{
+		{"no key", config.ProviderConfig{}, &llm.APIError{Status: 401}, statusFail, "set providers.p.api_key (e.g. api_key: ${P_API_KEY}"},
+		{"key refused", withKey, &llm.APIError{Status: 401}, statusFail, "the key was refused"},
+		{"quota", withKey, &llm.APIError{Status: 429, Type: "insufficient_quota"}, statusFail, "quota or billing"},
+		{"no model list", withKey, &llm.APIError{Status: 404}, statusWarn, "no model list at http://localhost:11434/v1/models"},
+		{"down", withKey, &llm.APIError{Status: 0, Type: "transport", Message: "connection refused"}, statusFail, "cannot reach http://localhost:11434/v1"},
+		{"slow", withKey, fmt.Errorf("list models: %w", context.DeadlineExceeded), statusFail, "cannot reach"},
+		{"other", withKey, errors.New("strange"), statusFail, "check providers.p (base_url, api_key, extra_headers)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, fix := providerFix("p", tt.pc, tt.err)
+			if s != tt.status || !strings.Contains(fix, tt.fix) {
+				t.Errorf("providerFix = %s %q, want %s and %q", s, fix, tt.status, tt.fix)
+			}
+		})
+	}
+}
+
+func TestUsedModels(t *testing.T) {
+	cfg := &config.Config{
+		Agents: config.AgentsConfig{Model: "smart", Fallbacks: []string{"anthropic/claude-haiku-4-5"}},
+		Routes: map[string]config.RouteConfig{
+			"smart": {Model: "openrouter/anthropic/claude-sonnet-4.5", Fallbacks: []string{"openai/gpt-4.1"}},
+			"local": {Model: "ollama/qwen2.5:14b"},
+		},
+	}
+	got := fmt.Sprint(usedModels(cfg))
+	want := "map[anthropic:[claude-haiku-4-5] ollama:[qwen2.5:14b] openai:[gpt-4.1] openrouter:[anthropic/claude-sonnet-4.5]]"
+	if got != want {
+		t.Errorf("usedModels = %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,62 @@
+package health
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ModelHealth remembers how the last model call that says something about
+// the provider went, so /readyz can report "provider reachable recently"
+// without calling it. It is safe for concurrent use; the zero value is
+// ready ("no call yet" is not a failure) and reads the real clock.
+type ModelHealth struct {
+	// Now is the clock [time.Now].
+	Now func() time.Time
+
+	mu      sync.Mutex
+	failed  error
+	at      time.Time
+	success time.Time
+}
+
+// Record notes a call's outcome: nil for a call the provider served (or
+// refused on its merits), the error for one showing the provider cannot
+// serve requests (unreachable, 5xx, key refused, quota used up). Calls that
+// say nothing about the provider (cancelled by the user) are not recorded.
+func (m *ModelHealth) Record(err error) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failed, m.at = err, now
+	if err == nil {
+		m.success = now
+	}
+}
+
+// Check returns nil unless the last recorded call failed; then an error
+// saying when, why, and when a call last succeeded.
+func (m *ModelHealth) Check() error {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failed == nil {
+		return nil
+	}
+	last := "never since start"
+	if !m.success.IsZero() {
+		last = ago(now, m.success)
+	}
+	return fmt.Errorf("the last model call (%s) failed: %v; last success: %s", ago(now, m.at), m.failed, last)
+}
+
+func (m *ModelHealth) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+func ago(now, t time.Time) string {
+	return now.Sub(t).Round(time.Second).String() + " ago"
+}

@@ -1,0 +1,191 @@
+// Package metrics holds nanobot's Prometheus metrics (S-O2): one registry
+// with the counters and histograms the daemon feeds through small observer
+// methods (turns, model calls, tools, platform calls), gauges read at scrape
+// time (queue depth, cached sessions, channel health), build info and the Go
+// runtime and process collectors. Its http.Handler serves /metrics.
+//
+// It imports only llm (for token usage and error classification) and the
+// Prometheus client: the agent, tools and channels declare the observer
+// interfaces they call, and the daemon plugs this package into them.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+const namespace = "nanobot"
+
+// Buckets in seconds. A turn spans several model calls and tools, so its
+// buckets reach further than a model call's; tools are mostly fast.
+var (
+	turnBuckets = []float64{0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600}
+	llmBuckets  = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300}
+	toolBuckets = []float64{0.001, 0.005, 0.025, 0.1, 0.25, 1, 2.5, 10, 30, 60, 120}
+)
+
+// BuildInfo labels nanobot_build_info.
+type BuildInfo struct {
+	Version   string
+	GoVersion string
+}
+
+// Metrics is the registry and its collectors. It is safe for concurrent
+// use. Create it with New.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	turns       *prometheus.CounterVec
+	turnSeconds *prometheus.HistogramVec
+	llmCalls    *prometheus.CounterVec
+	llmSeconds  *prometheus.HistogramVec
+	tokens      *prometheus.CounterVec
+	toolCalls   *prometheus.CounterVec
+	toolSeconds *prometheus.HistogramVec
+	platform    *prometheus.CounterVec
+}
+
+// New returns the metrics with every collector registered. It does no I/O:
+// the process collector reads /proc only when scraped.
+func New(info BuildInfo) *Metrics {
+	reg := prometheus.NewRegistry()
+	f := factory{reg}
+	m := &Metrics{
+		reg: reg,
+		turns: f.counter("turns_total",
+			"Turns finished, by outcome: answered, failed, stopped (/stop) or interrupted (shutdown).", "outcome"),
+		turnSeconds: f.histogram("turn_duration_seconds",
+			"Time from a turn's start to its last reply, by outcome.", turnBuckets, "outcome"),
+		llmCalls: f.counter("llm_calls_total",
+			"Model calls (retries and fallbacks included in one call), by route asked for and outcome: "+
+				"ok, cancelled, rate_limited, auth, quota, unavailable, rejected or error.", "route", "outcome"),
+		llmSeconds: f.histogram("llm_call_duration_seconds",
+			"Duration of a model call, retries and fallbacks included, by route.", llmBuckets, "route"),
+		tokens: f.counter("llm_tokens_total",
+			"Tokens used by successful model calls, by route asked for, provider/model that answered and kind: "+
+				"input, output, cache_read or cache_write.", "route", "model", "kind"),
+		toolCalls: f.counter("tool_calls_total",
+			"Tool calls, by tool and outcome (ok or error); calls of tools that do not exist count as tool \"unknown\".",
+			"tool", "outcome"),
+		toolSeconds: f.histogram("tool_call_duration_seconds", "Duration of a tool call, by tool.", toolBuckets, "tool"),
+		platform: f.counter("channel_calls_total",
+			"Calls to a chat platform (each attempt), by channel, operation (send, edit, delete, send media, typing) "+
+				"and outcome: ok, not_modified, rate_limited, bad_markup, unknown_outcome, permanent, canceled or transient.",
+			"channel", "op", "outcome"),
+	}
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "build_info",
+			Help:        "Always 1; the labels say which nanobot is running.",
+			ConstLabels: prometheus.Labels{"version": info.Version, "goversion": info.GoVersion},
+		}, func() float64 { return 1 }),
+	)
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// TurnDone counts a finished turn (the agent's Observer).
+func (m *Metrics) TurnDone(outcome string, elapsed time.Duration) {
+	m.turns.WithLabelValues(outcome).Inc()
+	m.turnSeconds.WithLabelValues(outcome).Observe(elapsed.Seconds())
+}
+
+// ModelCall counts one model call on route ("" is reported as "default"):
+// its outcome (see LLMOutcome), duration and, when it succeeded, the tokens
+// of msg, labelled with the provider/model that answered.
+func (m *Metrics) ModelCall(route, outcome string, elapsed time.Duration, msg llm.Message) {
+	if route == "" {
+		route = "default"
+	}
+	m.llmCalls.WithLabelValues(route, outcome).Inc()
+	m.llmSeconds.WithLabelValues(route).Observe(elapsed.Seconds())
+	if outcome != LLMOK || msg.Meta == nil {
+		return
+	}
+	model := msg.Meta.Provider + "/" + msg.Meta.Model
+	u := msg.Meta.Usage
+	for _, t := range []struct {
+		kind string
+		n    int
+	}{{"input", u.InputTokens}, {"output", u.OutputTokens}, {"cache_read", u.CacheReadTokens}, {"cache_write", u.CacheWriteTokens}} {
+		if t.n > 0 {
+			m.tokens.WithLabelValues(route, model, t.kind).Add(float64(t.n))
+		}
+	}
+}
+
+// ToolCall counts a tool call (the tool registry's Observer).
+func (m *Metrics) ToolCall(name string, isError bool, elapsed time.Duration) {
+	outcome := "ok"
+	if isError {
+		outcome = "error"
+	}
+	m.toolCalls.WithLabelValues(name, outcome).Inc()
+	m.toolSeconds.WithLabelValues(name).Observe(elapsed.Seconds())
+}
+
+// PlatformCall counts a chat platform call (the channel manager's Observer).
+func (m *Metrics) PlatformCall(channel, op, outcome string) {
+	m.platform.WithLabelValues(channel, op, outcome).Inc()
+}
+
+// WatchQueues exports the bus queue depths as nanobot_bus_queue_depth.
+func (m *Metrics) WatchQueues(inbound, outbound func() int) {
+	for queue, fn := range map[string]func() int{"inbound": inbound, "outbound": outbound} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "bus_queue_depth",
+			Help:        "Messages waiting in a bus queue: inbound (channels to agent) or outbound (agent to channels).",
+			ConstLabels: prometheus.Labels{"queue": queue},
+		}, func() float64 { return float64(fn()) }))
+	}
+}
+
+// WatchSessions exports how many sessions are loaded as nanobot_sessions_cached.
+func (m *Metrics) WatchSessions(cached func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "sessions_cached",
+		Help: "Sessions loaded in memory (bounded by agents.session_cache).",
+	}, func() float64 { return float64(cached()) }))
+}
+
+// WatchChannel exports a channel's health as nanobot_channel_up (1 when
+// healthy returns nil).
+func (m *Metrics) WatchChannel(name string, healthy func() error) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "channel_up",
+		Help:        "1 while the channel is connected to its platform, else 0.",
+		ConstLabels: prometheus.Labels{"channel": name},
+	}, func() float64 {
+		if healthy() != nil {
+			return 0
+		}
+		return 1
+	}))
+}
+
+// factory makes and registers the vectors with the namespace.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counter(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}

@@ -1,0 +1,152 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+func TestCountersAndHistograms(t *testing.T) {
+	m := New(BuildInfo{Version: "v1.2.3", GoVersion: "go1.26"})
+	m.TurnDone("answered", 1500*time.Millisecond)
+	m.TurnDone("answered", 3*time.Second)
+	m.TurnDone("interrupted", 20*time.Second)
+	answer := llm.Message{Role: llm.RoleAssistant, Meta: &llm.Meta{Provider: "openai", Model: "gpt-4o-mini",
+		Usage: llm.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 64}}}
+	m.ModelCall("", LLMOK, 800*time.Millisecond, answer)
+	m.ModelCall("smart", LLMUnavailable, 5*time.Second, llm.Message{})
+	m.ToolCall("read_file", false, 2*time.Millisecond)
+	m.ToolCall("exec", true, time.Second)
+	m.PlatformCall("telegram", "send", "ok")
+	m.PlatformCall("telegram", "send", "rate_limited")
+	m.PlatformCall("telegram", "send", "ok")
+
+	want := `
+# HELP nanobot_turns_total Turns finished, by outcome: answered, failed, stopped (/stop) or interrupted (shutdown).
+# TYPE nanobot_turns_total counter
+nanobot_turns_total{outcome="answered"} 2
+nanobot_turns_total{outcome="interrupted"} 1
+# HELP nanobot_llm_calls_total Model calls (retries and fallbacks included in one call), by route asked for and outcome: ok, cancelled, rate_limited, auth, quota, unavailable, rejected or error.
+# TYPE nanobot_llm_calls_total counter
+nanobot_llm_calls_total{outcome="ok",route="default"} 1
+nanobot_llm_calls_total{outcome="unavailable",route="smart"} 1
+# HELP nanobot_llm_tokens_total Tokens used by successful model calls, by route asked for, provider/model that answered and kind: input, output, cache_read or cache_write.
+# TYPE nanobot_llm_tokens_total counter
+nanobot_llm_tokens_total{kind="cache_read",model="openai/gpt-4o-mini",route="default"} 64
+nanobot_llm_tokens_total{kind="input",model="openai/gpt-4o-mini",route="default"} 100
+nanobot_llm_tokens_total{kind="output",model="openai/gpt-4o-mini",route="default"} 20
+# HELP nanobot_tool_calls_total Tool calls, by tool and outcome (ok or error); calls of tools that do not exist count as tool "unknown".
+# TYPE nanobot_tool_calls_total counter
+nanobot_tool_calls_total{outcome="error",tool="exec"} 1
+nanobot_tool_calls_total{outcome="ok",tool="read_file"} 1
+# HELP nanobot_channel_calls_total Calls to a chat platform (each attempt), by channel, operation (send, edit, delete, send media, typing) and outcome: ok, not_modified, rate_limited, bad_markup, unknown_outcome, permanent, canceled or transient.
+# TYPE nanobot_channel_calls_total counter
+nanobot_channel_calls_total{channel="telegram",op="send",outcome="ok"} 2
+nanobot_channel_calls_total{channel="telegram",op="send",outcome="rate_limited"} 1
+`
+	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want),
+		"nanobot_turns_total", "nanobot_llm_calls_total", "nanobot_llm_tokens_total",
+		"nanobot_tool_calls_total", "nanobot_channel_calls_total"); err != nil {
+		t.Error(err)
+	}
+
+	// Histograms: each observation lands in the right bucket.
+	if got := testutil.ToFloat64(m.turns.WithLabelValues("answered")); got != 2 {
+		t.Errorf("answered turns = %v", got)
+	}
+	hist := scrape(t, m)
+	for _, line := range []string{
+		`nanobot_turn_duration_seconds_bucket{outcome="answered",le="1"} 0`,
+		`nanobot_turn_duration_seconds_bucket{outcome="answered",le="2"} 1`,
+		`nanobot_turn_duration_seconds_bucket{outcome="answered",le="5"} 2`,
+		`nanobot_turn_duration_seconds_sum{outcome="answered"} 4.5`,
+		`nanobot_llm_call_duration_seconds_bucket{route="default",le="1"} 1`,
+		`nanobot_llm_call_duration_seconds_count{route="smart"} 1`,
+		`nanobot_tool_call_duration_seconds_bucket{tool="read_file",le="0.005"} 1`,
+		`nanobot_build_info{goversion="go1.26",version="v1.2.3"} 1`,
+	} {
+		if !strings.Contains(hist, line+"\n") {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
+}
+
+func TestGaugesAreReadAtScrapeTime(t *testing.T) {
+	m := New(BuildInfo{Version: "dev"})
+	in, out, cached := 0, 0, 0
+	var tgErr error
+	m.WatchQueues(func() int { return in }, func() int { return out })
+	m.WatchSessions(func() int { return cached })
+	m.WatchChannel("telegram", func() error { return tgErr })
+	m.WatchChannel("discord", func() error { return nil })
+
+	in, out, cached, tgErr = 3, 1, 7, errors.New("getUpdates: connection refused")
+	got := scrape(t, m)
+	for _, line := range []string{
+		`nanobot_bus_queue_depth{queue="inbound"} 3`,
+		`nanobot_bus_queue_depth{queue="outbound"} 1`,
+		`nanobot_sessions_cached 7`,
+		`nanobot_channel_up{channel="telegram"} 0`,
+		`nanobot_channel_up{channel="discord"} 1`,
+	} {
+		if !strings.Contains(got, line+"\n") {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
+	tgErr = nil
+	if got := scrape(t, m); !strings.Contains(got, `nanobot_channel_up{channel="telegram"} 1`+"\n") {
+		t.Error("channel_up did not follow the channel's recovery")
+	}
+	for _, family := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_resident_memory_bytes"} {
+		if !strings.Contains(got, "\n"+family+" ") {
+			t.Errorf("/metrics lacks the runtime metric %s", family)
+		}
+	}
+}
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/metrics: %d", rec.Code)
+	}
+	body, _ := io.ReadAll(rec.Body)
+	return string(body)
+}
+
+func TestLLMOutcome(t *testing.T) {
+	tests := []struct {
+		err         error
+		want        string
+		unreachable bool
+	}{
+		{nil, LLMOK, false},
+		{context.Canceled, LLMCancelled, false},
+		{fmt.Errorf("route x: %w", context.DeadlineExceeded), LLMUnavailable, true},
+		{&llm.APIError{Status: 401, Type: "invalid_api_key"}, LLMAuth, true},
+		{&llm.APIError{Status: 429, Type: "insufficient_quota"}, LLMQuota, true},
+		{&llm.APIError{Status: 429}, LLMRateLimited, false},
+		{&llm.APIError{Status: 503}, LLMUnavailable, true},
+		{&llm.APIError{Status: 0, Err: errors.New("connection refused")}, LLMUnavailable, true},
+		{&llm.APIError{Status: 400, Type: "invalid_request_error"}, LLMRejected, false},
+		{fmt.Errorf("every route failed: %w", errors.Join(&llm.APIError{Status: 502}, &llm.APIError{Status: 401})), LLMUnavailable, true},
+		{llm.ErrTruncated, LLMUnavailable, true},
+		{errors.New("unknown route"), LLMError, false},
+	}
+	for _, tt := range tests {
+		got := LLMOutcome(tt.err)
+		if got != tt.want || Unreachable(got) != tt.unreachable {
+			t.Errorf("LLMOutcome(%v) = %s (unreachable %v), want %s (%v)", tt.err, got, Unreachable(got), tt.want, tt.unreachable)
+		}
+	}
+}
