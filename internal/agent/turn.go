@@ -15,6 +15,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
@@ -40,7 +41,11 @@ type turn struct {
 func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMessage) {
 	origin := batch[len(batch)-1]
 	t := &turn{id: newTurnID(), key: key, origin: origin, callIDs: map[string]bool{}}
-	t.log = a.log.With(zap.String("turn", t.id), zap.String("session", key))
+	fields := []zap.Field{zap.String("turn", t.id), zap.String("session", key)}
+	t.log = a.log.With(fields...)
+	// The router, providers and tools log through their own loggers; the
+	// context carries the turn id to their lines.
+	ctx = logging.WithFields(ctx, fields...)
 	start := a.now()
 	a.publish(ctx, a.outbound(t, bus.KindStart, ""))
 	final := bus.OutboundMessage{}
