@@ -7,11 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
-	// Embedded zone data: time zones validate the same on a minimal container
-	// image without /usr/share/zoneinfo as on a desktop (about 450 KB).
-	_ "time/tzdata"
-
 	"github.com/robfig/cron/v3"
 )
 
@@ -175,12 +172,22 @@ func loadZone(tz string) (*time.Location, error) {
 		return time.UTC, nil
 	}
 	loc, err := time.LoadLocation(tz)
+	if err != nil && !zoneDataPresent() {
+		return nil, fmt.Errorf("time zone %q cannot be used: this machine has no time zone data (the operator should install the tzdata package); use \"UTC\" meanwhile", tz)
+	}
 	if err != nil || tz == "Local" {
 		return nil, fmt.Errorf(`unknown time zone %q: use an IANA name such as "Europe/Berlin", "America/New_York", `+
 			`"Asia/Tokyo" or "UTC" (abbreviations like PST and offsets like +02:00 are not zone names)`, tz)
 	}
 	return loc, nil
 }
+
+// zoneDataPresent reports whether the system has IANA zone data; the binary
+// does not embed it (see docs/schedule.md).
+var zoneDataPresent = sync.OnceValue(func() bool {
+	_, err := time.LoadLocation("America/New_York")
+	return err == nil
+})
 
 // localLayouts are date-times without a UTC offset, read in the job's tz.
 var localLayouts = []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02 15:04"}

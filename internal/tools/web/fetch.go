@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"unicode/utf8"
 
 	"go.uber.org/zap"
-	"golang.org/x/net/html/charset"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/tools"
@@ -262,20 +260,6 @@ func window(s string, start, n int) (string, string) {
 		note += fmt.Sprintf(" Call web_fetch again with start_char=%d for more.", end)
 	}
 	return string(r[start:end]), note
-}
-
-// toUTF8 decodes body by its declared or sniffed charset; undecodable
-// input is returned as it is.
-func toUTF8(body []byte, contentType string) []byte {
-	enc, name, _ := charset.DetermineEncoding(body, contentType)
-	if name == "utf-8" || enc == nil {
-		return body
-	}
-	out, err := enc.NewDecoder().Bytes(body)
-	if err != nil {
-		return body
-	}
-	return bytes.ToValidUTF8(out, []byte("\uFFFD"))
 }
 
 func isText(mediaType string) bool {

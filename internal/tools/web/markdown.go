@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 
-	readability "codeberg.org/readeck/go-readability/v2"
 	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
 	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/base"
 	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/commonmark"
@@ -17,10 +16,6 @@ import (
 // minArticleChars: an extracted article shorter than this is probably a
 // wrong guess (a cookie banner, a teaser), so the whole page is used.
 const minArticleChars = 200
-
-// maxElements bounds the pages readability scores; bigger ones are
-// converted whole (its scoring is quadratic in places).
-const maxElements = 30000
 
 // markdowner turns HTML pages into Markdown.
 type markdowner struct {
@@ -42,8 +37,8 @@ type page struct {
 }
 
 // convert parses body (UTF-8) and converts it. Unless full is set, the
-// main content is picked first (Mozilla Readability's algorithm), so
-// navigation, footers and ads do not eat the model's context.
+// main content is picked first (see mainContent), so navigation, footers
+// and ads do not eat the model's context.
 func (m *markdowner) convert(body []byte, pageURL *url.URL, full bool) (page, error) {
 	doc, err := html.Parse(bytes.NewReader(body))
 	if err != nil {
@@ -52,16 +47,11 @@ func (m *markdowner) convert(body []byte, pageURL *url.URL, full bool) (page, er
 	p := page{Title: documentTitle(doc)}
 	node := doc
 	if !full {
-		parser := readability.NewParser()
-		parser.MaxElemsToParse = maxElements
-		art, err := parser.ParseDocument(doc, pageURL)
-		if err == nil && art.Node != nil && len(strings.TrimSpace(innerText(art.Node))) >= minArticleChars {
-			node, p.Article = art.Node, true
-			if t := strings.TrimSpace(art.Title()); t != "" {
-				p.Title = t
-			}
+		if art := mainContent(doc); art != nil && len(innerText(art)) >= minArticleChars {
+			node, p.Article = art, true
 		}
 	}
+	dropJunk(node, full || !p.Article)
 	md, err := m.conv.ConvertNode(node, converter.WithDomain(pageURL.String()))
 	if err != nil {
 		return page{}, fmt.Errorf("convert html: %w", err)
