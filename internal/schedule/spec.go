@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/robfig/cron/v3"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"github.com/robfig/cron/v3"
 )
 
 // Schedule kinds.
