@@ -69,6 +69,13 @@ func newDriver(h *harness, chats int) *driver {
 // validate the request (the model's own time, subtracted from latency) and
 // answers at once.
 func (d *driver) answer(req fakellm.Request) fakellm.Reply {
+	if req.ToolChoice == "save_memory" {
+		// Memory consolidation: answered like a model would, so long
+		// sessions are folded into memory and their turns stay cheap. It
+		// is background work, not a chat's turn: not sampled.
+		return fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "call_mem", Name: "save_memory",
+			Args: `{"history_entry":"[2026-01-01 00:00] The user ran a benchmark conversation.","memory_update":"# Memory\n- The user runs benchmarks."}`}}}
+	}
 	took := time.Since(req.Received)
 	st := d.chats[parseChat(req.LastUserText())]
 	if st == nil {
@@ -164,7 +171,7 @@ type loadResult struct {
 	RSS           memory // sampled every 100 ms in the window: median
 	RSSMax        int64
 	ReqBytes      int64 // median request body size sent to the model
-	ModelCalls    int64 // model calls per turn (1 without tools; 2 when a memory consolidation ran after it)
+	ModelCalls    int64 // model calls per turn (1 without tools; consolidation calls are not counted)
 }
 
 // CPUPerTurn is the gateway's CPU time per completed turn.

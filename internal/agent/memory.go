@@ -237,7 +237,7 @@ func (a *Agent) consolidate(ctx context.Context, key string, st *memoryState, al
 	part := snap.Messages[snap.Consolidated:end]
 	log := a.log.With(zap.String("session", key), zap.Int("from", snap.Consolidated), zap.Int("to", end))
 
-	err = a.withSlot(ctx, func() error { return a.memory.Consolidate(ctx, a.routeOf(snap), key, part) })
+	err = a.withSlot(ctx, "", func() error { return a.memory.Consolidate(ctx, a.routeOf(snap), key, part) })
 	done := consolidatedModel
 	if err != nil {
 		if ctx.Err() != nil {
@@ -313,8 +313,8 @@ func cutPoint(msgs []llm.Message, from int) int {
 // withSlot runs fn holding one of the MaxConcurrentTurns slots, so that
 // background model calls (consolidation, subagents) count against the same
 // cap as turns.
-func (a *Agent) withSlot(ctx context.Context, fn func() error) error {
-	release, err := a.turns.acquire(ctx, "")
+func (a *Agent) withSlot(ctx context.Context, group string, fn func() error) error {
+	release, err := a.turns.acquire(ctx, group)
 	if err != nil {
 		return err
 	}

@@ -216,7 +216,7 @@ func (a *Agent) subagentLoop(ctx context.Context, sa *subagent, origin tools.Ori
 		view := history.Project(system, msgs, history.Options{Budget: budget})
 		req := llm.Request{System: system, Messages: view.Messages, Tools: specs, MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature}
 		var msg llm.Message
-		err := a.withSlot(ctx, func() (err error) {
+		err := a.withSlot(ctx, origin.Group, func() (err error) {
 			msg, err = a.model.Complete(ctx, route, req, nil)
 			return err
 		})

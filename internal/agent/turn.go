@@ -68,14 +68,6 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		t.log.Info("turn done", zap.String("outcome", outcome), zap.Duration("elapsed", elapsed), zap.Int("messages", len(t.msgs)))
 	}()
 
-	release, err := a.turns.acquire(ctx, origin.Group)
-	if err != nil {
-		outcome = cancelled(ctx)
-		ack = stopped(ctx) // at shutdown: not persisted, not acked, asked again
-		return
-	}
-	defer release()
-
 	snap, err := a.store.Get(key)
 	if err != nil {
 		t.log.Error("load session", zap.Error(err))
@@ -201,7 +193,13 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, route s
 			System: system, Messages: a.resolveImages(view.Messages), Tools: specs,
 			MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,
 		}
-		msg, err := a.model.Complete(ctx, route, req, draft.observe)
+		// The cap is on model calls, not whole turns: a turn waiting for a
+		// slow tool or the disk does not keep another chat from the model.
+		var msg llm.Message
+		err := a.withSlot(ctx, t.origin.Group, func() (err error) {
+			msg, err = a.model.Complete(ctx, route, req, draft.observe)
+			return err
+		})
 		if err != nil {
 			return "", err
 		}
@@ -241,7 +239,7 @@ func (a *Agent) persist(t *turn) error {
 func (a *Agent) runTools(ctx context.Context, t *turn, calls []llm.ToolCall) llm.Message {
 	origin := tools.Origin{
 		Channel: t.origin.Channel, ChatID: t.origin.ChatID, SenderID: t.origin.SenderID,
-		SessionKey: t.key, TurnID: t.id, MessageID: t.origin.MessageID, Metadata: t.origin.Metadata,
+		SessionKey: t.key, TurnID: t.id, MessageID: t.origin.MessageID, Group: t.origin.Group, Metadata: t.origin.Metadata,
 	}
 	a.publish(ctx, a.outbound(t, bus.KindStatus, toolHint(calls)))
 	results := make([]llm.ToolResult, len(calls))

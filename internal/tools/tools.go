@@ -27,6 +27,9 @@ type Origin struct {
 	TurnID     string
 	// MessageID is the platform id of the user message being answered.
 	MessageID string
+	// Group is the inbound message's group ("" for a direct message), so
+	// work the tool starts (a subagent) shares that group's model slots.
+	Group string
 	// Metadata is the inbound message's routing metadata (thread, topic...),
 	// to be echoed on anything sent back to the same chat.
 	Metadata map[string]string
