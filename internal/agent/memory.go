@@ -142,8 +142,21 @@ func (a *Agent) afterTurn(ctx context.Context, key string) {
 	}
 	a.wg.Go(func() {
 		defer a.mem.release(key, st)
-		if _, err := a.consolidate(ctx, key, st, false); err != nil && ctx.Err() == nil {
-			a.log.Warn("memory consolidation failed; will retry", zap.String("session", key), zap.Error(err))
+		// A long backlog (an old session, a chat that was busy while the
+		// model failed) is folded in part after part until the session is
+		// back under its window, not one part per turn.
+		for ctx.Err() == nil {
+			done, err := a.consolidate(ctx, key, st, false)
+			if err != nil {
+				if ctx.Err() == nil {
+					a.log.Warn("memory consolidation failed; will retry", zap.String("session", key), zap.Error(err))
+				}
+				return
+			}
+			snap, err := a.store.Get(key)
+			if done == consolidatedNothing || err != nil || !a.needsConsolidation(snap) {
+				return
+			}
 		}
 	})
 }
@@ -212,7 +225,22 @@ func (a *Agent) consolidateNow(ctx context.Context, key string) (consolidation, 
 		return consolidatedNothing, ctx.Err()
 	}
 	defer a.mem.release(key, st)
-	return a.consolidate(ctx, key, st, true)
+	// Part after part, so each model call sees a transcript that fits.
+	result := consolidatedNothing
+	for {
+		done, err := a.consolidate(ctx, key, st, true)
+		if err != nil || done == consolidatedNothing {
+			return result, err
+		}
+		result = max(result, done)
+		snap, err := a.store.Get(key)
+		if err != nil {
+			return result, fmt.Errorf("consolidate %s: %w", key, err)
+		}
+		if len(snap.Unconsolidated()) == 0 {
+			return result, nil
+		}
+	}
 }
 
 // consolidate runs one consolidation of key while holding st's lock: the
@@ -231,6 +259,7 @@ func (a *Agent) consolidate(ctx context.Context, key string, st *memoryState, al
 	if !all {
 		end = cutPoint(snap.Messages, snap.Consolidated)
 	}
+	end = partEnd(snap.Messages, snap.Consolidated, end, a.partBudget(snap))
 	if end <= snap.Consolidated {
 		return consolidatedNothing, nil
 	}
@@ -308,6 +337,47 @@ func cutPoint(msgs []llm.Message, from int) int {
 		}
 	}
 	return lastUser
+}
+
+// partBudget is how many tokens of messages one consolidation call may
+// carry: a third of the route's context window, leaving room for the prompt,
+// the current MEMORY.md and the model's answer.
+func (a *Agent) partBudget(snap session.Snapshot) int {
+	return a.model.ContextWindow(a.routeOf(snap)) / 3
+}
+
+// partEnd shortens msgs[from:end] to the oldest whole turns whose estimate
+// fits budget, so one consolidation call never has to drop messages from
+// its transcript. A first turn larger than the budget is taken alone (the
+// memory package shrinks that one transcript to fit).
+func partEnd(msgs []llm.Message, from, end, budget int) int {
+	used, cut := 0, from // msgs[from:cut] fits the budget and cut is a turn boundary
+	for i := from; i < end; i++ {
+		if i > from && msgs[i].Role == llm.RoleUser {
+			if used > budget {
+				break
+			}
+			cut = i
+		}
+		used += history.Estimate(msgs[i])
+	}
+	switch {
+	case used <= budget:
+		return end
+	case cut > from:
+		return cut
+	}
+	return nextUser(msgs, from, end)
+}
+
+// nextUser is the first turn boundary after from, or end.
+func nextUser(msgs []llm.Message, from, end int) int {
+	for i := from + 1; i < end; i++ {
+		if msgs[i].Role == llm.RoleUser {
+			return i
+		}
+	}
+	return end
 }
 
 // withSlot runs fn holding one of the MaxConcurrentTurns slots, so that

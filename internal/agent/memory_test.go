@@ -14,6 +14,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -262,12 +263,21 @@ func TestConsolidationsOfOneSessionNeverOverlap(t *testing.T) {
 	if p := peak.Load(); p != 1 {
 		t.Errorf("peak concurrent consolidations of one session = %d, want 1", p)
 	}
-	if n := calls.Load(); n != 2 {
-		t.Errorf("%d consolidations, want 2 (the background one, then /new's for the rest)", n)
+	// The background one, possibly followed by another for the turns that
+	// came meanwhile (a backlog is folded in until the session is under its
+	// window), then /new's for the rest: one after the other.
+	n := int(calls.Load())
+	if n < 2 {
+		t.Errorf("%d consolidations, want the background one and /new's", n)
 	}
 	hist := h.readFile(memory.HistoryFile)
-	if strings.Index(hist, "Part 1.") > strings.Index(hist, "Part 2.") || strings.Count(hist, "[2025-01-01 10:00]") != 2 {
-		t.Errorf("HISTORY.md should hold both parts in order:\n%s", hist)
+	if strings.Count(hist, "[2025-01-01 10:00]") != n {
+		t.Errorf("HISTORY.md should hold all %d parts:\n%s", n, hist)
+	}
+	for i := 1; i < n; i++ {
+		if strings.Index(hist, fmt.Sprintf("Part %d.", i)) > strings.Index(hist, fmt.Sprintf("Part %d.", i+1)) {
+			t.Errorf("HISTORY.md parts out of order:\n%s", hist)
+		}
 	}
 }
 
@@ -472,5 +482,79 @@ func TestConsolidationByTokenShare(t *testing.T) {
 	h.until("consolidation", func() bool { return h.snapshot("test:c1").Consolidated > 0 })
 	if snap := h.snapshot("test:c1"); snap.Consolidated != 2 || len(snap.Messages) != 4 {
 		t.Errorf("offset %d of %d, want the first turn (2 of 4) consolidated", snap.Consolidated, len(snap.Messages))
+	}
+}
+
+// A long backlog (here 400 messages against a window of 10) is folded in
+// part after part in the background after one turn, until the session is
+// back under its window; no part is bigger than a third of the context
+// window, so no transcript has to be cut.
+func TestBacklogConvergesInTheBackground(t *testing.T) {
+	noLeaks(t)
+	h := newHarness(t, smallWindow)
+	var seed []llm.Message
+	for i := range 200 {
+		seed = append(seed, llm.NewText(llm.RoleUser, fmt.Sprintf("old question %d %s", i, strings.Repeat("word ", 400))),
+			llm.NewText(llm.RoleAssistant, fmt.Sprintf("old answer %d", i)))
+	}
+	if _, err := h.store.Append("test:c1", seed...); err != nil {
+		t.Fatal(err)
+	}
+	var biggest atomic.Int64
+	h.script.Func = func(r fakellm.Request) fakellm.Reply {
+		if !isMemoryCall(r) {
+			return fakellm.Reply{Text: "ok"}
+		}
+		if n := int64(len(r.Raw)); n > biggest.Load() {
+			biggest.Store(n)
+		}
+		return saveMemory("[2025-01-01 10:00] Older talk.", "# Memory\n")
+	}
+	h.turn("c1", "new question")
+	h.until("backlog folded in", func() bool {
+		snap := h.snapshot("test:c1")
+		return len(snap.Unconsolidated()) <= 10 && h.memoryIdle("test:c1", 0)
+	})
+	if n := h.memoryCalls(); n < 3 {
+		t.Errorf("%d consolidation calls for a 400-message backlog; want several bounded parts", n)
+	}
+	// The harness's model window is 128k tokens: a third of it is ~170 KB of text.
+	if b := biggest.Load(); b > 250_000 {
+		t.Errorf("a consolidation request carried %d bytes; parts should be bounded", b)
+	}
+}
+
+func TestPartEnd(t *testing.T) {
+	turn := func(words int) []llm.Message {
+		return []llm.Message{llm.NewText(llm.RoleUser, strings.Repeat("w ", words)), llm.NewText(llm.RoleAssistant, "a")}
+	}
+	var msgs []llm.Message
+	for _, w := range []int{100, 100, 100, 1000, 100} {
+		msgs = append(msgs, turn(w)...)
+	}
+	cost := func(from, to int) int {
+		n := 0
+		for _, m := range msgs[from:to] {
+			n += history.Estimate(m)
+		}
+		return n
+	}
+	tests := []struct {
+		name              string
+		from, end, budget int
+		want              int
+	}{
+		{"everything fits", 0, 10, 1 << 20, 10},
+		{"cut at the last boundary that fits", 0, 10, cost(0, 6), 6},
+		{"a budget between boundaries rounds down", 0, 10, cost(0, 6) + 5, 6},
+		{"a first turn bigger than the budget goes alone", 6, 10, 10, 8},
+		{"from inside", 2, 8, cost(2, 6), 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := partEnd(msgs, tt.from, tt.end, tt.budget); got != tt.want {
+				t.Errorf("partEnd = %d, want %d", got, tt.want)
+			}
+		})
 	}
 }
