@@ -35,6 +35,8 @@ type setup struct {
 	MaxConcurrentTurns int
 	// ContextWindow overrides agents.context_window when > 0.
 	ContextWindow int
+	// MemoryWindow overrides agents.memory_window when > 0.
+	MemoryWindow int
 	// Seed runs before the gateway starts, on the fresh workspace.
 	Seed func(workspace string) error
 }
@@ -119,6 +121,9 @@ func (h *harness) config(s setup, ws string) []byte {
 	}
 	if s.ContextWindow > 0 {
 		agents["context_window"] = s.ContextWindow
+	}
+	if s.MemoryWindow > 0 {
+		agents["memory_window"] = s.MemoryWindow
 	}
 	channels := map[string]any{
 		"telegram": map[string]any{

@@ -22,6 +22,7 @@ type options struct {
 	settle     time.Duration
 	streamN    int
 	maxTurns   int
+	memWindow  int
 	keep       bool
 	pprofAddr  string
 	profileDir string
@@ -132,7 +133,7 @@ func (r historyResult) CPUPerTurn() time.Duration {
 // prior messages.
 func runHistory(ctx context.Context, o options, prior int) (historyResult, error) {
 	res := historyResult{Prior: prior}
-	s := setup{MaxConcurrentTurns: o.maxTurns, Seed: seedSessions(o.histChats, prior)}
+	s := setup{MaxConcurrentTurns: o.maxTurns, MemoryWindow: o.memWindow, Seed: seedSessions(o.histChats, prior)}
 	err := withGateway(ctx, o, s, func(h *harness, _ ready) error {
 		d := newDriver(h, o.histChats)
 		var first, added, model []time.Duration
