@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -21,7 +22,17 @@ type turnSlots struct {
 	used    int
 	inGroup int            // slots held by group chats
 	byGroup map[string]int // slots held per group
-	freed   chan struct{}  // closed and replaced whenever a slot is released
+	// queue holds the waiters in arrival order. A released slot is handed to
+	// the first waiter it fits, so waiting is first come, first served and
+	// a release wakes one goroutine, not all of them.
+	queue []*slotWaiter
+}
+
+// slotWaiter is one acquire waiting for a slot.
+type slotWaiter struct {
+	group   string
+	ready   chan struct{} // closed when the slot is granted
+	granted bool
 }
 
 // newTurnSlots applies the defaults: groupMax 0 means total-1 (at least 1),
@@ -36,32 +47,48 @@ func newTurnSlots(total, groupMax, perGroup int) *turnSlots {
 		perGroup = max((groupMax+1)/2, 1)
 	}
 	perGroup = min(perGroup, groupMax)
-	return &turnSlots{total: total, groupMax: groupMax, perGroup: perGroup,
-		byGroup: map[string]int{}, freed: make(chan struct{})}
+	return &turnSlots{total: total, groupMax: groupMax, perGroup: perGroup, byGroup: map[string]int{}}
 }
 
 // acquire waits for a slot for a turn of group ("" for a direct message)
 // and returns the function that gives it back. It fails only when ctx ends.
+// Waiters are served in arrival order among those a free slot fits (a DM
+// may pass a group waiting for the group share).
 func (s *turnSlots) acquire(ctx context.Context, group string) (release func(), err error) {
-	for {
-		s.mu.Lock()
-		if s.fits(group) {
-			s.used++
-			if group != "" {
-				s.inGroup++
-				s.byGroup[group]++
-			}
-			s.mu.Unlock()
-			var once sync.Once
-			return func() { once.Do(func() { s.release(group) }) }, nil
-		}
-		freed := s.freed
+	s.mu.Lock()
+	// Queued waiters never fit (every release serves them first), so taking
+	// a slot that fits now passes nobody who could have had it.
+	if s.fits(group) {
+		s.take(group)
 		s.mu.Unlock()
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		return s.releaser(group), nil
+	}
+	w := &slotWaiter{group: group, ready: make(chan struct{})}
+	s.queue = append(s.queue, w)
+	s.mu.Unlock()
+	select {
+	case <-w.ready:
+		return s.releaser(group), nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		if w.granted { // granted while giving up: hand it on
+			s.giveBackLocked(group)
+		} else {
+			s.queue = slices.DeleteFunc(s.queue, func(q *slotWaiter) bool { return q == w })
 		}
+		s.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+func (s *turnSlots) releaser(group string) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.giveBackLocked(group)
+			s.mu.Unlock()
+		})
 	}
 }
 
@@ -72,9 +99,16 @@ func (s *turnSlots) fits(group string) bool {
 	return group == "" || (s.inGroup < s.groupMax && s.byGroup[group] < s.perGroup)
 }
 
-func (s *turnSlots) release(group string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *turnSlots) take(group string) {
+	s.used++
+	if group != "" {
+		s.inGroup++
+		s.byGroup[group]++
+	}
+}
+
+// giveBackLocked returns group's slot and serves the queue.
+func (s *turnSlots) giveBackLocked(group string) {
 	s.used--
 	if group != "" {
 		s.inGroup--
@@ -82,8 +116,17 @@ func (s *turnSlots) release(group string) {
 			delete(s.byGroup, group)
 		}
 	}
-	close(s.freed)
-	s.freed = make(chan struct{})
+	for i := 0; i < len(s.queue); {
+		w := s.queue[i]
+		if !s.fits(w.group) {
+			i++
+			continue
+		}
+		s.take(w.group)
+		w.granted = true
+		close(w.ready)
+		s.queue = slices.Delete(s.queue, i, i+1)
+	}
 }
 
 // inUse reports the slots held in total and by group chats, for tests.

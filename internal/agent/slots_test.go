@@ -183,3 +183,94 @@ func TestBusyGroupDoesNotStarveDirectMessages(t *testing.T) {
 		t.Errorf("group turns in flight peaked at %d, want 1 (max_group_turns defaults to max_concurrent_turns-1)", p)
 	}
 }
+
+// Waiters are served first come, first served: with one slot and ten
+// waiters queued in order, the slot passes down the queue in that order.
+func TestTurnSlotsServeWaitersInArrivalOrder(t *testing.T) {
+	s := newTurnSlots(1, 0, 0)
+	hold, _ := s.acquire(context.Background(), "")
+	order := make(chan int, 10)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			release, err := s.acquire(context.Background(), "")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			order <- i
+			release()
+		}()
+		// Wait until this waiter is queued before starting the next one.
+		for {
+			s.mu.Lock()
+			n := len(s.queue)
+			s.mu.Unlock()
+			if n == i+1 {
+				break
+			}
+			time.Sleep(time.Microsecond)
+		}
+	}
+	hold()
+	wg.Wait()
+	close(order)
+	want := 0
+	for got := range order {
+		if got != want {
+			t.Fatalf("waiter %d served when %d was first in line", got, want)
+		}
+		want++
+	}
+}
+
+// A waiter that gives up is removed from the queue; one that gives up just
+// as it was granted hands the slot on instead of leaking it.
+func TestTurnSlotsCancelledWaiter(t *testing.T) {
+	s := newTurnSlots(1, 0, 0)
+	hold, _ := s.acquire(context.Background(), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.acquire(ctx, "")
+		errc <- err
+	}()
+	for {
+		s.mu.Lock()
+		n := len(s.queue)
+		s.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Microsecond)
+	}
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("cancelled acquire succeeded")
+	}
+	hold()
+	if used, _ := s.inUse(); used != 0 {
+		t.Fatalf("%d slots in use after everything was released or cancelled", used)
+	}
+
+	// Granted and cancelled at once: the slot must come back.
+	for range 200 {
+		hold, _ := s.acquire(context.Background(), "")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if release, err := s.acquire(ctx, ""); err == nil {
+				release()
+			}
+		}()
+		go cancel()
+		hold()
+		<-done
+		if used, _ := s.inUse(); used != 0 {
+			t.Fatalf("slot leaked in a grant/cancel race: %d in use", used)
+		}
+	}
+}
