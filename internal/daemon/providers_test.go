@@ -94,7 +94,9 @@ gateway: {heartbeat: {enabled: false}}
 			}
 		}
 	}
-	readNotes := func(id string) fakellm.Call { return fakellm.Call{ID: id, Name: "read_file", Args: `{"path":"notes.md"}`} }
+	readNotes := func(id string) fakellm.Call {
+		return fakellm.Call{ID: id, Name: "read_file", Args: `{"path":"notes.md"}`}
+	}
 	listDir := func(id string) fakellm.Call { return fakellm.Call{ID: id, Name: "list_dir", Args: `{"path":"."}`} }
 
 	oa.Push(fakellm.Reply{ToolCalls: []fakellm.Call{readNotes("call_a1"), listDir("call_a2")}}, fakellm.Reply{Text: "OpenAI: your note says buy milk."})
