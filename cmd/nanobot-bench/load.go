@@ -42,6 +42,9 @@ type driver struct {
 	// reply decides the model's answer and may note when its first token
 	// goes out; nil answers replyText at once.
 	reply func(st *chatState) fakellm.Reply
+	// think is how long each chat waits after a reply before it sends its
+	// next message (a person reading); 0 is a closed loop at full speed.
+	think time.Duration
 }
 
 // chatState is what the model fake learned about a chat's turn in flight
@@ -182,8 +185,8 @@ func (r loadResult) CPUPerTurn() time.Duration {
 	return r.CPU / time.Duration(r.Turns)
 }
 
-// run drives every chat in a closed loop (send, wait for the reply, send
-// again) for warmup+window, and measures the window.
+// run drives every chat in a closed loop (send, wait for the reply, wait
+// think, send again) for warmup+window, and measures the window.
 func (d *driver) run(ctx context.Context, warmup, window time.Duration) (loadResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -214,6 +217,13 @@ func (d *driver) run(ctx context.Context, warmup, window time.Duration) (loadRes
 					mu.Lock()
 					samples = append(samples, s)
 					mu.Unlock()
+				}
+				if d.think > 0 {
+					select {
+					case <-time.After(d.think):
+					case <-ctx.Done():
+						return
+					}
 				}
 			}
 		})

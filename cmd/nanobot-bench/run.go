@@ -39,6 +39,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.streamN, "stream-turns", 10, "stream: turns per run")
 	fs.IntVar(&o.maxTurns, "max-concurrent-turns", 0, "agents.max_concurrent_turns for load and history [the config default]")
 	fs.IntVar(&o.memWindow, "memory-window", 0, "history: agents.memory_window [the config default, 100]")
+	fs.DurationVar(&o.think, "think", 0, "load: each chat's pause between a reply and its next message (0: closed loop at full speed)")
 	fs.StringVar(&jsonPath, "json", "", "also write every run's raw results to this file")
 	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window to this directory (builds the binary with -tags nanobot_pprof)")
 	fs.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, workspace, gateway.log)")
@@ -180,8 +181,8 @@ func intList(s string) ([]int, error) {
 }
 
 func (o options) describe() string {
-	return fmt.Sprintf("runs=%d chats=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d",
-		o.runs, o.chats, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.streamN, o.maxTurns, o.memWindow)
+	return fmt.Sprintf("runs=%d chats=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v",
+		o.runs, o.chats, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.streamN, o.maxTurns, o.memWindow, o.think)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

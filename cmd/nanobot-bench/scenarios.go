@@ -23,6 +23,7 @@ type options struct {
 	streamN    int
 	maxTurns   int
 	memWindow  int
+	think      time.Duration
 	keep       bool
 	pprofAddr  string
 	profileDir string
@@ -191,7 +192,9 @@ func drive(ctx context.Context, o options, s setup, chats int, name string) (loa
 			profiled <- nil
 		}
 		var err error
-		res, err = newDriver(h, chats).run(ctx, o.warmup, o.window)
+		d := newDriver(h, chats)
+		d.think = o.think
+		res, err = d.run(ctx, o.warmup, o.window)
 		if err != nil {
 			cancel() // the profiler stops; wait for it before the gateway goes
 			<-profiled
