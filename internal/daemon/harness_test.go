@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +24,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/health"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
 )
@@ -59,9 +63,15 @@ type gw struct {
 	tg      *telegramfake.Server
 	dc      *discordfake.Server
 	dcOwner discordfake.User
-	cancel  context.CancelFunc
-	done    chan error
-	log     *zap.Logger
+	// tgURL is where the gateway reaches Telegram: the fake, unless a test
+	// puts a proxy in between before writeConfig.
+	tgURL  string
+	cancel context.CancelFunc
+	done   chan error
+	log    *zap.Logger
+	// base is the gateway's HTTP listener (/healthz, /readyz, /metrics).
+	base   string
+	client *http.Client
 }
 
 // startGateway writes a config pointing at fresh fakes, then runs the gateway
@@ -91,6 +101,7 @@ func newGW(t *testing.T, s setup) *gw {
 	}
 	g.llm = openaifake.New(t, g.script)
 	g.tg = telegramfake.New(t)
+	g.tgURL = g.tg.URL()
 	if s.discord {
 		g.dc = discordfake.New(t, discordfake.Options{})
 		g.dcOwner = g.dc.NewUser("owner")
@@ -141,7 +152,7 @@ func (g *gw) writeConfig(s setup, extra string) {
   shutdown_grace: 5s
   heartbeat: {enabled: false}
 `, g.home, indent(s.agents, "  "), openaifake.DefaultAPIKey, g.llm.URL(), indent(openai, "    "),
-		telegramfake.Token, g.tg.URL(), allowFrom(s.telegram), indent(s.telegram, "    "), discord, tools)
+		telegramfake.Token, g.tgURL, allowFrom(s.telegram), indent(s.telegram, "    "), discord, tools)
 	yaml += extra
 	if err := os.WriteFile(g.configPath(), []byte(yaml), 0o600); err != nil {
 		g.t.Fatal(err)
@@ -169,8 +180,14 @@ func (g *gw) configPath() string { return filepath.Join(g.home, "config.yaml") }
 // start runs the gateway on g.cfg until stop or the end of the test.
 func (g *gw) start() {
 	g.t.Helper()
-	gateway, err := NewGateway(g.cfg, Options{Version: "test", DataDir: g.home}, g.log)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.base = "http://" + ln.Addr().String()
+	gateway, err := NewGateway(g.cfg, Options{Version: "test", DataDir: g.home, Listener: ln}, g.log)
+	if err != nil {
+		ln.Close()
 		g.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -310,5 +327,49 @@ func (g *gw) waitUntil(what string, cond func() bool) {
 			g.t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// get fetches path from the gateway's HTTP listener.
+func (g *gw) get(path string) (int, string) {
+	g.t.Helper()
+	if g.client == nil {
+		// Its own transport, so its idle connections can be closed before
+		// the leak check.
+		g.client = &http.Client{Transport: &http.Transport{}}
+		g.t.Cleanup(g.client.CloseIdleConnections)
+	}
+	resp, err := g.client.Get(g.base + path)
+	if err != nil {
+		g.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// waitReady polls /readyz until its readiness is want; it returns the last
+// report.
+func (g *gw) waitReady(want bool) health.Report {
+	g.t.Helper()
+	// A channel's recovery waits for its reconnect backoff: longer than
+	// waitUntil's 10 s.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := g.get("/readyz")
+		var r health.Report
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			g.t.Fatalf("/readyz body is not JSON: %s", body)
+		}
+		if (code == 200) != r.Ready {
+			g.t.Fatalf("/readyz status %d disagrees with its body %s", code, body)
+		}
+		if r.Ready == want {
+			return r
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("/readyz never became ready=%v; last: %d %s", want, code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -6,6 +6,7 @@
 //	openaifake   OpenAI Chat Completions (SSE) and /audio/transcriptions
 //	anthropicfake Anthropic Messages (SSE)
 //	telegramfake Telegram Bot API
+//	Outage       a TCP proxy that drops a link and restores it (a network blip)
 //	discordfake  Discord REST and gateway
 //
 // Test code only: nothing imports them but _test files, other fakes and
