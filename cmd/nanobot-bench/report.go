@@ -79,7 +79,9 @@ func (rep *report) print(w io.Writer) {
 		fmt.Fprintf(w, "| restart: exec → Telegram polling and Discord READY (ms) | %s |\n", col(func(r idleResult) float64 { return ms(r.AllReady) }))
 		fmt.Fprintf(w, "| idle RSS (MiB) | %s |\n", col(func(r idleResult) float64 { return mib(r.Memory.RSS) }))
 		fmt.Fprintf(w, "| of which anonymous (MiB) | %s |\n", col(func(r idleResult) float64 { return mib(r.Memory.Anon) }))
-		fmt.Fprintf(w, "| of which file-backed (MiB) | %s |\n\n", col(func(r idleResult) float64 { return mib(r.Memory.File) }))
+		fmt.Fprintf(w, "| of which file-backed (MiB) | %s |\n", col(func(r idleResult) float64 { return mib(r.Memory.File) }))
+		printWorkingSet(w, rep.Idle, col)
+		fmt.Fprintln(w)
 	}
 	if len(rep.Load) > 0 {
 		fmt.Fprintln(w, "### Load: closed loop, zero-latency model, streaming off")
@@ -185,4 +187,22 @@ func withSpread(xs []float64, format string) string {
 		s += fmt.Sprintf(" ["+format+" – "+format+"]", lo, hi)
 	}
 	return s
+}
+
+// printWorkingSet adds the idle working set rows, or says why they are
+// missing.
+func printWorkingSet(w io.Writer, idle []idleResult, col func(func(idleResult) float64) string) {
+	for _, r := range idle {
+		if r.WorkingSet.RSS == 0 {
+			why := r.WorkingSetErr
+			if why == "" {
+				why = "-working-set 0"
+			}
+			fmt.Fprintf(w, "| idle working set | not measured (%s) |\n", why)
+			return
+		}
+	}
+	fmt.Fprintf(w, "| idle working set: largest RSS after the binary was paged out (MiB) | %s |\n", col(func(r idleResult) float64 { return mib(r.WorkingSet.RSS) }))
+	fmt.Fprintf(w, "| of which anonymous (MiB) | %s |\n", col(func(r idleResult) float64 { return mib(r.WorkingSet.Anon) }))
+	fmt.Fprintf(w, "| of which file-backed (MiB) | %s |\n", col(func(r idleResult) float64 { return mib(r.WorkingSet.File) }))
 }

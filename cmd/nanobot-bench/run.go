@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.histChats, "history-chats", 20, "history: chats, each with its own seeded session")
 	fs.IntVar(&o.histTurns, "history-turns", 5, "history: measured turns in each chat after its first")
 	fs.DurationVar(&o.settle, "settle", 5*time.Second, "idle: wait after ready before reading memory")
+	fs.DurationVar(&o.workingSet, "working-set", 45*time.Second, "idle: after reading memory, page the binary out and watch the RSS this long (covers a 30 s long poll and a 41 s Discord heartbeat); 0 skips it")
 	fs.IntVar(&o.streamN, "stream-turns", 10, "stream: turns per run")
 	fs.IntVar(&o.maxTurns, "max-concurrent-turns", 0, "agents.max_concurrent_turns for load and history [the config default]")
 	fs.IntVar(&o.memWindow, "memory-window", 0, "history: agents.memory_window [the config default, 100]")
@@ -181,8 +182,8 @@ func intList(s string) ([]int, error) {
 }
 
 func (o options) describe() string {
-	return fmt.Sprintf("runs=%d chats=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v",
-		o.runs, o.chats, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.streamN, o.maxTurns, o.memWindow, o.think)
+	return fmt.Sprintf("runs=%d chats=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v",
+		o.runs, o.chats, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

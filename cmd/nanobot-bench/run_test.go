@@ -49,7 +49,7 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	jsonPath := filepath.Join(t.TempDir(), "bench.json")
 	var stdout, stderr bytes.Buffer
 	args := []string{"-nanobot", nanobot, "-runs", "1", "-chats", "3", "-warmup", "300ms", "-window", "1500ms",
-		"-prior", "10,300", "-history-chats", "2", "-history-turns", "2", "-settle", "100ms", "-stream-turns", "2",
+		"-prior", "10,300", "-history-chats", "2", "-history-turns", "2", "-settle", "100ms", "-working-set", "300ms", "-stream-turns", "2",
 		"-json", jsonPath}
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -73,6 +73,9 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	idle := rep.Idle[0]
 	if idle.Ready.Healthz <= 0 || idle.Ready.FirstPoll <= 0 || idle.First.Healthz <= 0 || idle.Memory.RSS <= 0 || idle.Memory.Anon <= 0 {
 		t.Errorf("idle = %+v", idle)
+	}
+	if idle.WorkingSet.RSS <= 0 && idle.WorkingSetErr == "" {
+		t.Errorf("idle working set neither measured nor explained: %+v", idle)
 	}
 	load := rep.Load[0]
 	if load.Chats != 3 || load.Turns == 0 || load.Added.P50 <= 0 || load.Model.P50 <= 0 || load.CPU <= 0 || load.RSS.RSS <= 0 || load.ModelCalls != 1 {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 )
@@ -20,6 +23,7 @@ type options struct {
 	histChats  int
 	histTurns  int
 	settle     time.Duration
+	workingSet time.Duration
 	streamN    int
 	maxTurns   int
 	memWindow  int
@@ -60,6 +64,12 @@ type idleResult struct {
 	// AllReady is when both channels were connected (Discord READY seen).
 	AllReady time.Duration
 	Memory   memory
+	// WorkingSet is the largest RSS over a stretch of idling after the
+	// binary's pages were paged out (see idleWorkingSet); zero if not
+	// measured.
+	WorkingSet memory
+	// WorkingSetErr says why WorkingSet was not measured.
+	WorkingSetErr string `json:",omitempty"`
 }
 
 // runIdle starts the gateway with both channels, stops it and starts it
@@ -95,6 +105,20 @@ func runIdle(ctx context.Context, o options) (idleResult, error) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		res.Memory = medianMemory(ms)
+		if o.workingSet <= 0 {
+			return nil
+		}
+		ws, err := idleWorkingSet(ctx, h.pid(), o.workingSet)
+		switch {
+		case errors.Is(err, unix.EPERM), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EINVAL):
+			// Not allowed (no CAP_SYS_NICE) or an old kernel: the figure is
+			// missing from the report, not made up.
+			res.WorkingSetErr = err.Error()
+		case err != nil:
+			return err
+		default:
+			res.WorkingSet = ws
+		}
 		return nil
 	})
 	return res, err
