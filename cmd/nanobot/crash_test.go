@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/go-telegram/bot/models"
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
@@ -36,6 +38,7 @@ type gatewayEnv struct {
 	script *fakellm.Script
 	llm    *openaifake.Server
 	tg     *telegramfake.Server
+	dc     *discordfake.Server // set by addDiscord
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -141,10 +144,32 @@ func (e *gatewayEnv) launch() {
 // env is the daemon's environment: the secrets come from it, as a user's
 // systemd unit or container would pass them.
 func (e *gatewayEnv) env() []string {
-	return []string{
+	env := []string{
 		"HOME=" + e.home, "PATH=" + os.Getenv("PATH"),
 		"OPENAI_API_KEY=" + openaifake.DefaultAPIKey, "TELEGRAM_BOT_TOKEN=" + telegramfake.Token,
 	}
+	if e.dc != nil {
+		env = append(env, "DISCORD_BOT_TOKEN="+e.dc.Token())
+	}
+	return env
+}
+
+// addDiscord starts a fake Discord and enables the Discord channel, with
+// owner allowed, in the config.
+func (e *gatewayEnv) addDiscord() (owner discordfake.User) {
+	e.t.Helper()
+	e.dc = discordfake.New(e.t, discordfake.Options{})
+	owner = e.dc.NewUser("owner")
+	data, err := os.ReadFile(e.config)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	block := fmt.Sprintf("  discord: {enabled: true, token: \"${DISCORD_BOT_TOKEN}\", api_url: %q, allow_from: [%q], edit_interval: 10ms}\ngateway:", e.dc.URL(), owner.ID)
+	yaml := strings.Replace(string(data), "gateway:", block, 1)
+	if err := os.WriteFile(e.config, []byte(yaml), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return owner
 }
 
 // kill9 kills the gateway with SIGKILL: no shutdown code runs.
@@ -230,9 +255,15 @@ func (e *gatewayEnv) pendingUpdates() int {
 // sessionRoles reads a chat's session as a restarted store would.
 func (e *gatewayEnv) sessionRoles(chat int64) string {
 	e.t.Helper()
+	return e.roles(fmt.Sprintf("telegram:%d", chat))
+}
+
+// roles reads a session as a restarted store would and lists its roles.
+func (e *gatewayEnv) roles(key string) string {
+	e.t.Helper()
 	store := session.NewStore(filepath.Join(e.home, ".nanobot", "workspace", "sessions"), session.Options{}, zap.NewNop())
 	defer store.Close()
-	snap, err := store.Get(fmt.Sprintf("telegram:%d", chat))
+	snap, err := store.Get(key)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -358,5 +389,67 @@ func TestKill9DuringDeliverySendsTheRecordedAnswer(t *testing.T) {
 	}
 	if r := e.sessionRoles(alice); r != "user,assistant,user,assistant" {
 		t.Errorf("session roles = %s", r)
+	}
+}
+
+// SIGKILL while the model answers a Discord DM, then a message posted while
+// the daemon is down. Discord redelivers neither: after the restart the
+// catch-up fetches both; the agent finds the first in the session, its turn
+// unfinished, and resumes it with the second taken in (as it merges any
+// messages that queue up for a chat): one answer for both, nothing lost,
+// nothing answered twice.
+func TestKill9MidTurnOnDiscordThenRestart(t *testing.T) {
+	e := newGatewayEnv(t, "")
+	owner := e.addDiscord()
+	var hang atomic.Bool
+	hang.Store(true)
+	e.script.Func = func(r fakellm.Request) fakellm.Reply {
+		reply := answerLast(r)
+		if strings.HasSuffix(r.LastUserText(), "\nfirst") && hang.Swap(false) {
+			reply.Delay = time.Hour // until the process dies and the request with it
+		}
+		return reply
+	}
+	e.start()
+	e.dc.WaitReady(t, 1)
+	dm := e.dc.AddDM(owner)
+	say := func(text string) {
+		e.dc.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: owner, Content: text})
+	}
+	say("first")
+	e.waitUntil("the model to be asked", func() bool { return e.requestsFor("first") == 1 })
+	e.kill9()
+	say("while down")
+
+	e.start()
+	answers := func() string {
+		var out []string
+		for _, m := range e.dc.Messages(dm) {
+			if !m.Deleted {
+				out = append(out, m.Content)
+			}
+		}
+		return strings.Join(out, "|")
+	}
+	e.waitUntil("the answer after the restart", func() bool { return answers() == "answer to while down" })
+	say("third")
+	e.waitUntil("the third answer", func() bool { return answers() == "answer to while down|answer to third" })
+	e.stop()
+
+	if got, want := answers(), "answer to while down|answer to third"; got != want {
+		t.Errorf("the DM shows %q, want %q", got, want)
+	}
+	if r := e.roles("discord:" + dm); r != "user,user,assistant,user,assistant" {
+		t.Errorf("session roles = %s, want each message once and one answer for the first two", r)
+	}
+	if n, m := e.requestsFor("first"), e.requestsFor("while down"); n != 1 || m != 1 {
+		t.Fatalf("model asked %d times ending with first (want 1: killed) and %d ending with the message sent while down (want 1)", n, m)
+	}
+	for _, r := range e.script.Requests() {
+		if strings.HasSuffix(r.LastUserText(), "\nwhile down") && !slices.ContainsFunc(r.Messages, func(m fakellm.Message) bool {
+			return m.Role == "user" && strings.HasSuffix(m.Text, "\nfirst")
+		}) {
+			t.Errorf("the resumed turn does not show the model the first message: %+v", r.Messages)
+		}
 	}
 }

@@ -152,6 +152,10 @@ type DiscordConfig struct {
 	AllowChannels []string `mapstructure:"allow_channels"`
 	AllowRoles    []string `mapstructure:"allow_roles"`
 	MaxMediaBytes int64    `mapstructure:"max_media_bytes"`
+	// CatchUp is how far back messages posted while the bot was away (down,
+	// or reconnecting without a resume) are fetched and answered, in the
+	// chats it answers in; 0 turns that off.
+	CatchUp time.Duration `mapstructure:"catch_up"`
 }
 
 // TranscriptionConfig points at an OpenAI-compatible transcription endpoint.

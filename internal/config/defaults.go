@@ -61,6 +61,7 @@ var defaults = map[string]any{
 	"channels.discord.allow_channels":  []string{},
 	"channels.discord.allow_roles":     []string{},
 	"channels.discord.max_media_bytes": 25 << 20,
+	"channels.discord.catch_up":        "24h",
 
 	"channels.transcription.base_url": "",
 	"channels.transcription.api_key":  "",

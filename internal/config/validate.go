@@ -291,6 +291,9 @@ func validateDiscord(p *checker, d *DiscordConfig) {
 		}
 	}
 	p.atLeast(key+".max_media_bytes", d.MaxMediaBytes, 1)
+	if d.CatchUp < 0 {
+		p.add(key+".catch_up", "must not be negative (0 turns catching up off; e.g. 24h)")
+	}
 }
 
 func validateTranscription(p *checker, t *TranscriptionConfig) {

@@ -248,6 +248,7 @@ func TestValidateRules(t *testing.T) {
 		{"discord guild id", func(c *Config) { c.Channels.Discord.AllowGuilds = []string{""} }, "channels.discord.allow_guilds[0]: must not be empty"},
 		{"discord api_url", func(c *Config) { c.Channels.Discord.APIURL = "discord.com" }, "channels.discord.api_url: must be a http or https URL"},
 		{"discord max_media_bytes", func(c *Config) { c.Channels.Discord.MaxMediaBytes = -1 }, "channels.discord.max_media_bytes: must be at least 1"},
+		{"discord catch_up negative", func(c *Config) { c.Channels.Discord.CatchUp = -time.Hour }, "channels.discord.catch_up: must not be negative"},
 		{"transcription url", func(c *Config) { c.Channels.Transcription.BaseURL = "api.openai.com" }, "channels.transcription.base_url: must be a http or https URL"},
 		{"transcription model", func(c *Config) {
 			c.Channels.Transcription.BaseURL = "https://api.openai.com/v1"

@@ -107,7 +107,7 @@ func (g *Gateway) buildChannels() error {
 	}
 	if dc := cfg.Channels.Discord; dc.Enabled {
 		d, err := discord.New(dc, discord.Deps{
-			Bus: g.core.Bus, Pairing: pairing, Workspace: ws,
+			Bus: g.core.Bus, Pairing: pairing, Workspace: ws, DataDir: g.opts.DataDir,
 			Transcription: cfg.Channels.Transcription, Limits: limits(dc.Access),
 		}, g.log.Named("discord"))
 		if err != nil {

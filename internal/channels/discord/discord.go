@@ -1,7 +1,8 @@
 // Package discord is the Discord channel (S-H3): it keeps a gateway session
 // (intents guilds, guild messages, direct messages, message content) alive
 // across disconnects, RECONNECT and INVALID_SESSION, turns the messages it
-// may answer into bus.InboundMessages, and sends, edits, deletes and types
+// may answer into bus.InboundMessages, fetches over REST what it missed
+// while away (cursors.go, catchup.go), and sends, edits, deletes and types
 // over the REST API for the channel-neutral manager in package channels.
 //
 // It is built on github.com/bwmarrin/discordgo with these deliberate
@@ -20,6 +21,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,6 +75,10 @@ type Deps struct {
 	// Limits bound what senders can push (length, rate, dedupe); Channel
 	// and Clock are filled in by the adapter.
 	Limits channels.IntakeConfig
+	// DataDir holds the chats' cursors (CursorFile), with which messages
+	// posted while the bot was away are fetched and answered. Empty, or
+	// catch_up 0, turns that off.
+	DataDir string
 }
 
 // Channel is the Discord adapter. Create it with New, then Run it; Send,
@@ -98,6 +104,11 @@ type Channel struct {
 	state  guildState
 	dms    dmCache
 	health health
+
+	// cursors (nil when catch-up is off) and catchUpDue, signalled by each
+	// new gateway session (see cursors.go and catchup.go).
+	cursors    *cursors
+	catchUpDue chan struct{}
 }
 
 var (
@@ -156,6 +167,10 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 		dial:         &gatewayDialer{},
 		token:        token,
 		disconnected: make(chan struct{}, 1),
+		catchUpDue:   make(chan struct{}, 1),
+	}
+	if cfg.CatchUp > 0 && deps.DataDir != "" {
+		c.cursors = newCursors(filepath.Join(deps.DataDir, CursorFile), deps.Clock.Now, log)
 	}
 	deps.Limits.Channel, deps.Limits.Clock = Name, deps.Clock
 	c.intake = channels.NewIntake(deps.Limits, access, deps.Bus, log)
@@ -217,6 +232,20 @@ func (c *Channel) Run(ctx context.Context) error {
 	c.lanes.Store(lanes)
 	c.runCtx.Store(&ctx)
 
+	var wg, catching sync.WaitGroup
+	wctx, stopWriter := context.WithCancel(context.Background())
+	if c.cursors != nil {
+		if err := c.cursors.load(); err != nil {
+			c.log.Error("discord cursors not loaded", zap.Error(err))
+		}
+		// The writer outlives the lanes: the acks of the messages they
+		// drain must reach the file.
+		wg.Add(1)
+		go func() { defer wg.Done(); c.cursors.writer(wctx) }()
+		catching.Add(1)
+		go func() { defer catching.Done(); c.catchUpLoop(ctx) }()
+	}
+
 	err := c.connectLoop(ctx)
 	cancel() // also when Discord refused the bot: queued messages stop early
 
@@ -227,7 +256,10 @@ func (c *Channel) Run(ctx context.Context) error {
 		c.log.Warn("closing gateway", zap.Error(cerr))
 	}
 	c.dial.closeConn()
+	catching.Wait() // it queues on the lanes
 	lanes.Close()
+	stopWriter()
+	wg.Wait()
 	// Keep-alive connections hold goroutines; Send opens new ones if the
 	// manager still delivers after Run.
 	c.sess.Client.CloseIdleConnections()
@@ -405,6 +437,15 @@ func (c *Channel) onReady(_ *discordgo.Session, r *discordgo.Ready) {
 		c.state.setApp(r.Application.ID)
 	}
 	c.log.Info("gateway ready", zap.Int("guilds", len(r.Guilds)))
+	if c.cursors != nil {
+		// A new session: Discord will not replay what was posted before
+		// it, so the chats the bot answers in are fetched.
+		c.cursors.freeze()
+		select {
+		case c.catchUpDue <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (c *Channel) onResumed(_ *discordgo.Session, _ *discordgo.Resumed) {

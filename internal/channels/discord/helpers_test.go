@@ -53,6 +53,10 @@ type setup struct {
 	manager func(*channels.ManagerConfig)
 	noWait  bool // do not wait for READY (for refused connections)
 	quiet   bool // no logs (benchmarks print every log line)
+	// server and dataDir, when set, reuse a fake and a data directory, to
+	// start the adapter again as after a restart.
+	server  *discordfake.Server
+	dataDir string
 }
 
 // reply is what the stand-in agent does for one inbound message.
@@ -80,7 +84,10 @@ type env struct {
 
 func start(t testing.TB, s setup) *env {
 	t.Helper()
-	fake := discordfake.New(t, s.fake)
+	fake := s.server
+	if fake == nil {
+		fake = discordfake.New(t, s.fake)
+	}
 	if s.before != nil {
 		s.before(fake)
 	}
@@ -89,12 +96,16 @@ func start(t testing.TB, s setup) *env {
 		Access:        config.Access{Policy: "allowlist", AllowFrom: []string{"*"}, GroupPolicy: "mention"},
 		OutputConfig:  config.OutputConfig{EditInterval: time.Second},
 		MaxMediaBytes: 1 << 20,
+		CatchUp:       24 * time.Hour,
 	}
 	if s.cfg != nil {
 		s.cfg(&cfg)
 	}
 	b := bus.New(64)
-	deps := discord.Deps{Bus: b, Workspace: t.TempDir(), Clock: instantClock{}}
+	if s.dataDir == "" {
+		s.dataDir = t.TempDir()
+	}
+	deps := discord.Deps{Bus: b, Workspace: t.TempDir(), DataDir: s.dataDir, Clock: instantClock{}}
 	if s.deps != nil {
 		s.deps(&deps)
 	}
@@ -175,7 +186,8 @@ func (e *env) waitHealthy() {
 
 // standInAgent plays the agent's side of the bus contract: per inbound
 // message, KindStart, the drafts, one KindFinal (replying to the message),
-// then any extra messages. It closes the outbound queue when inbound closes.
+// then any extra messages, then the acknowledgement. It closes the outbound
+// queue when inbound closes.
 func standInAgent(b *bus.Bus, got chan<- bus.InboundMessage, answer func(bus.InboundMessage) reply) {
 	defer b.CloseOutbound()
 	ctx := context.Background()
@@ -202,6 +214,9 @@ func standInAgent(b *bus.Bus, got chan<- bus.InboundMessage, answer func(bus.Inb
 		for _, x := range r.media {
 			x.Channel, x.ChatID = m.Channel, m.ChatID
 			_ = b.PublishOutbound(ctx, x)
+		}
+		if m.Ack != nil {
+			m.Ack()
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/bwmarrin/discordgo"
@@ -14,21 +15,45 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels"
 )
 
-// onMessageCreate runs on discordgo's gateway reader (SyncEvents): it only
-// queues the message on its chat's lane, waiting while too many are
-// pending, so a chat's messages keep their order and memory stays bounded.
+// onMessageCreate runs on discordgo's gateway reader (SyncEvents).
 func (c *Channel) onMessageCreate(_ *discordgo.Session, e *discordgo.MessageCreate) {
-	if e.Message == nil || !fromHuman(e.Message, c.state.bot()) {
+	m := e.Message
+	if m == nil {
 		return
+	}
+	// In a chat waiting for its catch-up, older messages are still to be
+	// fetched: this one is handled after them.
+	if c.cursors != nil && c.cursors.hold(m.ChannelID, func() { c.receive(m) }) {
+		return
+	}
+	c.receive(m)
+}
+
+// receive queues a live or caught-up message on its chat's lane, waiting
+// while too many are pending, so a chat's messages keep their order and
+// memory stays bounded. It reports whether the message was queued: not when
+// it is not from a human, was seen before, or the channel is stopping (it
+// then stays pending, and the next start fetches it again).
+func (c *Channel) receive(m *discordgo.Message) bool {
+	if !fromHuman(m, c.state.bot()) {
+		return false
 	}
 	ctxp, lanes := c.runCtx.Load(), c.lanes.Load()
 	if ctxp == nil || lanes == nil {
-		return
+		return false
 	}
-	ctx, m := *ctxp, e.Message
+	if c.cursors != nil {
+		if id, err := strconv.ParseUint(m.ID, 10, 64); err == nil && !c.cursors.seen(m.ChannelID, id, m.GuildID) {
+			c.log.Debug("message already handled", zap.String("message", m.ID))
+			return false
+		}
+	}
+	ctx := *ctxp
 	if err := lanes.Go(ctx, m.ChannelID, func() { c.handle(ctx, m) }); err != nil {
 		c.log.Info("inbound message not handled: shutting down", zap.String("message", m.ID))
+		return false
 	}
+	return true
 }
 
 // handle turns a message into an Arrival for the intake, which applies the
@@ -48,13 +73,30 @@ func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 		Metadata:   map[string]string{"is_group": "false"},
 	}
 	a := channels.Arrival{Msg: in, Username: m.Author.Username}
+	id, err := strconv.ParseUint(m.ID, 10, 64)
+	if c.cursors != nil && err == nil {
+		a.Msg.Ack = func() { c.cursors.ack(m.ChannelID, id) }
+	}
 	if m.GuildID != "" {
 		if !c.guildGate(ctx, m.GuildID, m.ChannelID, m.Author.ID, m.Member, &a) {
+			if a.Msg.Ack != nil {
+				a.Msg.Ack()
+			}
 			return
 		}
 		var roles []string
 		a.Addressed, roles = c.addressed(ctx, m, bot)
 		a.Msg.Content = stripBotMention(m.Content, bot, roles)
+	}
+	if a.Msg.Ack != nil && (m.GuildID == "" || a.Addressed || c.cfg.GroupPolicy == channels.GroupOpen) {
+		// A chat the bot answers in: caught up after a restart. Marked
+		// before the agent can acknowledge the message, and a new chat is
+		// on disk before its first message is.
+		if c.cursors.track(m.ChannelID, id) {
+			if err := c.cursors.save(); err != nil {
+				c.log.Error("discord cursors not saved; a crash now would lose this message", zap.Error(err))
+			}
+		}
 	}
 	a.Msg.Content = strings.TrimSpace(replaceMentions(a.Msg.Content, m.Mentions))
 	if q := quoted(m, bot); q != "" {

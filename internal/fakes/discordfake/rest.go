@@ -26,6 +26,7 @@ const (
 	RouteCreateDM       = "POST /api/{version}/users/@me/channels"
 	RouteChannel        = "GET /api/{version}/channels/{channel_id}"
 	RouteCreateMessage  = "POST /api/{version}/channels/{channel_id}/messages"
+	RouteListMessages   = "GET /api/{version}/channels/{channel_id}/messages"
 	RouteEditMessage    = "PATCH /api/{version}/channels/{channel_id}/messages/{message_id}"
 	RouteDeleteMessage  = "DELETE /api/{version}/channels/{channel_id}/messages/{message_id}"
 	RouteTyping         = "POST /api/{version}/channels/{channel_id}/typing"
@@ -69,6 +70,7 @@ func (s *Server) routes() http.Handler {
 	handle(RouteCreateDM, true, s.createDM)
 	handle(RouteChannel, true, s.getChannel)
 	handle(RouteCreateMessage, true, s.createMessage)
+	handle(RouteListMessages, true, s.listMessages)
 	handle(RouteEditMessage, true, s.editMessage)
 	handle(RouteDeleteMessage, true, s.deleteMessage)
 	handle(RouteTyping, true, s.triggerTyping)
@@ -262,6 +264,70 @@ func (s *Server) getChannel(w http.ResponseWriter, r *http.Request, _ []byte) {
 		return
 	}
 	writeJSON(w, 200, cp)
+}
+
+// listMessages is Get Channel Messages with after and limit (1–100, default
+// 50): the messages directly after the id, newest first, as Discord sends
+// them, and without guild_id and member, which only gateway events carry.
+// Deleted messages are gone.
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, _ []byte) {
+	q := r.URL.Query()
+	limit := 50
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			writeJSON(w, 400, apiError{Message: "Invalid Form Body", Code: 50035})
+			return
+		}
+		limit = n
+	}
+	var after uint64
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeJSON(w, 400, apiError{Message: "Invalid Form Body", Code: 50035})
+			return
+		}
+		after = n
+	}
+	if q.Get("before") != "" || q.Get("around") != "" {
+		writeJSON(w, 400, apiError{Message: "discordfake: only after is supported", Code: 50035})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := r.PathValue("channel_id")
+	if _, ok := s.channels[id]; !ok {
+		writeJSON(w, 404, apiError{Message: "Unknown Channel", Code: codeUnknownChannel})
+		return
+	}
+	if s.noHistory[id] {
+		writeJSON(w, 403, apiError{Message: "Missing Access", Code: 50001})
+		return
+	}
+	page := []MessageObject{}
+	for _, m := range s.messages[id] { // oldest first
+		n, _ := strconv.ParseUint(m.obj.ID, 10, 64)
+		if m.deleted || n <= after {
+			continue
+		}
+		obj := m.obj
+		obj.GuildID, obj.Member = "", nil
+		page = append(page, obj)
+		if len(page) == limit {
+			break
+		}
+	}
+	slices.Reverse(page)
+	writeJSON(w, 200, page)
+}
+
+// DenyHistory makes Get Channel Messages answer 403 Missing Access for a
+// channel, as when the bot lacks Read Message History.
+func (s *Server) DenyHistory(channelID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noHistory[channelID] = true
 }
 
 func (s *Server) getMember(w http.ResponseWriter, r *http.Request, _ []byte) {

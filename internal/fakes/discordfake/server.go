@@ -62,6 +62,7 @@ type Server struct {
 	channels     map[string]*Channel
 	messages     map[string][]*stored // channel id → messages in order
 	byID         map[string]*stored
+	noHistory    map[string]bool // channels whose history the bot may not read
 	typing       map[string]int
 	files        map[string]File // attachment path → content
 	sessions     map[string]*session
@@ -164,21 +165,22 @@ func New(t fakes.TB, opts Options) *Server {
 		opts.WaitTimeout = 10 * time.Second
 	}
 	s := &Server{
-		t:        t,
-		opts:     opts,
-		changed:  make(chan struct{}),
-		nextID:   1_100_000_000_000_000_000,
-		users:    map[string]User{},
-		guilds:   map[string]*guild{},
-		channels: map[string]*Channel{},
-		messages: map[string][]*stored{},
-		byID:     map[string]*stored{},
-		typing:   map[string]int{},
-		files:    map[string]File{},
-		sessions: map[string]*session{},
-		conns:    map[*conn]struct{}{},
-		failures: map[string][]Failure{},
-		upgrader: websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }},
+		t:         t,
+		opts:      opts,
+		changed:   make(chan struct{}),
+		nextID:    1_100_000_000_000_000_000,
+		users:     map[string]User{},
+		guilds:    map[string]*guild{},
+		channels:  map[string]*Channel{},
+		messages:  map[string][]*stored{},
+		byID:      map[string]*stored{},
+		noHistory: map[string]bool{},
+		typing:    map[string]int{},
+		files:     map[string]File{},
+		sessions:  map[string]*session{},
+		conns:     map[*conn]struct{}{},
+		failures:  map[string][]Failure{},
+		upgrader:  websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }},
 	}
 	s.bot = User{ID: s.newID(), Username: opts.BotName, Discriminator: "0", Bot: true}
 	s.appID = s.bot.ID
@@ -214,8 +216,11 @@ func (s *Server) Close() {
 }
 
 // newID returns a fresh snowflake. Callers hold s.mu or own s exclusively.
+// newID returns a snowflake: the time in its upper bits, as Discord's
+// (clients read a message's age from its id), and strictly increasing.
 func (s *Server) newID() string {
-	s.nextID++
+	const discordEpoch = 1420070400000 // ms, 2015-01-01 UTC
+	s.nextID = max(s.nextID+1, uint64(time.Now().UnixMilli()-discordEpoch)<<22)
 	return strconv.FormatUint(s.nextID, 10)
 }
 

@@ -381,3 +381,63 @@ func TestPings(t *testing.T) {
 		}
 	}
 }
+
+func TestListMessages(t *testing.T) {
+	s := New(t, Options{})
+	g := s.AddGuild("g")
+	ch := s.AddTextChannel(g, "general")
+	u := s.NewUser("carol")
+	s.AddMember(g, u)
+	var ids []string
+	for _, text := range []string{"a", "b", "c", "d"} {
+		ids = append(ids, s.SendMessageCreate(Incoming{ChannelID: ch, Author: u, Content: text}))
+	}
+	hidden := s.AddTextChannel(g, "secret")
+	s.DenyHistory(hidden)
+	path := "/api/v10/channels/" + ch + "/messages"
+	tests := []struct {
+		name       string
+		path       string
+		wantStatus int
+		want       string // contents in the order sent, or the error body's part
+	}{
+		{"after the first, newest first", path + "?after=" + ids[0], 200, "d,c,b"},
+		{"limit takes the oldest after the id", path + "?after=" + ids[0] + "&limit=2", 200, "c,b"},
+		{"after the last: empty", path + "?after=" + ids[3], 200, ""},
+		{"no after: from the start", path + "?limit=100", 200, "d,c,b,a"},
+		{"limit out of range", path + "?limit=101", 400, "50035"},
+		{"unknown channel", "/api/v10/channels/1/messages", 404, "Unknown Channel"},
+		{"no Read Message History", "/api/v10/channels/" + hidden + "/messages", 403, "Missing Access"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := do(t, s, "GET", tt.path, "", nil, true)
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("status %d body %s, want %d", resp.StatusCode, body, tt.wantStatus)
+			}
+			if tt.wantStatus != 200 {
+				if !strings.Contains(string(body), tt.want) {
+					t.Errorf("body %s lacks %s", body, tt.want)
+				}
+				return
+			}
+			var page []map[string]any
+			if err := json.Unmarshal(body, &page); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range page {
+				got = append(got, m["content"].(string))
+				if _, ok := m["guild_id"]; ok {
+					t.Errorf("REST message carries guild_id: %v", m)
+				}
+				if _, ok := m["member"]; ok {
+					t.Errorf("REST message carries member: %v", m)
+				}
+			}
+			if strings.Join(got, ",") != tt.want {
+				t.Errorf("got %q, want %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,140 @@
+package discord
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
+)
+
+// CursorFile is the file in Deps.DataDir that keeps the chats' cursors.
+const CursorFile = "discord-cursors.json"
+
+const (
+	// catchUpPage is Discord's largest page of channel messages.
+	catchUpPage = 100
+	// catchUpPages bounds what one chat's catch-up fetches (500 messages);
+	// the oldest are taken first, so a longer backlog loses its newest.
+	catchUpPages = 5
+	// catchUpTries is how often a chat's fetch is tried before it is given
+	// up until the next session.
+	catchUpTries = 3
+)
+
+// catchUpLoop runs a catch-up each time a new gateway session asks for
+// one (onReady), until ctx ends.
+func (c *Channel) catchUpLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.catchUpDue:
+			c.catchUp(ctx)
+		}
+	}
+}
+
+// catchUp fetches, for every chat waiting for one, the messages posted
+// after its cursor (and within the catch_up window) and hands those not
+// seen yet to the same path as live messages, oldest first.
+func (c *Channel) catchUp(ctx context.Context) {
+	for _, job := range c.cursors.due() {
+		var err error
+		var n int
+		for try := range catchUpTries {
+			if try > 0 && clock.Sleep(ctx, c.deps.Clock, time.Duration(1<<try)*time.Second) != nil {
+				return
+			}
+			if n, err = c.catchUpChat(ctx, job); err == nil || gone(err) || ctx.Err() != nil {
+				break
+			}
+		}
+		log := c.log.With(zap.String("chat", job.chat))
+		switch {
+		case ctx.Err() != nil:
+			return // the chat stays due: the next start fetches it
+		case gone(err):
+			log.Warn("chat no longer readable; not catching it up any more", zap.Error(err))
+			run(c.cursors.forget(job.chat))
+			continue
+		case err != nil:
+			log.Warn("missed messages not fetched; some may stay unanswered", zap.Error(err))
+		case n > 0:
+			log.Info("caught up with messages posted while disconnected", zap.Int("messages", n))
+		}
+		run(c.cursors.release(job.chat))
+	}
+}
+
+// run handles held live messages, in the order they arrived.
+func run(held []func()) {
+	for _, fn := range held {
+		fn()
+	}
+}
+
+// catchUpChat fetches one chat's missed messages and queues them; it
+// returns how many were new.
+func (c *Channel) catchUpChat(ctx context.Context, job catchUpJob) (int, error) {
+	after := max(job.after, snowflakeAt(c.deps.Clock.Now().Add(-c.cfg.CatchUp)))
+	queued := 0
+	for range catchUpPages {
+		page, err := c.sess.ChannelMessages(job.chat, catchUpPage, "", strconv.FormatUint(after, 10), "", discordgo.WithContext(ctx))
+		if err != nil {
+			return queued, err
+		}
+		// Discord sends a page newest first; take it oldest first.
+		ids := make(map[*discordgo.Message]uint64, len(page))
+		for _, m := range page {
+			if m == nil {
+				continue
+			}
+			if id, err := strconv.ParseUint(m.ID, 10, 64); err == nil {
+				ids[m] = id
+			}
+		}
+		page = slices.DeleteFunc(page, func(m *discordgo.Message) bool { _, ok := ids[m]; return !ok })
+		slices.SortFunc(page, func(a, b *discordgo.Message) int { return cmp.Compare(ids[a], ids[b]) })
+		for _, m := range page {
+			after = max(after, ids[m])
+			// Messages over REST carry neither the guild nor the author's
+			// membership; the gates need both.
+			m.ChannelID = cmp.Or(m.ChannelID, job.chat)
+			m.GuildID = cmp.Or(m.GuildID, job.guild)
+			if m.GuildID != "" && m.Member == nil && len(c.cfg.AllowRoles) > 0 && m.Author != nil && fromHuman(m, c.state.bot()) {
+				if member, err := c.sess.GuildMember(m.GuildID, m.Author.ID, discordgo.WithContext(ctx)); err == nil {
+					m.Member = member
+				}
+			}
+			if c.receive(m) {
+				queued++
+			}
+		}
+		if len(page) < catchUpPage {
+			break
+		}
+	}
+	return queued, nil
+}
+
+// gone reports an error that will not pass: the channel was deleted or the
+// bot may no longer read it.
+func gone(err error) bool {
+	var re *discordgo.RESTError
+	if !errors.As(err, &re) || re.Response == nil {
+		return false
+	}
+	switch re.Response.StatusCode {
+	case http.StatusForbidden, http.StatusNotFound:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,193 @@
+package discord_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
+)
+
+// restart stops e and starts the adapter again on the same fake Discord
+// and data directory, as after the daemon was down.
+func restart(t *testing.T, e *env, dataDir string, s setup) *env {
+	t.Helper()
+	if err := e.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	s.server, s.dataDir = e.fake, dataDir
+	return start(t, s)
+}
+
+// receivedBy collects n messages the stand-in agent got, by chat.
+func (e *env) receivedBy(n int) map[string][]string {
+	e.t.Helper()
+	got := map[string][]string{}
+	for range n {
+		m := e.received()
+		got[m.ChatID] = append(got[m.ChatID], m.Content)
+	}
+	return got
+}
+
+func botSaid(f *discordfake.Server, channel string) []string {
+	var out []string
+	for _, m := range f.Messages(channel) {
+		if !m.Deleted {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
+
+func TestCatchUpAnswersWhatWasPostedWhileTheBotWasDown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := start(t, setup{dataDir: dir, agent: echo})
+	alice := e.fake.NewUser("alice")
+	dm := e.fake.AddDM(alice)
+	_, general, carol := e.guild()
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "one"})
+	e.receivedIs("one")
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: carol, Content: e.mention() + " hello"})
+	e.receivedIs("hello")
+	e.fake.WaitMessages(t, dm, 1)
+	e.fake.WaitMessages(t, general, 1)
+
+	// The bot is down: Discord keeps the messages but will not deliver them.
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "two"})
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: carol, Content: "just chatting, no mention"})
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "three"})
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: carol, Content: e.mention() + " are you there?"})
+
+	e2 := start(t, setup{server: e.fake, dataDir: dir, agent: echo})
+	got := e2.receivedBy(3)
+	if want := []string{"two", "three"}; !slices.Equal(got[dm], want) {
+		t.Errorf("DM caught up as %q, want %q", got[dm], want)
+	}
+	if want := []string{"are you there?"}; !slices.Equal(got[general], want) {
+		t.Errorf("guild channel caught up as %q, want %q (a message not addressed to the bot stays unanswered)", got[general], want)
+	}
+	// Nothing else was taken up: the next message the agent gets is new.
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "four"})
+	e2.receivedIs("four")
+	e.fake.WaitMessages(t, dm, 4)
+	if said, want := botSaid(e.fake, dm), []string{"echo: one", "echo: two", "echo: three", "echo: four"}; !slices.Equal(said, want) {
+		t.Errorf("the bot said %q in the DM, want %q (each once)", said, want)
+	}
+}
+
+func TestCatchUpDoesNotRepeatAnswersAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := start(t, setup{dataDir: dir, agent: echo})
+	alice := e.fake.NewUser("alice")
+	dm := e.fake.AddDM(alice)
+	for _, text := range []string{"a", "b", "c"} {
+		e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: text})
+		e.receivedIs(text)
+	}
+	e.fake.WaitMessages(t, dm, 3)
+	for range 2 {
+		e = restart(t, e, dir, setup{agent: echo})
+	}
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "d"})
+	e.receivedIs("d") // not a, b or c again
+	e.fake.WaitMessages(t, dm, 4)
+	if said := botSaid(e.fake, dm); len(said) != 4 {
+		t.Errorf("the bot said %q, want 4 answers", said)
+	}
+}
+
+func TestCatchUpLooksBackOnlyAsFarAsConfigured(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	window := func(c *config.DiscordConfig) { c.CatchUp = 200 * time.Millisecond }
+	e := start(t, setup{dataDir: dir, agent: echo, cfg: window})
+	alice := e.fake.NewUser("alice")
+	dm := e.fake.AddDM(alice)
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "hi"})
+	e.receivedIs("hi")
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "long ago"})
+	time.Sleep(300 * time.Millisecond)
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "just now"})
+
+	e2 := start(t, setup{server: e.fake, dataDir: dir, agent: echo, cfg: window})
+	e2.receivedIs("just now")
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "live"})
+	e2.receivedIs("live")
+}
+
+func TestCatchUpOfAnUnreadableChatIsGivenUp(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := start(t, setup{dataDir: dir, agent: echo})
+	_, general, carol := e.guild()
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: carol, Content: e.mention() + " hi"})
+	e.receivedIs("hi")
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The bot lost Read Message History in the channel while it was down.
+	e.fake.DenyHistory(general)
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: carol, Content: e.mention() + " missed"})
+
+	e2 := start(t, setup{server: e.fake, dataDir: dir, agent: echo})
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: carol, Content: e.mention() + " live"})
+	e2.receivedIs("live")
+	if n := countRequests(e.fake, discordfake.RouteListMessages); n != 1 {
+		t.Errorf("%d history fetches, want 1 (a 403 is not retried)", n)
+	}
+}
+
+func countRequests(f *discordfake.Server, route string) int {
+	n := 0
+	for _, r := range f.Requests() {
+		if r.Route == route {
+			n++
+		}
+	}
+	return n
+}
+
+// The catch-up hands messages to the same gates as live ones: a stranger
+// is still refused and costs no turn.
+func TestCaughtUpMessagesPassTheSameGates(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var owner discordfake.User
+	allow := func(c *config.DiscordConfig) { c.AllowFrom = []string{owner.ID} }
+	s := setup{dataDir: dir, agent: echo, cfg: allow, before: func(f *discordfake.Server) { owner = f.NewUser("owner") }}
+	e := start(t, s)
+	_, general, stranger := e.guild()
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: owner, Content: e.mention() + " hi"})
+	e.receivedIs("hi")
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: stranger, Content: e.mention() + " let me in"})
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: owner, Content: e.mention() + " back?"})
+
+	s.server, s.before = e.fake, nil // the same owner
+	e2 := start(t, s)
+	if m := e2.received(); m.Content != "back?" || m.SenderID != owner.ID {
+		t.Errorf("the agent got %q from %s, want the owner's message only", m.Content, m.SenderID)
+	}
+	assertNoMore(t, e2)
+}
+
+func assertNoMore(t *testing.T, e *env) {
+	t.Helper()
+	select {
+	case m := <-e.got:
+		t.Errorf("unexpected message for the agent: %q", m.Content)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
