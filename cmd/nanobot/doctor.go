@@ -28,7 +28,8 @@ func newDoctorCmd(g *globalFlags) *cobra.Command {
 		Long: "doctor validates the config, checks that the workspace and data directory are writable and\n" +
 			"that gateway.listen is free, calls each provider that a route uses (listing its models: a cheap\n" +
 			"call that proves the key is accepted) and each enabled channel (Telegram getMe, Discord\n" +
-			"users/@me). It prints what is wrong and how to fix it, and exits non-zero if anything failed.",
+			"users/@me), and starts each enabled MCP server and lists its tools. It prints what is wrong and\n" +
+			"how to fix it, and exits non-zero if anything failed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path := g.configPath
@@ -138,10 +139,5 @@ func runDoctor(ctx context.Context, r *report, path string) {
 	checkListen(ctx, r, cfg.Gateway.Listen)
 	checkProviders(ctx, r, cfg)
 	checkChannels(ctx, r, cfg, filepath.Dir(path))
-	for _, name := range sortedKeys(cfg.Tools.MCPServers) {
-		if cfg.Tools.MCPServers[name].Disabled {
-			continue
-		}
-		r.add("mcp "+name, statusSkip, "not checked: this build does not start MCP servers yet", "")
-	}
+	checkMCP(ctx, r, cfg)
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/mcp"
 	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 )
@@ -258,4 +260,47 @@ func checkChannels(ctx context.Context, r *report, cfg *config.Config, data stri
 				"cannot reach the platform: check channels."+e.name+".api_url, the network and any proxy")
 		}
 	}
+}
+
+// checkMCP starts each enabled MCP server as the gateway would (a stdio
+// server as a child process, stopped and reaped afterwards), lists its tools
+// and disconnects.
+func checkMCP(ctx context.Context, r *report, cfg *config.Config) {
+	opts := mcp.Options{ConnectTimeout: doctorTimeout, Workspace: cfg.Agents.Workspace, Secrets: cfg.Secrets(), Version: buildVersion()}
+	for _, name := range sortedKeys(cfg.Tools.MCPServers) {
+		sc := cfg.Tools.MCPServers[name]
+		label := "mcp " + name
+		if sc.Disabled {
+			r.add(label, statusSkip, "disabled", "")
+			continue
+		}
+		key := "tools.mcp_servers." + name
+		kind, fix := "stdio", "run the command by hand to see why it fails ("+strings.Join(append([]string{sc.Command}, sc.Args...), " ")+
+			"), then fix "+key+".command, args, env or cwd"
+		if sc.URL != "" {
+			kind, fix = "http", "check that the server runs and answers at "+key+".url, and its headers (e.g. an Authorization token)"
+		}
+		names, skipped, err := mcp.Probe(ctx, name, sc, opts, zap.NewNop())
+		switch {
+		case err != nil:
+			r.add(label, statusFail, kind+": "+err.Error(), fix)
+		case len(names) == 0:
+			r.add(label, statusWarn, kind+": connected, but it offers no tools nanobot can use", "check "+key+".enabled_tools against the server's tool names")
+		case skipped > 0:
+			r.add(label, statusWarn, fmt.Sprintf("%s: %d tools, %d skipped (see the gateway log)", kind, len(names), skipped), "")
+		default:
+			r.add(label, statusOK, fmt.Sprintf("%s: %d tools: %s", kind, len(names), clip(strings.Join(names, ", "), 120)), "")
+		}
+	}
+}
+
+// clip shortens s to at most n bytes at a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

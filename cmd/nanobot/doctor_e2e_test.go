@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/anthropicfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
@@ -194,5 +200,57 @@ func TestDoctorInvalidConfig(t *testing.T) {
 	out, code = missing.doctor(nil)
 	if code != 1 || !strings.Contains(out, "fix: run `nanobot onboard`") {
 		t.Errorf("missing config: exit %d:\n%s", code, out)
+	}
+}
+
+// doctor starts each enabled MCP server and lists its tools: an HTTP server
+// built with the official SDK passes, a stdio command that cannot start
+// fails with a fix, a disabled one is skipped.
+func TestDoctorStartsMCPServers(t *testing.T) {
+	e := newEnv(t)
+	srv := sdk.NewServer(&sdk.Implementation{Name: "notes", Version: "1"}, nil)
+	type query struct {
+		Q string `json:"q"`
+	}
+	sdk.AddTool(srv, &sdk.Tool{Name: "search", Description: "Search the notes."},
+		func(context.Context, *sdk.CallToolRequest, query) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "nothing found"}}}, nil, nil
+		})
+	h := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	defer h.Close()
+	missing := filepath.Join(e.home, "no-such-mcp-server")
+	mcpYAML := fmt.Sprintf(`
+tools:
+  mcp_servers:
+    notes: {url: %q}
+    broken: {command: %q, args: ["--stdio"]}
+    off: {command: %q, disabled: true}
+`, h.URL, missing, missing)
+	path := filepath.Join(e.home, ".nanobot", "config.yaml")
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(mcpYAML); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	out, code := e.doctor(doctorEnv(t, e))
+	if code != 1 {
+		t.Fatalf("doctor exit %d with a broken MCP server, want 1:\n%s", code, out)
+	}
+	v := verdicts(out)
+	for name, want := range map[string]string{
+		"mcp notes":  "ok http: 1 tools: mcp_notes_search",
+		"mcp broken": "FAIL stdio: ",
+		"mcp off":    "skip disabled",
+	} {
+		if !strings.HasPrefix(v[name], want) {
+			t.Errorf("%s: %q, want it to start with %q\n%s", name, v[name], want, out)
+		}
+	}
+	if fix := "fix: run the command by hand to see why it fails (" + missing + " --stdio)"; !strings.Contains(out, fix) {
+		t.Errorf("the report lacks %q:\n%s", fix, out)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
@@ -139,6 +140,35 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// Probe connects to one server as the gateway does (a stdio server is
+// started), lists its tools, disconnects, and stops and reaps the process:
+// nanobot doctor's check. It returns the names the tools would be
+// registered under and how many were skipped (a schema nanobot cannot use,
+// a clashing name); enabled_tools applies. opts.ConnectTimeout bounds it.
+func Probe(ctx context.Context, name string, cfg config.MCPServerConfig, opts Options, log *zap.Logger) (tools []string, skipped int, err error) {
+	reg := &toolList{}
+	s := newServer(name, cfg, reg, opts.withDefaults(), log.With(zap.String("mcp_server", name)))
+	_, err = s.connection(ctx, func(context.Context, *sdk.ClientSession, <-chan error, <-chan struct{}) error { return nil })
+	if err != nil {
+		return nil, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return reg.names, s.skipped, nil
+}
+
+// toolList is a Registry that only notes names.
+type toolList struct{ names []string }
+
+func (l *toolList) Register(t tools.Tool) error {
+	l.names = append(l.names, t.Spec().Name)
+	return nil
+}
+
+func (l *toolList) Unregister(name string) {
+	l.names = slices.DeleteFunc(l.names, func(n string) bool { return n == name })
 }
 
 // Status returns every configured server's state, sorted by name.

@@ -78,7 +78,7 @@ func (s *server) run(ctx context.Context) {
 	failures := 0
 	for {
 		s.setState(StateConnecting, "")
-		up, err := s.connection(ctx)
+		up, err := s.connection(ctx, s.serve)
 		if ctx.Err() != nil {
 			s.setState(StateStopped, "")
 			return
@@ -109,9 +109,10 @@ func backoff(n int, lo, hi time.Duration) time.Duration {
 	return min(d, hi)
 }
 
-// connection makes one connection and serves it until it breaks or ctx
-// ends. It reports how long the connection was up and why it ended.
-func (s *server) connection(ctx context.Context) (up time.Duration, err error) {
+// connection makes one connection, lists the server's tools and serves it
+// with serve until it breaks or ctx ends. It reports how long the
+// connection was up and why it ended.
+func (s *server) connection(ctx context.Context, serve func(context.Context, *sdk.ClientSession, <-chan error, <-chan struct{}) error) (up time.Duration, err error) {
 	client := sdk.NewClient(&sdk.Implementation{Name: "nanobot", Version: s.opts.Version}, &sdk.ClientOptions{
 		// No roots, sampling or elicitation: nanobot only calls tools.
 		Capabilities:           &sdk.ClientCapabilities{},
@@ -146,7 +147,7 @@ func (s *server) connection(ctx context.Context) (up time.Duration, err error) {
 	start := s.opts.Clock.Now()
 	s.setSession(sess)
 	s.log.Info("mcp server connected", zap.String("transport", s.kind), zap.Int("tools", s.toolCount()))
-	err = s.serve(ctx, sess, ended, exited)
+	err = serve(ctx, sess, ended, exited)
 	return s.opts.Clock.Now().Sub(start), err
 }
 
