@@ -283,6 +283,19 @@ func answerLast(r fakellm.Request) fakellm.Reply {
 	return fakellm.Reply{Text: "answer to " + text[strings.LastIndex(text, "\n")+1:]}
 }
 
+// hangOnceOn answers like answerLast, except that the first request about
+// text never gets an answer (until the process dies and the request with it).
+func hangOnceOn(text string) func(fakellm.Request) fakellm.Reply {
+	var hung atomic.Bool
+	return func(r fakellm.Request) fakellm.Reply {
+		reply := answerLast(r)
+		if strings.HasSuffix(r.LastUserText(), "\n"+text) && !hung.Swap(true) {
+			reply.Delay = time.Hour
+		}
+		return reply
+	}
+}
+
 func (e *gatewayEnv) requestsFor(text string) int {
 	n := 0
 	for _, r := range e.script.Requests() {
@@ -298,15 +311,7 @@ func (e *gatewayEnv) requestsFor(text string) int {
 // resumes and bob's message is replayed; each is answered exactly once.
 func TestKill9MidTurnThenRestart(t *testing.T) {
 	e := newGatewayEnv(t, "")
-	var hang atomic.Bool
-	hang.Store(true)
-	e.script.Func = func(r fakellm.Request) fakellm.Reply {
-		reply := answerLast(r)
-		if strings.HasSuffix(r.LastUserText(), "\nfirst") && hang.Swap(false) {
-			reply.Delay = time.Hour // until the process dies and the request with it
-		}
-		return reply
-	}
+	e.script.Func = hangOnceOn("first")
 	e.start()
 	e.say(alice, "first")
 	e.waitUntil("the model to be asked", func() bool { return e.requestsFor("first") == 1 })
@@ -401,15 +406,7 @@ func TestKill9DuringDeliverySendsTheRecordedAnswer(t *testing.T) {
 func TestKill9MidTurnOnDiscordThenRestart(t *testing.T) {
 	e := newGatewayEnv(t, "")
 	owner := e.addDiscord()
-	var hang atomic.Bool
-	hang.Store(true)
-	e.script.Func = func(r fakellm.Request) fakellm.Reply {
-		reply := answerLast(r)
-		if strings.HasSuffix(r.LastUserText(), "\nfirst") && hang.Swap(false) {
-			reply.Delay = time.Hour // until the process dies and the request with it
-		}
-		return reply
-	}
+	e.script.Func = hangOnceOn("first")
 	e.start()
 	e.dc.WaitReady(t, 1)
 	dm := e.dc.AddDM(owner)

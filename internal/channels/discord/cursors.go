@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -98,16 +96,13 @@ func newCursors(path string, now func() time.Time, log *zap.Logger) *cursors {
 // load reads the file; every chat in it waits for a catch-up. A corrupt
 // file is reported and set aside: the bot must still start.
 func (cs *cursors) load() error {
-	data, err := os.ReadFile(cs.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("discord cursors: %w", err)
-	}
 	var f cursorFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return fmt.Errorf("discord cursors %s are corrupt (missed messages will not be fetched; the file is rewritten): %w", cs.path, err)
+	found, err := channels.ReadStateFile(cs.path, &f)
+	if errors.Is(err, channels.ErrCorruptState) {
+		return fmt.Errorf("discord cursors are corrupt (missed messages will not be fetched; the file is rewritten): %w", err)
+	}
+	if err != nil || !found {
+		return err
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()

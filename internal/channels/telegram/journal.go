@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,17 +58,14 @@ func (j *journal) load() error {
 	if j.path == "" {
 		return nil
 	}
-	data, err := os.ReadFile(j.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("update journal: %w", err)
-	}
 	var f journalFile
-	if err := json.Unmarshal(data, &f); err != nil {
+	found, err := channels.ReadStateFile(j.path, &f)
+	if errors.Is(err, channels.ErrCorruptState) {
 		// A corrupt journal must not stop the bot; start over, loudly.
-		return fmt.Errorf("update journal %s is corrupt (move it away to start over): %w", j.path, err)
+		return fmt.Errorf("update journal is corrupt (move it away to start over): %w", err)
+	}
+	if err != nil || !found {
+		return err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
