@@ -1,10 +1,14 @@
 package discord_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 )
@@ -167,10 +171,21 @@ func TestCaughtUpMessagesPassTheSameGates(t *testing.T) {
 	s := setup{dataDir: dir, agent: echo, cfg: allow, before: func(f *discordfake.Server) { owner = f.NewUser("owner") }}
 	e := start(t, s)
 	_, general, stranger := e.guild()
+	strangerDM := e.fake.AddDM(stranger)
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: strangerDM, Author: stranger, Content: "hello?"})
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: owner, Content: e.mention() + " hi"})
 	e.receivedIs("hi")
 	if err := e.stop(); err != nil {
 		t.Fatal(err)
+	}
+	// A stranger's chat is not remembered (strangers could otherwise
+	// crowd the owner's chats out of the catch-up).
+	data, err := os.ReadFile(filepath.Join(dir, discord.CursorFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), general) || strings.Contains(string(data), strangerDM) {
+		t.Errorf("cursors %s: want the guild channel, not the stranger's DM", data)
 	}
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: stranger, Content: e.mention() + " let me in"})
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: general, Author: owner, Content: e.mention() + " back?"})

@@ -93,6 +93,7 @@ type Channel struct {
 	token string // without the "Bot " prefix
 
 	intake *channels.Intake
+	access *channels.Access
 
 	// lanes run inbound messages in order per chat, chats in parallel;
 	// the gateway reader hands them over under runCtx. Both are set by Run.
@@ -173,7 +174,7 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 		c.cursors = newCursors(filepath.Join(deps.DataDir, CursorFile), deps.Clock.Now, log)
 	}
 	deps.Limits.Channel, deps.Limits.Clock = Name, deps.Clock
-	c.intake = channels.NewIntake(deps.Limits, access, deps.Bus, log)
+	c.intake, c.access = channels.NewIntake(deps.Limits, access, deps.Bus, log), access
 	c.state.init()
 	c.health.set(errors.New("discord: not connected yet"))
 

@@ -88,10 +88,11 @@ func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 		a.Addressed, roles = c.addressed(ctx, m, bot)
 		a.Msg.Content = stripBotMention(m.Content, bot, roles)
 	}
-	if a.Msg.Ack != nil && (m.GuildID == "" || a.Addressed || c.cfg.GroupPolicy == channels.GroupOpen) {
+	if a.Msg.Ack != nil && (m.GuildID == "" || a.Addressed || c.cfg.GroupPolicy == channels.GroupOpen) && c.allowed(m.Author) {
 		// A chat the bot answers in: caught up after a restart. Marked
 		// before the agent can acknowledge the message, and a new chat is
-		// on disk before its first message is.
+		// on disk before its first message is. Strangers' chats are not
+		// tracked: they cannot push the owner's out.
 		if c.cursors.track(m.ChannelID, id) {
 			if err := c.cursors.save(); err != nil {
 				c.log.Error("discord cursors not saved; a crash now would lose this message", zap.Error(err))
@@ -111,6 +112,12 @@ func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 	} else if err != nil {
 		c.log.Warn("inbound message not delivered to the agent", zap.String("message", m.ID), zap.Error(err))
 	}
+}
+
+// allowed reports whether the access policy lets u talk to the bot.
+func (c *Channel) allowed(u *discordgo.User) bool {
+	ok, err := c.access.Allowed(channels.Sender{ID: u.ID, Username: u.Username})
+	return ok && err == nil
 }
 
 // errNothingToSay drops a message left with no text and nothing attached
