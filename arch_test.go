@@ -32,6 +32,7 @@ var allowed = []struct {
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools"}},
 	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels"}},
 	{"internal/fakes", []string{"internal/llm", "internal/fakes"}},
+	{"internal/golden", nil},
 	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/channels/clock"}},
 }
 
@@ -62,6 +63,9 @@ func TestImportLayering(t *testing.T) {
 			}
 			if strings.HasPrefix(imp, "internal/fakes") && !strings.HasPrefix(pkg, "internal/fakes") && pkg != "cmd/nanobot-bench" {
 				t.Errorf("%s imports %s: fakes are for tests (and the bench tool) only", pkg, imp)
+			}
+			if imp == "internal/golden" {
+				t.Errorf("%s imports %s: it is for tests only", pkg, imp)
 			}
 		}
 		for _, bad := range forbidden[pkg] {

@@ -3,18 +3,15 @@ package history
 import (
 	"crypto/sha256"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nanobot-go/nanobot/internal/golden"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // mixedSession is a hand-made session with every kind of entry: large and
 // small tool outputs, an error, parallel calls, thinking, a pasted
@@ -96,19 +93,7 @@ func TestProjectGolden(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			v := Project("You are nanobot.", tt.msgs, Options{Budget: tt.budget})
 			got := renderView(v, tt.msgs, tt.budget)
-			path := filepath.Join("testdata", tt.name+".golden")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("projection differs from %s (go test -update rewrites it):\n%s", path, got)
-			}
+			golden.Check(t, filepath.Join("testdata", tt.name+".golden"), []byte(got))
 			checkView(t, v, tt.msgs, tt.budget)
 		})
 	}

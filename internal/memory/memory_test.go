@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,28 +13,15 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/golden"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name, got string) {
+func goldenFile(t *testing.T, name, got string) {
 	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s mismatch\n got:\n%s\nwant:\n%s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", name), []byte(got))
 }
 
 // testFiles opens a fresh workspace holding files (path -> content).
@@ -249,7 +235,7 @@ func TestConsolidateRequestAndApply(t *testing.T) {
 	if req.ForceTool != ToolName || len(req.Tools) != 1 || req.Tools[0].Name != ToolName || req.MaxTokens != 8192 {
 		t.Errorf("request does not force save_memory: %+v", req)
 	}
-	golden(t, "request.txt", req.System+"\n\n=== user ===\n"+req.Messages[0].Text())
+	goldenFile(t, "request.txt", req.System+"\n\n=== user ===\n"+req.Messages[0].Text())
 	if got := read(t, dir, MemoryFile); got != "# Memory\n\n## About the user\n- Name: Ada\n- Prefers aisle seats\n" {
 		t.Errorf("MEMORY.md = %q", got)
 	}
@@ -369,5 +355,5 @@ func TestDump(t *testing.T) {
 	if err := c.Dump("telegram:42", conversation(), errors.New("memory: consolidate telegram:42: the model did not call save_memory")); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "dump.md", read(t, dir, HistoryFile))
+	goldenFile(t, "dump.md", read(t, dir, HistoryFile))
 }

@@ -1,46 +1,19 @@
 package session
 
 import (
-	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/nanobot-go/nanobot/internal/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
 // golden compares got with testdata/name, or rewrites the file with -update.
-func golden(t *testing.T, name string, got []byte) {
+func goldenFile(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		gl, wl := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
-		for i := range max(len(gl), len(wl)) {
-			var g, w []byte
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if !bytes.Equal(g, w) {
-				t.Fatalf("%s differs at line %d (run with -update if the change is intended)\n got: %s\nwant: %s", path, i+1, g, w)
-			}
-		}
-	}
+	golden.Check(t, filepath.Join("testdata", name), got)
 }
 
 // TestGoldenFormat pins the on-disk format (docs/sessions.md) in both
@@ -57,7 +30,7 @@ func TestGoldenFormat(t *testing.T) {
 	if err := s.SetMeta(key, MetaUpdate{Consolidated: ptr(2), Route: ptr("anthropic/claude-haiku-4-5")}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "format.jsonl", readFile(t, sessionFile(dir, key)))
+	goldenFile(t, "format.jsonl", readFile(t, sessionFile(dir, key)))
 
 	loaded := newStore(t, t.TempDir(), Options{}, zaptest.NewLogger(t))
 	writeFile(t, sessionFile(loaded.dir, key), readFile(t, filepath.Join("testdata", "format.jsonl")))
@@ -84,6 +57,6 @@ func TestGoldenCrashRepair(t *testing.T) {
 	if w := log.warnings(); len(w) != 2 {
 		t.Errorf("warnings = %v, want the corrupt line and the torn tail", w)
 	}
-	golden(t, "crash.repaired.jsonl", readFile(t, file))
-	golden(t, "crash.jsonl.torn", readFile(t, file+tornExt))
+	goldenFile(t, "crash.repaired.jsonl", readFile(t, file))
+	goldenFile(t, "crash.jsonl.torn", readFile(t, file+tornExt))
 }

@@ -2,15 +2,14 @@ package skills
 
 import (
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"testing/fstest"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files")
+	"github.com/nanobot-go/nanobot/internal/golden"
+)
 
 // fakeEnv has gh and curl installed, GITHUB_TOKEN unset, and runs on linux.
 var fakeEnv = Env{
@@ -124,23 +123,11 @@ func TestLoaderOverrideAndSummary(t *testing.T) {
 	if list[2].Builtin || list[2].Body != "workspace body" || list[2].Location != "skills/weather/SKILL.md" {
 		t.Errorf("workspace skill should override the builtin: %+v", list[2])
 	}
-	golden(t, "summary.xml", Summary(list))
-	golden(t, "always.md", AlwaysBodies(list))
+	goldenFile(t, "summary.xml", Summary(list))
+	goldenFile(t, "always.md", AlwaysBodies(list))
 }
 
-func golden(t *testing.T, name, got string) {
+func goldenFile(t *testing.T, name, got string) {
 	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s mismatch\n got:\n%s\nwant:\n%s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", name), []byte(got))
 }

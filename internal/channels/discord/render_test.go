@@ -1,15 +1,14 @@
 package discord
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files")
+	"github.com/nanobot-go/nanobot/internal/golden"
+)
 
 // chunkSep separates chunks in the golden files.
 const chunkSep = "\n-------- chunk --------\n"
@@ -39,19 +38,7 @@ func TestRenderGolden(t *testing.T) {
 				}
 			}
 			got := strings.Join(chunks, chunkSep) + "\n"
-			golden := strings.TrimSuffix(in, ".md") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("render differs from %s (run with -update to accept):\n%s", golden, got)
-			}
+			golden.Check(t, strings.TrimSuffix(in, ".md")+".golden", []byte(got))
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package telegram
 
 import (
-	"flag"
 	stdhtml "html"
 	"math/rand/v2"
 	"os"
@@ -11,9 +10,8 @@ import (
 	"unicode"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestToHTMLExamples(t *testing.T) {
 	tests := []struct{ in, html, plain string }{
@@ -61,20 +59,7 @@ func TestGolden(t *testing.T) {
 		}
 		for ext, conv := range map[string]func(string) string{".html": ToHTML, ".txt": ToPlain} {
 			got := conv(string(src)) + "\n"
-			golden := strings.TrimSuffix(f, ".md") + ext
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from %s:\n%s", f, golden, got)
-			}
+			golden.Check(t, strings.TrimSuffix(f, ".md")+ext, []byte(got))
 		}
 	}
 }

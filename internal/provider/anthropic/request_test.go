@@ -4,17 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/golden"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden payload files in testdata/")
 
 // History builders: short names keep the tables readable.
 
@@ -328,7 +325,7 @@ func TestRender(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, raw := send(t, tt.req)
 			tt.check(t, got)
-			golden(t, tt.name, raw)
+			goldenPayload(t, tt.name, raw)
 		})
 	}
 }
@@ -389,30 +386,14 @@ func send(t *testing.T, req llm.Request) (fakellm.Request, []byte) {
 	return reqs[0], reqs[0].Raw
 }
 
-func golden(t *testing.T, name string, raw []byte) {
+func goldenPayload(t *testing.T, name string, raw []byte) {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
 		t.Fatalf("payload is not JSON: %v", err)
 	}
 	buf.WriteByte('\n')
-	path := filepath.Join("testdata", name+".json")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("payload differs from %s (run with -update if the change is intended)\n got:\n%s", path, buf.Bytes())
-	}
+	golden.Check(t, filepath.Join("testdata", name+".json"), buf.Bytes())
 }
 
 func wantRoles(t *testing.T, got fakellm.Request, roles ...string) {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,10 +11,9 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
+	"github.com/nanobot-go/nanobot/internal/golden"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.json golden files")
 
 // pngBytes stands in for an image; the adapter only base64-encodes it.
 var pngBytes = []byte("\x89PNG\r\n\x1a\nfake")
@@ -110,7 +107,7 @@ func TestRequestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			pretty.WriteByte('\n')
-			compareGolden(t, filepath.Join("testdata", tc.name+".json"), pretty.Bytes())
+			golden.Check(t, filepath.Join("testdata", tc.name+".json"), pretty.Bytes())
 			if tc.check != nil {
 				tc.check(t, got)
 			}
@@ -163,25 +160,5 @@ func checkHistory(t *testing.T, got fakellm.Request) {
 	}
 	if got.Messages[8].Text != "Thanks!\nAnything else?" {
 		t.Errorf("text parts joined as %q", got.Messages[8].Text)
-	}
-}
-
-func compareGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run go test -update and review the diff):\n--- got\n%s", path, got)
 	}
 }

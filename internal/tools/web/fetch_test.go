@@ -1,7 +1,6 @@
 package web
 
 import (
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files")
+	"github.com/nanobot-go/nanobot/internal/golden"
+)
 
 // pages serves the fixtures the fetch tests need.
 func pages(t *testing.T) http.Handler {
@@ -202,19 +201,7 @@ func TestFetchHTMLToMarkdown(t *testing.T) {
 	}
 	// The port changes between runs; the golden file has PORT.
 	got := strings.ReplaceAll(res.Text, strconv.Itoa(int(s.addr.Port())), "PORT")
-	golden := filepath.Join("testdata", "article.golden.md")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("markdown differs from %s:\n--- got ---\n%s\n--- want ---\n%s", golden, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "article.golden.md"), []byte(got))
 	for _, want := range []string{"Title: Watering Plants in Winter", "**much less water**",
 		"[humidity guide](http://example.test:PORT/guides/humidity)", "| Cactus | 4 weeks |", "- Use water at room temperature."} {
 		if !strings.Contains(got, want) {
