@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-telegram/bot/models"
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
@@ -225,8 +224,7 @@ func (e *gatewayEnv) waitUntil(what string, cond func() bool) {
 }
 
 func (e *gatewayEnv) say(chat int64, text string) int64 {
-	return e.tg.PushMessage(models.Message{Chat: models.Chat{ID: chat, Type: models.ChatTypePrivate},
-		From: &models.User{ID: chat, FirstName: "User"}, Text: text})
+	return e.tg.PushMessage(telegramfake.DM(chat, text))
 }
 
 // waitVisible waits until chat shows want (the messages joined by "|").

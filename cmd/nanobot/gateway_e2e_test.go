@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-telegram/bot/models"
-
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 )
@@ -178,11 +176,6 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 	}
 }
 
-func dm(from int64, text string) models.Message {
-	return models.Message{Chat: models.Chat{ID: from, Type: models.ChatTypePrivate},
-		From: &models.User{ID: from, FirstName: "User" + strconv.FormatInt(from, 10)}, Text: text}
-}
-
 // checkSessionFiles checks that every line of every session file is
 // complete JSON (no half-written entry) and returns the message roles per
 // file name.
@@ -232,7 +225,7 @@ func TestGatewaySecondSignalExitsAtOnce(t *testing.T) {
 	e.script.Func = func(fakellm.Request) fakellm.Reply { return fakellm.Reply{Text: "late", Delay: time.Minute} }
 	p := e.startGateway(append(telegramEnv(tg, 7), "NANOBOT_GATEWAY_SHUTDOWN_GRACE=60s"))
 	p.waitReady()
-	tg.PushMessage(dm(7, "take your time"))
+	tg.PushMessage(telegramfake.DM(7, "take your time"))
 	waitUntil(t, "the model call", 10*time.Second, func() bool { return len(e.script.Requests()) == 1 })
 
 	p.signal(syscall.SIGTERM)

@@ -33,7 +33,7 @@ func TestDebugLogsCarryTurnIDsAndNoSecrets(t *testing.T) {
 	)
 	p := e.startGateway(append(telegramEnv(tg, 7), "NANOBOT_AGENTS_WORKSPACE="+ws), "--log-level", "debug")
 	p.waitReady()
-	tg.PushMessage(dm(7, "what is in my workspace?"))
+	tg.PushMessage(telegramfake.DM(7, "what is in my workspace?"))
 	tg.Wait(t, "the answer", func() bool { return len(tg.Visible(7)) == 1 })
 	waitUntil(t, "the turn's end in the log", 10*time.Second, func() bool {
 		_, ok := p.logLine("turn done")

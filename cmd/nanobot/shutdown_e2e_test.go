@@ -58,18 +58,18 @@ func TestGatewayShutdownAnswersOnceOrLeavesAnswerable(t *testing.T) {
 
 	p := e.startGateway(extra)
 	p.waitReady()
-	tg.PushMessage(dm(a, "A: quick question"))
-	tg.PushMessage(dm(b, "B: long job"))
+	tg.PushMessage(telegramfake.DM(a, "A: quick question"))
+	tg.PushMessage(telegramfake.DM(b, "B: long job"))
 	waitUntil(t, "A and B in flight", 10*time.Second, func() bool { return len(e.script.Requests()) == 2 })
-	tg.PushMessage(dm(c, "C: waiting"))
-	lastQueued := tg.PushMessage(dm(d, "D: waiting"))
+	tg.PushMessage(telegramfake.DM(c, "C: waiting"))
+	lastQueued := tg.PushMessage(telegramfake.DM(d, "D: waiting"))
 	// Telegram is told an update arrived (offset past it) only once the
 	// adapter journaled it and handed it on.
 	waitUntil(t, "C and D accepted", 10*time.Second, func() bool { return tg.Confirmed() > lastQueued })
 
 	p.signal(syscall.SIGTERM)
 	signalled := time.Now()
-	tg.PushMessage(dm(late, "E: after the signal"))
+	tg.PushMessage(telegramfake.DM(late, "E: after the signal"))
 	close(releaseA)
 	if code := p.wait(40 * time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)

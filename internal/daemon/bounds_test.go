@@ -14,6 +14,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 )
 
 // Bounds on everything a stranger — or an over-eager friend — can send,
@@ -31,7 +32,7 @@ func echoLast(r fakellm.Request) fakellm.Reply {
 func TestLongMessageIsCutWithOneNote(t *testing.T) {
 	g := startWith(t, setup{agents: "max_input_chars: 1000"})
 	g.script.Push(fakellm.Reply{Text: "That was long."})
-	g.tg.PushMessage(dm(owner, strings.Repeat("x", 4000)))
+	g.tg.PushMessage(telegramfake.DM(owner, strings.Repeat("x", 4000)))
 	g.waitLast(owner, "That was long.")
 	text := g.script.Requests()[0].LastUserText()
 	body := text[strings.Index(text, "]\n")+2:]
@@ -47,7 +48,7 @@ func TestAttachmentsOverTheCapAreNotDownloaded(t *testing.T) {
 	g := startWith(t, setup{telegram: "max_media_bytes: 1024"})
 	g.script.Push(fakellm.Reply{Text: "Too big, sorry."})
 	big := bytes.Repeat([]byte("A"), 4096)
-	m := dm(owner, "")
+	m := telegramfake.DM(owner, "")
 	m.Caption = "two files"
 	m.Document = &models.Document{FileID: g.tg.AddFile("docs/big.pdf", big), FileName: "big.pdf", FileSize: int64(len(big))}
 	// A photo whose announced size lies: the download itself is capped.
@@ -85,10 +86,10 @@ func TestQueueBoundDropsOldestWithANotice(t *testing.T) {
 		}
 		return echoLast(r)
 	}
-	g.tg.PushMessage(dm(owner, "m0"))
+	g.tg.PushMessage(telegramfake.DM(owner, "m0"))
 	g.waitUntil("the first turn to run", func() bool { return calls.Load() == 1 })
 	for i := 1; i <= 4; i++ {
-		g.tg.PushMessage(dm(owner, fmt.Sprintf("m%d", i)))
+		g.tg.PushMessage(telegramfake.DM(owner, fmt.Sprintf("m%d", i)))
 	}
 	g.tg.Wait(t, "two drop notices", func() bool {
 		n := 0
@@ -128,7 +129,7 @@ func TestRatePerMinuteBoundsASender(t *testing.T) {
 	g := startWith(t, setup{telegram: "rate_per_minute: 3\nstreaming: false"})
 	g.script.Func = echoLast
 	for i := range 6 {
-		g.tg.PushMessage(dm(owner, fmt.Sprintf("r%d", i)))
+		g.tg.PushMessage(telegramfake.DM(owner, fmt.Sprintf("r%d", i)))
 	}
 	g.tg.Wait(t, "the warning", func() bool {
 		for _, v := range g.tg.Visible(owner) {
@@ -183,12 +184,12 @@ func TestBusyGroupLeavesRoomForDirectMessages(t *testing.T) {
 		return fakellm.Reply{Text: "topic answered"}
 	}
 	for topic := 1; topic <= 3; topic++ {
-		m := mention(-42, owner, fmt.Sprintf("topic %d", topic))
+		m := telegramfake.Mention(-42, owner, fmt.Sprintf("topic %d", topic))
 		m.IsTopicMessage, m.MessageThreadID = true, topic
 		g.tg.PushMessage(m)
 	}
 	g.waitUntil("a topic turn to run", func() bool { return inGroup.Load() == 1 })
-	g.tg.PushMessage(dm(owner, "are you there?"))
+	g.tg.PushMessage(telegramfake.DM(owner, "are you there?"))
 	g.waitLast(owner, "dm answered") // would wait forever if the topics held both slots
 	open()
 	g.tg.Wait(t, "every topic answered", func() bool { return len(g.tg.Visible(-42)) == 3 })

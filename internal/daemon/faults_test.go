@@ -247,7 +247,7 @@ func runScenario(t *testing.T, sc scenario) {
 	if sc.inject != nil {
 		sc.inject(g)
 	}
-	g.tg.PushMessage(dm(owner, "hello"))
+	g.tg.PushMessage(telegramfake.DM(owner, "hello"))
 	if sc.want == answered {
 		g.waitLast(owner, sc.final)
 	} else {

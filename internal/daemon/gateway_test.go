@@ -18,7 +18,7 @@ func TestTelegramWithTheRealAgent(t *testing.T) {
 
 	// DM round trip.
 	g.script.Push(fakellm.Reply{Text: "Hello, **owner**!"})
-	g.tg.PushMessage(dm(owner, "hi"))
+	g.tg.PushMessage(telegramfake.DM(owner, "hi"))
 	g.waitLast(owner, "Hello, owner!")
 
 	// A tool turn: the model reads a file, then answers.
@@ -29,14 +29,14 @@ func TestTelegramWithTheRealAgent(t *testing.T) {
 		fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "c1", Name: "read_file", Args: `{"path":"todo.md"}`}}},
 		fakellm.Reply{Text: "You need to water the plants."},
 	)
-	g.tg.PushMessage(dm(owner, "what is on my todo list?"))
+	g.tg.PushMessage(telegramfake.DM(owner, "what is on my todo list?"))
 	g.waitLast(owner, "You need to water the plants.")
 
 	// Group: no mention → ignored and no model call; mention → answered.
 	calls := len(g.script.Requests())
-	g.tg.PushMessage(group(-42, owner, "just chatting"))
+	g.tg.PushMessage(telegramfake.Group(-42, owner, "just chatting"))
 	g.script.Push(fakellm.Reply{Text: "In the group."})
-	g.tg.PushMessage(mention(-42, owner, "are you there?"))
+	g.tg.PushMessage(telegramfake.Mention(-42, owner, "are you there?"))
 	g.waitLast(-42, "In the group.")
 	if got := g.tg.Visible(-42); len(got) != 1 {
 		t.Fatalf("group visible = %q", got)
@@ -48,8 +48,8 @@ func TestTelegramWithTheRealAgent(t *testing.T) {
 
 	// A stranger costs nothing; /whoami still answers them.
 	calls = len(g.script.Requests())
-	g.tg.PushMessage(dm(stranger, "let me in"))
-	g.tg.PushMessage(dm(stranger, "/whoami"))
+	g.tg.PushMessage(telegramfake.DM(stranger, "let me in"))
+	g.tg.PushMessage(telegramfake.DM(stranger, "/whoami"))
 	if got := g.visible(stranger, 1); !strings.Contains(got[0], fmt.Sprint(stranger)) {
 		t.Errorf("/whoami = %q", got)
 	}
@@ -64,7 +64,7 @@ func TestTelegramWithTheRealAgent(t *testing.T) {
 	}
 	g.script.Push(fakellm.Reply{Text: long.String(), Chunk: 512})
 	before := len(g.tg.Visible(owner))
-	g.tg.PushMessage(dm(owner, "write a lot"))
+	g.tg.PushMessage(telegramfake.DM(owner, "write a lot"))
 	g.tg.Wait(t, "long answer chunks", func() bool {
 		v := g.tg.Visible(owner)
 		return len(v) >= before+3 && strings.Contains(v[len(v)-1], "Paragraph")
@@ -131,7 +131,7 @@ func TestDiscordWithTheRealAgent(t *testing.T) {
 func TestShutdownFinishesRunningTurn(t *testing.T) {
 	g := startGateway(t, false, "")
 	g.script.Push(fakellm.Reply{Text: "slow but complete", Delay: 300 * time.Millisecond})
-	g.tg.PushMessage(dm(owner, "take your time"))
+	g.tg.PushMessage(telegramfake.DM(owner, "take your time"))
 	g.waitUntil("model call in flight", func() bool { return len(g.script.Requests()) == 1 })
 	if err := g.stop(); err != nil {
 		t.Fatal(err)
@@ -155,16 +155,16 @@ func TestRestartAfterShutdownDuringTurnsAnswersEachOnce(t *testing.T) {
 		}
 		return reply
 	}
-	g.tg.PushMessage(dm(owner, "first"))
+	g.tg.PushMessage(telegramfake.DM(owner, "first"))
 	g.waitUntil("model call in flight", func() bool { return len(g.script.Requests()) == 1 })
-	second := g.tg.PushMessage(dm(owner+1, "second")) // waits for the only turn slot
+	second := g.tg.PushMessage(telegramfake.DM(owner+1, "second")) // waits for the only turn slot
 	g.tg.Wait(t, "second message received", func() bool { return g.tg.Confirmed() > second })
 	if err := g.stop(); err != nil {
 		t.Fatal(err)
 	}
 	g.start() // same data dir and workspace: a restart
 	// A new message in the same chat is handled after anything replayed there.
-	g.tg.PushMessage(dm(owner+1, "third"))
+	g.tg.PushMessage(telegramfake.DM(owner+1, "third"))
 	g.waitLast(owner+1, "answer to third")
 	if err := g.stop(); err != nil {
 		t.Fatal(err)

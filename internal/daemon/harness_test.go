@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-telegram/bot/models"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -213,24 +212,6 @@ func (g *gw) stop() error {
 	case <-time.After(20 * time.Second):
 		return fmt.Errorf("gateway did not stop within 20s")
 	}
-}
-
-func dm(from int64, text string) models.Message {
-	return models.Message{Chat: models.Chat{ID: from, Type: models.ChatTypePrivate},
-		From: &models.User{ID: from, FirstName: "User", Username: fmt.Sprintf("user%d", from)}, Text: text}
-}
-
-func group(chat, from int64, text string) models.Message {
-	m := dm(from, text)
-	m.Chat = models.Chat{ID: chat, Type: models.ChatTypeSupergroup, Title: "team"}
-	return m
-}
-
-func mention(chat, from int64, text string) models.Message {
-	at := "@" + telegramfake.Username
-	m := group(chat, from, at+" "+text)
-	m.Entities = []models.MessageEntity{{Type: models.MessageEntityTypeMention, Offset: 0, Length: len(at)}}
-	return m
 }
 
 // visible waits until chat shows n messages and returns their visible text.

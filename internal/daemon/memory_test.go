@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 )
 
 // Memory and goroutines stay flat over many turns: after a warm-up the
@@ -33,7 +34,7 @@ func TestMemoryAndGoroutinesStayFlat(t *testing.T) {
 		for range rounds {
 			round++
 			for c := range chats {
-				g.tg.PushMessage(dm(int64(1000+c), fmt.Sprintf("round %d", round)))
+				g.tg.PushMessage(telegramfake.DM(int64(1000+c), fmt.Sprintf("round %d", round)))
 			}
 			for c := range chats {
 				g.waitLast(int64(1000+c), fmt.Sprintf("got: round %d", round))

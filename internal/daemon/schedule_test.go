@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 )
 
 func TestGatewayDeliversAMissedReminderAndOffersTheNewTools(t *testing.T) {
@@ -50,7 +51,7 @@ func TestGatewayDeliversAMissedReminderAndOffersTheNewTools(t *testing.T) {
 		fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "call_1", Name: "cron", Args: `{"action":"add","every":"24h","message":"Ask about the plants."}`}}},
 		fakellm.Reply{Text: "Every day, then."},
 	)
-	tg.PushMessage(dm(owner, "ask me about the plants every day"))
+	tg.PushMessage(telegramfake.DM(owner, "ask me about the plants every day"))
 	tg.Wait(t, "the answer", func() bool { return slices.Contains(tg.Visible(owner), "Every day, then.") })
 	if res := script.Requests()[2].Messages; !strings.Contains(lastToolResult(res), "Scheduled job ") {
 		t.Errorf("cron tool result: %q", lastToolResult(res))

@@ -28,7 +28,7 @@ func TestSecretsNeverReachChatModelOrSession(t *testing.T) {
 	// the daemon's secrets, which only the agent's redaction catches.
 	g.script.Push(fakellm.Reply{Status: 400, ErrorType: "invalid_request_error",
 		ErrorMessage: "malformed headers: Authorization: Bearer " + openaifake.DefaultAPIKey + ", X-Upstream: " + telegramfake.Token})
-	g.tg.PushMessage(dm(owner, "hello"))
+	g.tg.PushMessage(telegramfake.DM(owner, "hello"))
 	g.waitPrefix(owner, "⚠️ The model provider rejected the request")
 
 	// A tool that reads a file holding both secrets.
@@ -36,10 +36,10 @@ func TestSecretsNeverReachChatModelOrSession(t *testing.T) {
 		fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "c1", Name: "read_file", Args: `{"path":".env"}`}}},
 		fakellm.Reply{Text: "I read it."},
 	)
-	g.tg.PushMessage(dm(owner, "what is in .env?"))
+	g.tg.PushMessage(telegramfake.DM(owner, "what is in .env?"))
 	g.waitLast(owner, "I read it.")
 
-	g.tg.PushMessage(dm(owner, "/status"))
+	g.tg.PushMessage(telegramfake.DM(owner, "/status"))
 	g.tg.Wait(t, "/status answer", func() bool { return len(g.tg.Visible(owner)) == 3 })
 	if err := g.stop(); err != nil {
 		t.Fatal(err)

@@ -200,25 +200,6 @@ func (e *env) stop() {
 	}
 }
 
-func dm(from int64, text string) models.Message {
-	return models.Message{Chat: models.Chat{ID: from, Type: models.ChatTypePrivate},
-		From: &models.User{ID: from, FirstName: "User", Username: fmt.Sprintf("user%d", from)}, Text: text}
-}
-
-func group(chat, from int64, text string) models.Message {
-	m := dm(from, text)
-	m.Chat = models.Chat{ID: chat, Type: models.ChatTypeSupergroup, Title: "team"}
-	return m
-}
-
-// mention makes a group message that @mentions the bot at the start.
-func mention(chat, from int64, text string) models.Message {
-	at := "@" + telegramfake.Username
-	m := group(chat, from, at+" "+text)
-	m.Entities = []models.MessageEntity{{Type: models.MessageEntityTypeMention, Offset: 0, Length: len(at)}}
-	return m
-}
-
 // waitAcked waits until the channel's journal no longer holds update id:
 // the message was fully handled (recorded by the agent, or dropped).
 func (e *env) waitAcked(t *testing.T, id int64) {
@@ -249,7 +230,7 @@ func (e *env) waitAcked(t *testing.T, id int64) {
 
 func TestDMRoundTrip(t *testing.T) {
 	e := start(t, opts{})
-	id := e.srv.PushMessage(dm(owner, "hello"))
+	id := e.srv.PushMessage(telegramfake.DM(owner, "hello"))
 	e.srv.Wait(t, "the answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
 	if got := e.srv.Visible(owner); got[0] != "echo: hello" {
 		t.Fatalf("visible = %q", got)
@@ -275,15 +256,15 @@ func TestDMRoundTrip(t *testing.T) {
 func TestGroupGating(t *testing.T) {
 	e := start(t, opts{})
 	const chat = -500
-	ignored := e.srv.PushMessage(group(chat, owner, "just chatting"))
+	ignored := e.srv.PushMessage(telegramfake.Group(chat, owner, "just chatting"))
 	e.waitAcked(t, ignored)
-	e.srv.PushMessage(mention(chat, owner, "what time is it?"))
+	e.srv.PushMessage(telegramfake.Mention(chat, owner, "what time is it?"))
 	e.srv.Wait(t, "answer to the mention", func() bool { return len(e.srv.Visible(chat)) == 1 })
-	reply := group(chat, owner, "and now?")
+	reply := telegramfake.Group(chat, owner, "and now?")
 	reply.ReplyToMessage = &models.Message{ID: e.srv.Sent(chat)[0].ID, From: &e.srv.Bot, Chat: reply.Chat}
 	e.srv.PushMessage(reply)
 	e.srv.Wait(t, "answer to the reply", func() bool { return len(e.srv.Visible(chat)) == 2 })
-	cmd := group(chat, owner, "/status@"+telegramfake.Username)
+	cmd := telegramfake.Group(chat, owner, "/status@"+telegramfake.Username)
 	cmd.Entities = []models.MessageEntity{{Type: models.MessageEntityTypeBotCommand, Offset: 0, Length: len(cmd.Text)}}
 	e.srv.PushMessage(cmd)
 	e.srv.Wait(t, "answer to the command", func() bool { return len(e.srv.Visible(chat)) == 3 })
@@ -298,7 +279,7 @@ func TestGroupGating(t *testing.T) {
 
 func TestDeniedSenderCostsNothing(t *testing.T) {
 	e := start(t, opts{})
-	id := e.srv.PushMessage(dm(666, "let me in"))
+	id := e.srv.PushMessage(telegramfake.DM(666, "let me in"))
 	e.waitAcked(t, id)
 	if n := len(e.agent.received()); n != 0 {
 		t.Fatalf("a denied message reached the bus (%d)", n)
@@ -307,7 +288,7 @@ func TestDeniedSenderCostsNothing(t *testing.T) {
 		t.Fatalf("the stranger got an answer: %+v", got)
 	}
 	// /whoami is answered by the channel layer, even for strangers.
-	e.srv.PushMessage(dm(666, "/whoami"))
+	e.srv.PushMessage(telegramfake.DM(666, "/whoami"))
 	e.srv.Wait(t, "whoami answer", func() bool { return len(e.srv.Visible(666)) == 1 })
 	if got := e.srv.Visible(666)[0]; !strings.Contains(got, "666") || !strings.Contains(got, "allowlist") {
 		t.Fatalf("whoami = %q", got)
@@ -319,7 +300,7 @@ func TestDeniedSenderCostsNothing(t *testing.T) {
 
 func TestPairingFlow(t *testing.T) {
 	e := start(t, opts{cfg: func(c *config.TelegramConfig) { c.Policy, c.AllowFrom = "pairing", nil }})
-	e.srv.PushMessage(dm(777, "hi"))
+	e.srv.PushMessage(telegramfake.DM(777, "hi"))
 	e.srv.Wait(t, "pairing code", func() bool { return len(e.srv.Visible(777)) == 1 })
 	code := regexp.MustCompile(`approve ([A-Z0-9]{8})`).FindStringSubmatch(e.srv.Visible(777)[0])
 	if code == nil {
@@ -331,7 +312,7 @@ func TestPairingFlow(t *testing.T) {
 	if _, err := channels.NewPairingStore(filepath.Join(e.data, "pairing.json")).Approve(code[1]); err != nil {
 		t.Fatal(err) // as `nanobot pairing approve` would, from another process
 	}
-	e.srv.PushMessage(dm(777, "thanks"))
+	e.srv.PushMessage(telegramfake.DM(777, "thanks"))
 	e.srv.Wait(t, "answer after approval", func() bool { return len(e.srv.Visible(777)) == 2 })
 	if got := e.srv.Visible(777)[1]; got != "echo: thanks" {
 		t.Fatalf("after approval: %q", got)
@@ -359,7 +340,7 @@ func longAnswer() (string, []string) {
 func TestLongAnswerArrivesAsValidChunks(t *testing.T) {
 	answer, codeLines := longAnswer()
 	e := start(t, opts{reply: func(m bus.InboundMessage) []bus.OutboundMessage { return turn(m, answer) }})
-	e.srv.PushMessage(dm(owner, "explain"))
+	e.srv.PushMessage(telegramfake.DM(owner, "explain"))
 	e.srv.Wait(t, "all chunks", func() bool {
 		return len(e.srv.Visible(owner)) >= 3 && len(e.agent.received()) == 1 && strings.Contains(strings.Join(e.srv.Visible(owner), "\n"), codeLines[len(codeLines)-1])
 	})
@@ -495,7 +476,7 @@ func TestPollingStallRecovered(t *testing.T) {
 		}
 		return false
 	})
-	e.srv.PushMessage(dm(owner, "are you there?"))
+	e.srv.PushMessage(telegramfake.DM(owner, "are you there?"))
 	e.srv.Wait(t, "answer after the stall", func() bool { return len(e.srv.Visible(owner)) == 1 })
 	if e.ch.Stalls() < 1 {
 		t.Fatal("the watchdog did not count the stall")
@@ -523,7 +504,7 @@ func TestPhotoReachesTheAgentAsImage(t *testing.T) {
 	e := start(t, opts{})
 	small := e.srv.AddFile("photos/small.jpg", jpeg[:20])
 	large := e.srv.AddFile("photos/large.jpg", jpeg)
-	m := dm(owner, "")
+	m := telegramfake.DM(owner, "")
 	m.Caption = "what is this?"
 	m.Photo = []models.PhotoSize{{FileID: small, Width: 90, Height: 90, FileSize: 20}, {FileID: large, Width: 800, Height: 600, FileSize: len(jpeg)}}
 	e.srv.PushMessage(m)
@@ -539,7 +520,7 @@ func TestAlbumMergedIntoOneMessage(t *testing.T) {
 	e := start(t, opts{})
 	a, b := e.srv.AddFile("photos/a.jpg", jpeg), e.srv.AddFile("photos/b.jpg", jpeg[:50])
 	for i, id := range []string{a, b} {
-		m := dm(owner, "")
+		m := telegramfake.DM(owner, "")
 		m.MediaGroupID = "album1"
 		if i == 0 {
 			m.Caption = "two pictures"
@@ -557,7 +538,7 @@ func TestAlbumMergedIntoOneMessage(t *testing.T) {
 func TestDocumentSavedInInbox(t *testing.T) {
 	e := start(t, opts{})
 	data := []byte("%PDF-1.4 pretend report")
-	m := dm(owner, "")
+	m := telegramfake.DM(owner, "")
 	m.Caption = "summarise"
 	m.Document = &models.Document{FileID: e.srv.AddFile("docs/r.pdf", data), FileName: "Q3 report.pdf", MimeType: "application/pdf", FileSize: int64(len(data))}
 	e.srv.PushMessage(m)
@@ -595,7 +576,7 @@ func TestVoiceTranscribed(t *testing.T) {
 		d.Transcription = config.TranscriptionConfig{BaseURL: tr.URL + "/v1", APIKey: "k", Model: "whisper-1"}
 	}})
 	audio := []byte("OggS pretend opus")
-	m := dm(owner, "")
+	m := telegramfake.DM(owner, "")
 	m.Voice = &models.Voice{FileID: e.srv.AddFile("voice/v.oga", audio), Duration: 2, MimeType: "audio/ogg", FileSize: int64(len(audio))}
 	e.srv.PushMessage(m)
 	e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
@@ -609,7 +590,7 @@ func TestVoiceTranscribed(t *testing.T) {
 
 func TestVoiceWithoutTranscriptionTellsTheUser(t *testing.T) {
 	e := start(t, opts{})
-	m := dm(owner, "")
+	m := telegramfake.DM(owner, "")
 	m.Voice = &models.Voice{FileID: e.srv.AddFile("voice/v.oga", []byte("x")), FileSize: 1}
 	id := e.srv.PushMessage(m)
 	e.srv.Wait(t, "notice", func() bool { return len(e.srv.Visible(owner)) == 1 })
@@ -625,7 +606,7 @@ func TestVoiceWithoutTranscriptionTellsTheUser(t *testing.T) {
 func TestForumTopicSessionAndReplies(t *testing.T) {
 	e := start(t, opts{})
 	const chat = -1001
-	m := mention(chat, owner, "hi topic")
+	m := telegramfake.Mention(chat, owner, "hi topic")
 	m.IsTopicMessage, m.MessageThreadID = true, 7
 	e.srv.PushMessage(m)
 	e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(chat)) == 1 })
@@ -645,7 +626,7 @@ func TestForumTopicSessionAndReplies(t *testing.T) {
 func TestBadMarkupResentAsPlain(t *testing.T) {
 	e := start(t, opts{reply: func(m bus.InboundMessage) []bus.OutboundMessage { return turn(m, "**bold** answer") }})
 	e.srv.Inject("sendMessage", telegramfake.Fault{Kind: telegramfake.BadEntities})
-	e.srv.PushMessage(dm(owner, "q"))
+	e.srv.PushMessage(telegramfake.DM(owner, "q"))
 	e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
 	sent := e.srv.Sent(owner)
 	if len(sent) != 1 || sent[0].ParseMode != "" || sent[0].Visible != "bold answer" {
@@ -666,7 +647,7 @@ func TestOutboundMediaFromTheMessageTool(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.work, "notes.txt"), []byte("notes"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.srv.PushMessage(dm(owner, "send me the chart"))
+	e.srv.PushMessage(telegramfake.DM(owner, "send me the chart"))
 	e.srv.Wait(t, "photo and document", func() bool { return len(e.srv.Sent(owner)) == 3 })
 	sent := e.srv.Sent(owner)
 	if sent[0].Visible != "here you go" || string(sent[1].Photo) != "\x89PNG fake" ||
@@ -681,7 +662,7 @@ func TestRestartNeitherLosesNorRepeats(t *testing.T) {
 	// First run: the agent receives the message but "crashes" before
 	// recording it (no ack).
 	e1 := start(t, opts{srv: srv, data: data, work: work, noAck: true, reply: func(bus.InboundMessage) []bus.OutboundMessage { return nil }})
-	id := srv.PushMessage(dm(owner, "important"))
+	id := srv.PushMessage(telegramfake.DM(owner, "important"))
 	srv.Wait(t, "polled past it", func() bool { return srv.Confirmed() > id })
 	deadline := time.Now().Add(5 * time.Second)
 	for len(e1.agent.received()) == 0 {
@@ -699,7 +680,7 @@ func TestRestartNeitherLosesNorRepeats(t *testing.T) {
 	e2.stop()
 	// Third run: nothing left to replay.
 	e3 := start(t, opts{srv: srv, data: data, work: work})
-	srv.PushMessage(dm(owner, "next"))
+	srv.PushMessage(telegramfake.DM(owner, "next"))
 	srv.Wait(t, "next answer", func() bool { return len(srv.Visible(owner)) == 2 })
 	if got := e3.agent.received(); len(got) != 1 || got[0].Content != "next" {
 		t.Fatalf("third run got %+v: the acknowledged message was replayed", got)
@@ -722,7 +703,7 @@ func TestWebhookMode(t *testing.T) {
 	gw := httptest.NewServer(mux)
 	defer gw.Close()
 	e.srv.Wait(t, "setWebhook", func() bool { u, s := e.srv.Webhook(); return u != "" && s == "s3cret" })
-	msg := dm(owner, "via webhook")
+	msg := telegramfake.DM(owner, "via webhook")
 	msg.ID = 42
 	body, _ := json.Marshal(models.Update{ID: 5001, Message: &msg})
 	post := func(secret string) int {
@@ -773,7 +754,7 @@ func BenchmarkFirstVisibleText(b *testing.B) {
 			n := 0
 			for b.Loop() {
 				n++
-				e.srv.PushMessage(dm(owner, "ping"))
+				e.srv.PushMessage(telegramfake.DM(owner, "ping"))
 				e.srv.Wait(b, "answer", func() bool { return len(e.srv.Sent(owner)) >= n })
 			}
 		})
