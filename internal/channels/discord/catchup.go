@@ -27,6 +27,10 @@ const (
 	// catchUpTries is how often a chat's fetch is tried before it is given
 	// up until the next session.
 	catchUpTries = 3
+	// catchUpGap paces the fetches (20 a second at most), well under
+	// Discord's global limit of 50 requests a second, which the replies
+	// going out at the same time share.
+	catchUpGap = 50 * time.Millisecond
 )
 
 // catchUpLoop runs a catch-up each time a new gateway session asks for
@@ -46,7 +50,10 @@ func (c *Channel) catchUpLoop(ctx context.Context) {
 // after its cursor (and within the catch_up window) and hands those not
 // seen yet to the same path as live messages, oldest first.
 func (c *Channel) catchUp(ctx context.Context) {
-	for _, job := range c.cursors.due() {
+	for i, job := range c.cursors.due() {
+		if i > 0 && clock.Sleep(ctx, c.deps.Clock, catchUpGap) != nil {
+			return
+		}
 		var err error
 		var n int
 		for try := range catchUpTries {
