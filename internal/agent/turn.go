@@ -321,6 +321,10 @@ func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
 	var errs []error
 	for _, m := range batch {
 		content := m.Content
+		if note := lateNote(m, now); note != "" {
+			b.WriteString("\n")
+			b.WriteString(note)
+		}
 		if n := len([]rune(content)); n > a.cfg.MaxInputChars {
 			content = string([]rune(content)[:a.cfg.MaxInputChars]) +
 				fmt.Sprintf("\n[… message cut: it was %d characters, the limit is %d]", n, a.cfg.MaxInputChars)
@@ -345,6 +349,38 @@ func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
 	text.Summary, text.Gist = history.DetailText(text.Text) // large inputs get LOD renderings too
 	msg.Parts = append([]llm.Part{text}, msg.Parts...)
 	return msg, errors.Join(errs...)
+}
+
+// lateAfter is how old a message may be when its turn starts before the
+// model is told its answer comes late.
+const lateAfter = 5 * time.Minute
+
+// lateNote tells the model that m was sent a while ago: a message the
+// platform kept while the daemon was down (Telegram keeps updates for a
+// day; Discord's are fetched when it reconnects), or one that waited
+// behind a long turn. Without it the model would answer as if the
+// question had just been asked. Messages the program made itself (jobs,
+// subagent results) carry their own wording.
+func lateNote(m bus.InboundMessage, now time.Time) string {
+	if m.Time.IsZero() || m.Metadata[MetaSource] != "" {
+		return ""
+	}
+	age := now.Sub(m.Time)
+	if age < lateAfter {
+		return ""
+	}
+	return fmt.Sprintf("[sent %s ago, at %s; this answer comes late]", roughAge(age), m.Time.In(now.Location()).Format("Mon 2006-01-02 15:04 MST"))
+}
+
+// roughAge writes d the way a person would: "7m", "3h12m", "2d4h".
+func roughAge(d time.Duration) string {
+	switch {
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
 }
 
 // saveImage writes inline image bytes to <workspace>/inbox and returns a
