@@ -25,6 +25,7 @@ var allowed = []struct {
 	{"internal/skills", nil},
 	{"internal/channels/clock", nil},
 	{"internal/bus", []string{"internal/llm"}},
+	{"internal/bus/bustest", []string{"internal/llm", "internal/bus"}},
 	{"internal/history", []string{"internal/llm"}},
 	{"internal/session", []string{"internal/llm"}},
 	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace"}},
@@ -64,7 +65,7 @@ func TestImportLayering(t *testing.T) {
 			if strings.HasPrefix(imp, "internal/fakes") && !strings.HasPrefix(pkg, "internal/fakes") && pkg != "cmd/nanobot-bench" {
 				t.Errorf("%s imports %s: fakes are for tests (and the bench tool) only", pkg, imp)
 			}
-			if imp == "internal/golden" {
+			if imp == "internal/golden" || imp == "internal/bus/bustest" {
 				t.Errorf("%s imports %s: it is for tests only", pkg, imp)
 			}
 		}

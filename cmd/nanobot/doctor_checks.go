@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -289,18 +288,15 @@ func checkMCP(ctx context.Context, r *report, cfg *config.Config) {
 		case skipped > 0:
 			r.add(label, statusWarn, fmt.Sprintf("%s: %d tools, %d skipped (see the gateway log)", kind, len(names), skipped), "")
 		default:
-			r.add(label, statusOK, fmt.Sprintf("%s: %d tools: %s", kind, len(names), clip(strings.Join(names, ", "), 120)), "")
+			r.add(label, statusOK, fmt.Sprintf("%s: %d tools: %s", kind, len(names), firstNames(names, 5)), "")
 		}
 	}
 }
 
-// clip shortens s to at most n bytes at a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
+// firstNames lists up to n names, and "…" when there are more.
+func firstNames(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return strings.Join(names[:n], ", ") + ", …"
 }

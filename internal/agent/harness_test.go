@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/bus/bustest"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/provider"
@@ -36,11 +37,12 @@ type harness struct {
 	// shutdown grace period is over.
 	cancel context.CancelFunc
 
+	// rec takes the outbound messages as a channel manager would.
+	rec *bustest.Recorder
+
 	mu       sync.Mutex
-	out      []bus.OutboundMessage
 	acked    map[string]int
 	outcomes []string // reported to the Observer, in order
-	notify   chan struct{}
 }
 
 // TurnDone records outcomes: the harness is the agent's Observer.
@@ -48,10 +50,6 @@ func (h *harness) TurnDone(outcome string, _ time.Duration) {
 	h.mu.Lock()
 	h.outcomes = append(h.outcomes, outcome)
 	h.mu.Unlock()
-	select {
-	case h.notify <- struct{}{}:
-	default:
-	}
 }
 
 func (h *harness) turnOutcomes() []string {
@@ -63,7 +61,7 @@ func (h *harness) turnOutcomes() []string {
 func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 	t.Helper()
 	ws := t.TempDir()
-	h := &harness{t: t, ws: ws, script: &fakellm.Script{}, bus: bus.New(64), acked: map[string]int{}, notify: make(chan struct{}, 1)}
+	h := &harness{t: t, ws: ws, script: &fakellm.Script{}, bus: bus.New(64), acked: map[string]int{}}
 	log := zaptest.NewLogger(t)
 	h.store = session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, log)
 	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: true})
@@ -99,22 +97,7 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 		defer close(agentDone)
 		_ = h.agent.Run(ctx, h.bus.Inbound())
 	}()
-	outDone := make(chan struct{})
-	go func() {
-		defer close(outDone)
-		for m := range h.bus.Outbound() {
-			if m.Delivered != nil {
-				m.Delivered() // as a channel manager does once the platform took it
-			}
-			h.mu.Lock()
-			h.out = append(h.out, m)
-			h.mu.Unlock()
-			select {
-			case h.notify <- struct{}{}:
-			default:
-			}
-		}
-	}()
+	h.rec = bustest.Record(h.bus)
 	t.Cleanup(func() {
 		h.bus.CloseInbound()
 		select {
@@ -126,7 +109,7 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 		}
 		cancel()
 		h.bus.CloseOutbound()
-		<-outDone
+		<-h.rec.Done()
 		_ = root.Close()
 		_ = h.store.Close()
 	})
@@ -151,48 +134,19 @@ func (h *harness) send(chat, content string) {
 // waitFor waits until pred holds for the outbound messages so far.
 func (h *harness) waitFor(what string, pred func([]bus.OutboundMessage) bool) []bus.OutboundMessage {
 	h.t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond) // for conditions outside the outbound stream
-	defer tick.Stop()
-	for {
-		h.mu.Lock()
-		snapshot := append([]bus.OutboundMessage(nil), h.out...)
-		h.mu.Unlock()
-		if pred(snapshot) {
-			return snapshot
-		}
-		select {
-		case <-h.notify:
-		case <-tick.C:
-		case <-deadline:
-			h.t.Fatalf("timed out waiting for %s; outbound so far: %+v", what, snapshot)
-		}
-	}
-}
-
-// finals returns the final messages for chat.
-func finals(out []bus.OutboundMessage, chat string) []bus.OutboundMessage {
-	var fs []bus.OutboundMessage
-	for _, m := range out {
-		if m.Kind == bus.KindFinal && m.ChatID == chat {
-			fs = append(fs, m)
-		}
-	}
-	return fs
+	return h.rec.WaitFor(h.t, what, pred)
 }
 
 // waitFinals waits for n final messages in chat and returns them.
 func (h *harness) waitFinals(chat string, n int) []bus.OutboundMessage {
 	h.t.Helper()
-	out := h.waitFor("final messages", func(out []bus.OutboundMessage) bool { return len(finals(out, chat)) >= n })
-	return finals(out, chat)
+	out := h.waitFor("final messages", func(out []bus.OutboundMessage) bool { return len(bustest.Finals(out, chat)) >= n })
+	return bustest.Finals(out, chat)
 }
 
 func (h *harness) messagesOfKind(chat string, k bus.Kind) []bus.OutboundMessage {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	var ms []bus.OutboundMessage
-	for _, m := range h.out {
+	for _, m := range h.rec.All() {
 		if m.Kind == k && m.ChatID == chat {
 			ms = append(ms, m)
 		}

@@ -80,13 +80,11 @@ func TestSpawnAnnouncesResultForTheMainAgentToSummarise(t *testing.T) {
 	if fs[1].Content != "Good news: the background research found that the answer is 42." || fs[1].IsError {
 		t.Errorf("announcement turn's final = %+v", fs[1])
 	}
-	h.mu.Lock()
-	for _, m := range h.out {
+	for _, m := range h.rec.All() {
 		if strings.Contains(m.Content, "RAW RESULT") || strings.Contains(m.Content, "raw progress") || strings.Contains(m.Content, "list_dir") {
 			t.Errorf("subagent output reached the chat: %+v", m)
 		}
 	}
-	h.mu.Unlock()
 
 	var sub []fakellm.Request
 	var announce fakellm.Request

@@ -7,11 +7,11 @@ package schedule_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +21,7 @@ import (
 	nanobot "github.com/nanobot-go/nanobot"
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/bus/bustest"
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -42,16 +43,13 @@ type world struct {
 	store  *session.Store
 	reg    *tools.Registry
 	router *provider.Router
-
-	mu     sync.Mutex
-	out    []bus.OutboundMessage
-	notify chan struct{}
+	rec    *bustest.Recorder // takes the outbound messages as a channel manager would
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, ws: t.TempDir(), log: zaptest.NewLogger(t), clock: clock.NewFake(), script: &fakellm.Script{},
-		bus: bus.New(64), notify: make(chan struct{}, 1)}
+		bus: bus.New(64)}
 	w.store = session.NewStore(filepath.Join(w.ws, "sessions"), session.Options{}, w.log)
 	w.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, w.log)
 	w.router = provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: w.script}},
@@ -61,32 +59,18 @@ func newWorld(t *testing.T) *world {
 			Prompt: &agent.PromptBuilder{Workspace: w.ws, Version: "test"}, Now: w.clock.Now}, w.log)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	agentDone, outDone := make(chan struct{}), make(chan struct{})
+	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)
 		_ = ag.Run(ctx, w.bus.Inbound())
 	}()
-	go func() {
-		defer close(outDone)
-		for m := range w.bus.Outbound() {
-			if m.Delivered != nil {
-				m.Delivered() // as the channel manager does once the chat has it
-			}
-			w.mu.Lock()
-			w.out = append(w.out, m)
-			w.mu.Unlock()
-			select {
-			case w.notify <- struct{}{}:
-			default:
-			}
-		}
-	}()
+	w.rec = bustest.Record(w.bus)
 	t.Cleanup(func() {
 		w.bus.CloseInbound()
 		<-agentDone
 		cancel()
 		w.bus.CloseOutbound()
-		<-outDone
+		<-w.rec.Done()
 		_ = w.store.Close()
 	})
 	return w
@@ -116,32 +100,15 @@ func (w *world) userSays(channel, chat, sender, text string) {
 	}
 }
 
-func (w *world) outbound() []bus.OutboundMessage {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]bus.OutboundMessage(nil), w.out...)
-}
+func (w *world) outbound() []bus.OutboundMessage { return w.rec.All() }
 
 // waitFinals waits for n turn answers (final messages) and returns them.
 func (w *world) waitFinals(n int) []bus.OutboundMessage {
 	w.t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		var finals []bus.OutboundMessage
-		for _, m := range w.outbound() {
-			if m.Kind == bus.KindFinal {
-				finals = append(finals, m)
-			}
-		}
-		if len(finals) >= n {
-			return finals
-		}
-		select {
-		case <-w.notify:
-		case <-deadline:
-			w.t.Fatalf("timed out waiting for %d final messages; outbound: %+v", n, w.outbound())
-		}
-	}
+	out := w.rec.WaitFor(w.t, fmt.Sprintf("%d final messages", n), func(out []bus.OutboundMessage) bool {
+		return len(bustest.Finals(out, "")) >= n
+	})
+	return bustest.Finals(out, "")
 }
 
 func (w *world) jobsFile() string {

@@ -99,19 +99,23 @@ func (c *Channel) catchUpChat(ctx context.Context, job catchUpJob) (int, error) 
 			return queued, err
 		}
 		// Discord sends a page newest first; take it oldest first.
-		ids := make(map[*discordgo.Message]uint64, len(page))
+		type fetched struct {
+			id uint64
+			m  *discordgo.Message
+		}
+		msgs := make([]fetched, 0, len(page))
 		for _, m := range page {
 			if m == nil {
 				continue
 			}
 			if id, err := strconv.ParseUint(m.ID, 10, 64); err == nil {
-				ids[m] = id
+				msgs = append(msgs, fetched{id, m})
 			}
 		}
-		page = slices.DeleteFunc(page, func(m *discordgo.Message) bool { _, ok := ids[m]; return !ok })
-		slices.SortFunc(page, func(a, b *discordgo.Message) int { return cmp.Compare(ids[a], ids[b]) })
-		for _, m := range page {
-			after = max(after, ids[m])
+		slices.SortFunc(msgs, func(a, b fetched) int { return cmp.Compare(a.id, b.id) })
+		for _, f := range msgs {
+			m := f.m
+			after = max(after, f.id)
 			// Messages over REST carry neither the guild nor the author's
 			// membership; the gates need both.
 			m.ChannelID = cmp.Or(m.ChannelID, job.chat)

@@ -5,9 +5,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
@@ -204,5 +206,63 @@ func assertNoMore(t *testing.T, e *env) {
 	case m := <-e.got:
 		t.Errorf("unexpected message for the agent: %q", m.Content)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// recordingClock is instantClock noting every wait asked of it.
+type recordingClock struct {
+	instantClock
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (c *recordingClock) NewTimer(d time.Duration) clock.Timer {
+	c.mu.Lock()
+	c.waits = append(c.waits, d)
+	c.mu.Unlock()
+	return c.instantClock.NewTimer(d)
+}
+
+func (c *recordingClock) count(d time.Duration) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, w := range c.waits {
+		if w == d {
+			n++
+		}
+	}
+	return n
+}
+
+// The fetches of a catch-up are paced, to stay under Discord's global rate
+// limit: one pause between two chats.
+func TestCatchUpIsPaced(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := start(t, setup{dataDir: dir, agent: echo})
+	alice, bob := e.fake.NewUser("alice"), e.fake.NewUser("bob")
+	dmA, dmB := e.fake.AddDM(alice), e.fake.AddDM(bob)
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dmA, Author: alice, Content: "a"})
+	e.receivedIs("a")
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dmB, Author: bob, Content: "b"})
+	e.receivedIs("b")
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dmA, Author: alice, Content: "a2"})
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dmB, Author: bob, Content: "b2"})
+
+	clk := &recordingClock{}
+	e2 := start(t, setup{server: e.fake, dataDir: dir, agent: echo, deps: func(d *discord.Deps) { d.Clock = clk }})
+	got := e2.receivedBy(2)
+	if len(got[dmA]) != 1 || len(got[dmB]) != 1 {
+		t.Fatalf("caught up %v, want one message in each DM", got)
+	}
+	if n := clk.count(50 * time.Millisecond); n != 1 {
+		t.Errorf("%d pauses of 50 ms between fetches, want 1 (two chats)", n)
+	}
+	if n := countRequests(e.fake, discordfake.RouteListMessages); n != 2 {
+		t.Errorf("%d history fetches, want 2", n)
 	}
 }

@@ -31,8 +31,9 @@ import (
 // again. While a chat waits for its catch-up, Done does not move at all:
 // the ids between it and the live messages were never seen.
 //
-// Only acks change the file, and they are not fsync'd (a process crash keeps
-// them; a power loss may resend one answer), as with Telegram's journal.
+// The file is rewritten atomically (and fsync'd) by one writer goroutine,
+// which coalesces the changes that pile up while it writes; only a chat's
+// first tracking is saved at once, before its message goes on.
 
 // maxHandled bounds a chat's Handled list while an old message stays
 // pending (a long turn in a busy guild channel); beyond it the oldest are
@@ -157,13 +158,12 @@ func (cs *cursors) track(chat string, id uint64) (first bool) {
 		return false
 	}
 	if !c.tracked {
+		// An untracked chat keeps no handled list: everything before its
+		// pending messages is settled.
 		first = true
 		low := id
 		for p := range c.pending {
 			low = min(low, p)
-		}
-		if len(c.handled) > 0 {
-			low = min(low, c.handled[0])
 		}
 		c.done = max(c.done, low-1)
 		c.tracked = true
@@ -211,22 +211,18 @@ func (cs *cursors) ack(chat string, id uint64) {
 // compact moves done past the handled ids below every pending one. Callers
 // hold mu.
 func (cs *cursors) compact(c *cursor) {
-	if c.frozen {
-		if over := len(c.handled) - maxHandled; over > 0 {
-			c.handled = c.handled[over:]
+	if !c.frozen {
+		low := uint64(1<<64 - 1)
+		for p := range c.pending {
+			low = min(low, p)
 		}
-		return
+		n := 0
+		for n < len(c.handled) && c.handled[n] < low {
+			c.done = max(c.done, c.handled[n])
+			n++
+		}
+		c.handled = c.handled[n:]
 	}
-	low := uint64(1<<64 - 1)
-	for p := range c.pending {
-		low = min(low, p)
-	}
-	n := 0
-	for n < len(c.handled) && c.handled[n] < low {
-		c.done = max(c.done, c.handled[n])
-		n++
-	}
-	c.handled = c.handled[n:]
 	if over := len(c.handled) - maxHandled; over > 0 {
 		c.handled = c.handled[over:]
 	}

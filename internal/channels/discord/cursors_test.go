@@ -216,3 +216,21 @@ func TestCursorsHoldLiveMessagesUntilTheCatchUpIsDone(t *testing.T) {
 		t.Error("held a message after the catch-up")
 	}
 }
+
+func TestCursorsBoundTheHandledList(t *testing.T) {
+	now := time.Now()
+	cs := testCursors(t, &now)
+	cs.seen("c", 1, "")
+	cs.track("c", 1) // 1 stays pending: done cannot pass it
+	for id := uint64(2); id < maxHandled+12; id++ {
+		cs.seen("c", id, "")
+		cs.ack("c", id)
+	}
+	c := cs.chats["c"]
+	if len(c.handled) != maxHandled || c.handled[len(c.handled)-1] != maxHandled+11 {
+		t.Errorf("handled holds %d ids ending %d, want the newest %d", len(c.handled), c.handled[len(c.handled)-1], maxHandled)
+	}
+	if c.done != 0 {
+		t.Errorf("done = %d, want 0: message 1 is still pending", c.done)
+	}
+}
