@@ -105,7 +105,8 @@ type Manager struct {
 	log   *zap.Logger
 	clock clock.Clock
 
-	routes map[string]*route
+	routes    map[string]*route
+	receivers map[string]Receiver
 
 	mu      sync.Mutex
 	workers map[chatKey]*worker
@@ -149,7 +150,8 @@ func NewManager(src <-chan bus.OutboundMessage, cfg ManagerConfig, log *zap.Logg
 		cfg:     cfg,
 		log:     log,
 		clock:   cfg.Clock,
-		routes:  map[string]*route{},
+		routes:    map[string]*route{},
+		receivers: map[string]Receiver{},
 		workers: map[chatKey]*worker{},
 		exited:  make(chan struct{}, 1),
 		closing: make(chan struct{}),
@@ -160,6 +162,9 @@ func NewManager(src <-chan bus.OutboundMessage, cfg ManagerConfig, log *zap.Logg
 // whether to stream drafts and show tool hints. Streaming needs the channel
 // to implement Editor. Register must be called before Run.
 func (m *Manager) Register(ch Channel, r Renderer, out config.OutputConfig) error {
+	if _, dup := m.receivers[ch.Name()]; dup {
+		return fmt.Errorf("channels: register %s: already registered", ch.Name())
+	}
 	if _, dup := m.routes[ch.Name()]; dup {
 		return fmt.Errorf("channels: register %s: already registered", ch.Name())
 	}
@@ -178,6 +183,30 @@ func (m *Manager) Register(ch Channel, r Renderer, out config.OutputConfig) erro
 		rt.out.Streaming = false
 	}
 	m.routes[ch.Name()] = rt
+	return nil
+}
+
+// Receiver is implemented by in-process surfaces (the browser page, the
+// OpenAI-compatible API) that take the agent's outbound messages as they are:
+// unrendered Markdown, drafts and statuses included, no chunking, no
+// platform calls. Receive must not block (hand the message to a buffered
+// subscriber or drop it for a gone client): the manager calls it on its own
+// goroutine, in bus order, and then calls the message's Delivered, because
+// the turn's messages are in the session whatever the client does.
+type Receiver interface {
+	Receive(m bus.OutboundMessage)
+}
+
+// RegisterReceiver routes the messages of channel name to r. Like Register,
+// it must be called before Run, and a name is registered once.
+func (m *Manager) RegisterReceiver(name string, r Receiver) error {
+	if _, dup := m.routes[name]; dup {
+		return fmt.Errorf("channels: register %s: already registered", name)
+	}
+	if _, dup := m.receivers[name]; dup {
+		return fmt.Errorf("channels: register %s: already registered", name)
+	}
+	m.receivers[name] = r
 	return nil
 }
 
@@ -235,6 +264,13 @@ func (m *Manager) shutdown(ctx context.Context) {
 // dispatch queues msg on its chat's worker, starting one if needed. It
 // returns an error only when ctx ended while waiting for room.
 func (m *Manager) dispatch(ctx context.Context, msg bus.OutboundMessage) error {
+	if r, ok := m.receivers[msg.Channel]; ok {
+		r.Receive(msg)
+		if msg.Delivered != nil {
+			msg.Delivered()
+		}
+		return nil
+	}
 	rt := m.routes[msg.Channel]
 	if rt == nil {
 		m.log.Warn("outbound message for an unknown channel dropped",
