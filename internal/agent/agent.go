@@ -298,7 +298,7 @@ func (a *Agent) Run(ctx context.Context, in <-chan bus.InboundMessage) error {
 // dispatch handles the commands that must not wait behind a running turn
 // and queues everything else on its session.
 func (a *Agent) dispatch(ctx context.Context, m bus.InboundMessage) {
-	if cmd, _, ok := parseCommand(m.Content); ok && !isSystem(m) {
+	if cmd, _, ok := commandOf(m); ok && !isSystem(m) {
 		switch cmd {
 		case "stop":
 			a.stop(ctx, m)
@@ -353,9 +353,9 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 		// A command is handled on its own, in order; plain messages that
 		// arrived together are merged up to the next command.
 		n := 1
-		if _, _, isCmd := parseCommand(batch[0].Content); !isCmd {
+		if _, _, isCmd := commandOf(batch[0]); !isCmd {
 			for n < len(batch) {
-				if _, _, c := parseCommand(batch[n].Content); c {
+				if _, _, c := commandOf(batch[n]); c {
 					break
 				}
 				n++
@@ -366,12 +366,14 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 		q.cancel = cancel
 		a.mu.Unlock()
 
-		if _, _, isCmd := parseCommand(batch[0].Content); isCmd {
+		if _, _, isCmd := commandOf(batch[0]); isCmd {
 			a.ack(batch[0])
 			a.command(turnCtx, batch[0])
 		} else {
 			a.runTurn(turnCtx, key, batch[:n])
-			a.afterTurn(ctx, key)
+			if !batch[n-1].Ephemeral {
+				a.afterTurn(ctx, key)
+			}
 		}
 		cancel(nil)
 		a.mu.Lock()

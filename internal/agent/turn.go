@@ -25,8 +25,11 @@ type turn struct {
 	id     string
 	key    string
 	origin bus.InboundMessage
-	log    *zap.Logger
-	msgs   []llm.Message
+	// store holds the session: the agent's, or for an ephemeral turn one
+	// in memory that ends with the turn.
+	store Sessions
+	log   *zap.Logger
+	msgs  []llm.Message
 	// callIDs are the tool call ids used in this turn, to keep them unique.
 	callIDs map[string]bool
 	// replied is set when the message tool already answered this chat.
@@ -40,7 +43,10 @@ type turn struct {
 // restart, and the turn resumes (see replay.go).
 func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMessage) {
 	origin := batch[len(batch)-1]
-	t := &turn{id: newTurnID(), key: key, origin: origin, callIDs: map[string]bool{}}
+	t := &turn{id: newTurnID(), key: key, origin: origin, store: a.store, callIDs: map[string]bool{}}
+	if origin.Ephemeral {
+		t.store = newMemSessions(key)
+	}
 	fields := []zap.Field{zap.String("turn", t.id), zap.String("session", key)}
 	t.log = a.log.With(fields...)
 	// The router, providers and tools log through their own loggers; the
@@ -62,13 +68,14 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 				}
 			}
 		}
+		final.Usage = t.usage()
 		a.publish(ctx, final)
 		elapsed := a.now().Sub(start)
 		a.obs.TurnDone(outcome, elapsed)
 		t.log.Info("turn done", zap.String("outcome", outcome), zap.Duration("elapsed", elapsed), zap.Int("messages", len(t.msgs)))
 	}()
 
-	snap, err := a.store.Get(key)
+	snap, err := t.store.Get(key)
 	if err != nil {
 		t.log.Error("load session", zap.Error(err))
 		outcome = OutcomeFailed
@@ -85,7 +92,14 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		if err != nil {
 			t.log.Error("prepare user message", zap.Error(err))
 		}
-		snap, err = a.store.Append(key, user)
+		msgs := []llm.Message{user}
+		if len(snap.Messages) == 0 && len(origin.History) > 0 {
+			// A new session takes the conversation the sender re-sent; a
+			// session with messages is the record and the re-sent copy is
+			// ignored.
+			msgs = append(seed(origin.History), user)
+		}
+		snap, err = t.store.Append(key, msgs...)
 		if err != nil {
 			t.log.Error("persist user message", zap.Error(err))
 			outcome = OutcomeFailed
@@ -94,7 +108,7 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		}
 	}
 
-	text, err := a.loop(ctx, t, snap.Messages[snap.Consolidated:], a.routeOf(snap))
+	text, err := a.loop(ctx, t, snap.Messages[snap.Consolidated:], a.routeFor(t, snap))
 	if perr := a.persist(t); perr != nil {
 		t.log.Error("persist turn", zap.Error(perr))
 		if err == nil {
@@ -183,7 +197,7 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, route s
 	if err != nil {
 		return "", fmt.Errorf("build system prompt: %w", err)
 	}
-	specs := a.tools.Specs()
+	specs := t.specsFor(a.tools.Specs())
 	budget := a.model.ContextWindow(route) - a.cfg.MaxTokens - specTokens(specs)
 	draft := &drafter{a: a, t: t, ctx: ctx}
 	for iter := 0; iter < a.cfg.MaxToolIterations; iter++ {
@@ -229,7 +243,7 @@ func (a *Agent) persist(t *turn) error {
 	if len(t.msgs) == 0 {
 		return nil
 	}
-	_, err := a.store.Append(t.key, t.msgs...)
+	_, err := t.store.Append(t.key, t.msgs...)
 	return err
 }
 
@@ -246,12 +260,12 @@ func (a *Agent) runTools(ctx context.Context, t *turn, calls []llm.ToolCall) llm
 	if a.parallel(calls) {
 		var wg sync.WaitGroup
 		for i, c := range calls {
-			wg.Go(func() { results[i] = a.tools.Execute(ctx, c, origin) })
+			wg.Go(func() { results[i] = a.execute(ctx, t, c, origin) })
 		}
 		wg.Wait()
 	} else {
 		for i, c := range calls {
-			results[i] = a.tools.Execute(ctx, c, origin)
+			results[i] = a.execute(ctx, t, c, origin)
 		}
 	}
 	msg := llm.Message{Role: llm.RoleTool, Time: a.now(), Parts: make([]llm.Part, len(calls))}

@@ -40,6 +40,22 @@ type InboundMessage struct {
 	// and finishes its turn, or sends its recorded answer again, instead of
 	// answering it a second time.
 	Ack func()
+
+	// Model, when set, is the route this turn uses instead of the session's
+	// (a name under routes, or "provider/model"); it is not persisted, and
+	// commands ignore it. Empty keeps the session's route or the default.
+	Model string
+	// History is what came before Content in the sender's own record of the
+	// conversation (user and assistant text, oldest first), for senders that
+	// re-send the whole conversation with every message. The agent seeds an
+	// empty session with it before the turn's message and ignores it when the
+	// session already has messages: then the session is the record.
+	History []llm.Message
+	// Ephemeral asks for a turn that leaves nothing behind: its session
+	// lives in memory for this turn only (no file, no memory consolidation),
+	// Content is never taken as a command, and tools that outlive the turn
+	// (spawn, cron) are not offered.
+	Ephemeral bool
 }
 
 // Key returns the session key: SessionKey if set, otherwise "channel:chat_id".
@@ -104,6 +120,9 @@ type OutboundMessage struct {
 	Metadata map[string]string
 	// IsError marks a final message that reports a failure.
 	IsError bool
+	// Usage is, on a KindFinal, the tokens the turn's model calls used, all
+	// of them summed (zero when no model call completed).
+	Usage llm.Usage
 	// Delivered, when set, is called by the channel manager once the message
 	// was handed to the platform, or given up on for good (refused, retries
 	// exhausted); not when shutdown cut its delivery short. The agent
