@@ -34,11 +34,13 @@ var allowed = []struct {
 	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels"}},
 	{"internal/fakes", []string{"internal/llm", "internal/fakes"}},
 	{"internal/golden", nil},
+	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config", "internal/logging"}},
 	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/channels/clock"}},
 }
 
 // forbidden are imports no package but the daemon and the commands may make.
 var forbidden = map[string][]string{
+	"internal/api":   {"internal/agent", "internal/daemon", "internal/fakes", "internal/provider", "internal/session", "internal/tools"},
 	"internal/agent": {"internal/channels", "internal/daemon", "internal/provider/", "internal/config", "internal/fakes"},
 }
 

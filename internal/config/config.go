@@ -15,6 +15,7 @@ type Config struct {
 	Channels  ChannelsConfig            `mapstructure:"channels"`
 	Tools     ToolsConfig               `mapstructure:"tools"`
 	Gateway   GatewayConfig             `mapstructure:"gateway"`
+	API       APIConfig                 `mapstructure:"api"`
 	Log       LogConfig                 `mapstructure:"log"`
 }
 
@@ -214,6 +215,27 @@ type GatewayConfig struct {
 	Listen        string          `mapstructure:"listen"`
 	Heartbeat     HeartbeatConfig `mapstructure:"heartbeat"`
 	ShutdownGrace time.Duration   `mapstructure:"shutdown_grace"`
+}
+
+// APIConfig configures the OpenAI-compatible API served on gateway.listen
+// (docs/api.md).
+type APIConfig struct {
+	// Keys maps a key's name to its bearer token. The name is what logs,
+	// metrics and session keys (api:<name>:<id>) show; the token never
+	// appears. No keys: every request is refused.
+	Keys map[string]string `mapstructure:"keys"`
+	// RatePerMinute is how many requests one key may start per minute, in
+	// bursts of up to Burst.
+	RatePerMinute int `mapstructure:"rate_per_minute"`
+	Burst         int `mapstructure:"burst"`
+	// MaxConcurrent is how many requests of one key may be answered at once.
+	MaxConcurrent int `mapstructure:"max_concurrent"`
+	// MaxBodyBytes caps a request body.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// TurnTimeout is how long a request waits for the agent's answer.
+	TurnTimeout time.Duration `mapstructure:"turn_timeout"`
+	// ToolHints sends the agent's tool hints as reasoning_content.
+	ToolHints bool `mapstructure:"tool_hints"`
 }
 
 // HeartbeatConfig configures the periodic HEARTBEAT.md check (S-R1).

@@ -77,6 +77,13 @@ var defaults = map[string]any{
 	"tools.web.max_results":       5,
 	"tools.web.fetch_max_bytes":   2 << 20,
 
+	"api.rate_per_minute": 60,
+	"api.burst":           10,
+	"api.max_concurrent":  4,
+	"api.max_body_bytes":  4 << 20,
+	"api.turn_timeout":    "10m",
+	"api.tool_hints":      true,
+
 	"gateway.listen":             "127.0.0.1:18790",
 	"gateway.heartbeat.enabled":  true,
 	"gateway.heartbeat.interval": "30m",

@@ -79,6 +79,9 @@ func (c *Config) Secrets() []string {
 	add(c.Channels.Transcription.APIKey)
 	addURL(c.Channels.Transcription.BaseURL)
 	add(c.Tools.Web.BraveAPIKey)
+	for _, k := range c.API.Keys {
+		add(k)
+	}
 	for _, m := range c.Tools.MCPServers {
 		addMap(m.Headers)
 		addMap(m.Env)
@@ -136,6 +139,13 @@ func (c Config) Redacted() Config {
 	tr.APIKey = maskValue(tr.APIKey)
 	tr.BaseURL = redactURL(tr.BaseURL)
 	c.Tools.Web.BraveAPIKey = maskValue(c.Tools.Web.BraveAPIKey)
+	if c.API.Keys != nil {
+		keys := make(map[string]string, len(c.API.Keys))
+		for name, k := range c.API.Keys {
+			keys[name] = maskValue(k)
+		}
+		c.API.Keys = keys
+	}
 	if c.Tools.MCPServers != nil {
 		servers := make(map[string]MCPServerConfig, len(c.Tools.MCPServers))
 		for name, m := range c.Tools.MCPServers {

@@ -37,6 +37,8 @@ tools:
     remote:
       url: https://mcp.example.com/mcp
       headers: {X-Api-Key: mcp-key-444, Accept-Language: en-GB-oxford}
+api:
+  keys: {webui: api-key-webui-555555}
 `
 
 // secretValues are every secret in secretsYAML that is long enough to be one.
@@ -44,10 +46,11 @@ var secretValues = []string{
 	"sk-openai-0123456789", "Bearer gw-token-abcdef", "base-pass-123", "query-key-456",
 	"123456:telegram-token-xyz", "telegram-token-xyz", "webhook-secret-789", "proxy-pass-000", "discord-token-qwerty",
 	"transcribe-key-111", "brave-key-222", "ghp-token-333", "mcp-key-444",
+	"api-key-webui-555555",
 }
 
 // publicValues are values in secretsYAML under names that do not look secret.
-var publicValues = []string{"nanobot-title", "debugging-verbose", "en-GB-oxford"}
+var publicValues = []string{"nanobot-title", "debugging-verbose", "en-GB-oxford", "webui"}
 
 func TestSecrets(t *testing.T) {
 	isolateEnv(t)

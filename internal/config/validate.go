@@ -26,6 +26,7 @@ func (c *Config) Validate() error {
 	validateTranscription(&p, &c.Channels.Transcription)
 	c.validateTools(&p)
 	validateGateway(&p, &c.Gateway)
+	validateAPI(&p, &c.API)
 	validateLog(&p, &c.Log)
 	return errors.Join(p...)
 }
@@ -366,6 +367,39 @@ func validateGateway(p *checker, g *GatewayConfig) {
 	}
 	p.positive("gateway.heartbeat.interval", g.Heartbeat.Interval)
 	p.positive("gateway.shutdown_grace", g.ShutdownGrace)
+}
+
+// apiKeyName is what a key's name may be: it is part of session keys and
+// metric labels.
+var apiKeyName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// minAPIKeyLen is the shortest bearer token accepted: a short one can be guessed.
+const minAPIKeyLen = 16
+
+func validateAPI(p *checker, a *APIConfig) {
+	seen := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(a.Keys)) {
+		key := "api.keys." + name
+		tok := a.Keys[name]
+		switch {
+		case !apiKeyName.MatchString(name):
+			p.add(key, "name must be 1-32 characters a-z 0-9 _ - starting with a letter or digit")
+		case tok == "":
+			p.add(key, "is empty (is its environment variable set? e.g. ${NANOBOT_API_KEY})")
+		case len(tok) < minAPIKeyLen:
+			p.add(key, "must be at least %d characters (e.g. `openssl rand -hex 32`)", minAPIKeyLen)
+		case seen[tok] != "":
+			p.add(key, "is the same token as api.keys.%s; give each client its own", seen[tok])
+		}
+		if tok != "" {
+			seen[tok] = name
+		}
+	}
+	p.atLeast("api.rate_per_minute", int64(a.RatePerMinute), 1)
+	p.atLeast("api.burst", int64(a.Burst), 1)
+	p.atLeast("api.max_concurrent", int64(a.MaxConcurrent), 1)
+	p.atLeast("api.max_body_bytes", a.MaxBodyBytes, 1024)
+	p.positive("api.turn_timeout", a.TurnTimeout)
 }
 
 func validateLog(p *checker, l *LogConfig) {

@@ -133,6 +133,18 @@ func TestValidateRules(t *testing.T) {
 		mutate func(c *Config)
 		want   string // one line of the error
 	}{
+		// api
+		{"api key name with a colon", func(c *Config) { c.API.Keys = map[string]string{"a:b": "0123456789abcdef"} },
+			"api.keys.a:b: name must be 1-32 characters"},
+		{"empty api key", func(c *Config) { c.API.Keys = map[string]string{"webui": ""} },
+			"api.keys.webui: is empty (is its environment variable set?"},
+		{"short api key", func(c *Config) { c.API.Keys = map[string]string{"webui": "short"} },
+			"api.keys.webui: must be at least 16 characters"},
+		{"shared api key", func(c *Config) {
+			c.API.Keys = map[string]string{"a": "0123456789abcdef", "b": "0123456789abcdef"}
+		}, "api.keys.b: is the same token as api.keys.a"},
+		{"api concurrency", func(c *Config) { c.API.MaxConcurrent = 0 }, "api.max_concurrent: must be at least 1"},
+		{"api turn timeout", func(c *Config) { c.API.TurnTimeout = 0 }, "api.turn_timeout: must be a positive duration"},
 		// agents
 		{"empty workspace", func(c *Config) { c.Agents.Workspace = "" }, "agents.workspace: must not be empty"},
 		{"empty model", func(c *Config) { c.Agents.Model = "" }, "agents.model: must not be empty (write provider/model"},

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/nanobot-go/nanobot/internal/api"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
@@ -44,6 +47,9 @@ type Gateway struct {
 	manager  *channels.Manager
 	mux      *http.ServeMux
 	health   *health.Checker
+	// api serves the OpenAI-compatible API on the listener; it receives
+	// channel "api"'s replies from the manager.
+	api *api.Server
 
 	// schedulers publish cron runs and heartbeat work (schedule.go).
 	schedulers []scheduler
@@ -75,6 +81,13 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 			core.Metrics.WatchChannel(c.Name(), h.Healthy)
 		}
 	}
+	routes := slices.Sorted(maps.Keys(cfg.Routes))
+	g.api = api.New(cfg.API, api.Deps{Bus: core.Bus, Routes: routes, Observer: core.Metrics}, log.Named("api"))
+	if err := g.manager.RegisterReceiver(api.Channel, g.api); err != nil {
+		_ = core.Close()
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	g.mux.Handle("/v1/", g.api.Handler())
 	g.health.Add("model", core.ModelHealth.Check)
 	g.mux.HandleFunc("GET /healthz", health.Live)
 	g.mux.Handle("GET /readyz", g.health)
@@ -202,6 +215,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 			}
 		})
 	}
+	// The API takes requests like a channel takes messages, until intake stops.
+	intake.Go(func() { _ = g.api.Run(ctx) })
 	g.runSchedule(ctx, &intake, stopIntake)
 
 	<-ctx.Done()
@@ -234,6 +249,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.log.Warn("replies still undelivered; giving the calls in flight a last moment", zap.Duration("flush", outboundFlush))
 		cancelOut()
 	}
+	g.api.Close() // requests still waiting get 503: no answer will come
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)

@@ -49,6 +49,8 @@ type Metrics struct {
 	toolCalls   *prometheus.CounterVec
 	toolSeconds *prometheus.HistogramVec
 	platform    *prometheus.CounterVec
+	apiCalls    *prometheus.CounterVec
+	apiSeconds  *prometheus.HistogramVec
 }
 
 // New returns the metrics with every collector registered. It does no I/O:
@@ -78,6 +80,12 @@ func New(info BuildInfo) *Metrics {
 			"Calls to a chat platform (each attempt), by channel, operation (send, edit, delete, send media, typing) "+
 				"and outcome: ok, not_modified, rate_limited, bad_markup, unknown_outcome, permanent, canceled or transient.",
 			"channel", "op", "outcome"),
+		apiCalls: f.counter("api_requests_total",
+			"Requests to the OpenAI-compatible API, by key name (\"unknown\" before authentication) and outcome: "+
+				"ok, failed, client_closed, timeout, unavailable, unauthorized, rate_limited, busy, bad_request, not_found or too_large.",
+			"key", "outcome"),
+		apiSeconds: f.histogram("api_request_duration_seconds",
+			"Time from an API request's arrival to its answer (or refusal), by key name.", turnBuckets, "key"),
 	}
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -139,6 +147,12 @@ func (m *Metrics) ToolCall(name string, isError bool, elapsed time.Duration) {
 // PlatformCall counts a chat platform call (the channel manager's Observer).
 func (m *Metrics) PlatformCall(channel, op, outcome string) {
 	m.platform.WithLabelValues(channel, op, outcome).Inc()
+}
+
+// APIRequest counts one request to the OpenAI-compatible API.
+func (m *Metrics) APIRequest(key, outcome string, elapsed time.Duration) {
+	m.apiCalls.WithLabelValues(key, outcome).Inc()
+	m.apiSeconds.WithLabelValues(key).Observe(elapsed.Seconds())
 }
 
 // WatchQueues exports the bus queue depths as nanobot_bus_queue_depth.

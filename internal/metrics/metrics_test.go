@@ -150,3 +150,23 @@ func TestLLMOutcome(t *testing.T) {
 		}
 	}
 }
+
+func TestAPIRequestsByKeyAndOutcome(t *testing.T) {
+	m := New(BuildInfo{})
+	m.APIRequest("webui", "ok", 300*time.Millisecond)
+	m.APIRequest("webui", "ok", 3*time.Second)
+	m.APIRequest("unknown", "unauthorized", time.Millisecond)
+	if got := testutil.ToFloat64(m.apiCalls.WithLabelValues("webui", "ok")); got != 2 {
+		t.Errorf("webui ok = %v", got)
+	}
+	hist := scrape(t, m)
+	for _, line := range []string{
+		`nanobot_api_requests_total{key="unknown",outcome="unauthorized"} 1`,
+		`nanobot_api_request_duration_seconds_bucket{key="webui",le="0.5"} 1`,
+		`nanobot_api_request_duration_seconds_count{key="webui"} 2`,
+	} {
+		if !strings.Contains(hist, line+"\n") {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package api
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// call is one request the agent is answering. The manager's goroutine feeds
+// it (receive, which never blocks); the request's handler takes what
+// arrived (take) and writes it. What the client is shown only ever grows:
+// a draft that extends the text shown adds its new end; a draft that does
+// not (the model's next call after tools, or a retried call) and a message
+// the agent sent with its message tool start a new paragraph. So nothing is
+// sent twice and nothing shown is taken back.
+type call struct {
+	id      string // chat id and message id of the request
+	key     string // the API key's name
+	session string
+	hints   bool // tool hints become reasoning_content
+
+	// release gives back the session and key slots; finish calls it once.
+	release func()
+	// timer ends the call after turn_timeout.
+	timer *time.Timer
+	// done is closed when the call finished: answered, timed out, or shut down.
+	done chan struct{}
+	// notify is signalled (without blocking) when something arrived.
+	notify chan struct{}
+
+	mu      sync.Mutex
+	turnID  string
+	started bool
+	seg     string // the current model call's text, as shown
+	wrote   bool   // some content was shown
+	pending []chunk
+	content strings.Builder
+	reason  strings.Builder
+	usage   llm.Usage
+	failed  bool   // the turn ended in an error
+	failure string // why, for the client, when failed
+	end     endReason
+}
+
+// chunk is text to send, content or reasoning.
+type chunk struct {
+	reasoning bool
+	text      string
+}
+
+type endReason uint8
+
+const (
+	endNone     endReason = iota
+	endAnswered           // the final message (or a command's reply) arrived
+	endTimeout            // turn_timeout passed first
+	endShutdown           // the gateway stopped before the answer came
+)
+
+func newCall(id, key, session string, hints bool) *call {
+	return &call{id: id, key: key, session: session, hints: hints,
+		done: make(chan struct{}), notify: make(chan struct{}, 1)}
+}
+
+// receive takes one outbound message of the call's chat and reports whether
+// it ended the call.
+func (c *call) receive(m bus.OutboundMessage) (ended bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.end != endNone {
+		return false
+	}
+	if m.TurnID != "" && c.turnID != "" && m.TurnID != c.turnID {
+		return false // another turn of this chat id: not this request's
+	}
+	switch m.Kind {
+	case bus.KindStart:
+		c.turnID, c.started = m.TurnID, true
+	case bus.KindDraft:
+		c.show(m.Content)
+	case bus.KindStatus:
+		c.seg = "" // tools run; the next model call starts a new paragraph
+		if c.hints && m.Content != "" {
+			c.emit(true, m.Content+"\n")
+		}
+	case bus.KindMessage:
+		if !c.started && m.ReplyTo == c.id {
+			// A command's reply: commands answer without a turn.
+			c.answer(m)
+			return true
+		}
+		c.seg = ""
+		c.show(m.Content)
+		c.seg = ""
+	case bus.KindFinal:
+		c.usage = m.Usage
+		c.answer(m)
+		return true
+	}
+	c.signal()
+	return false
+}
+
+// answer ends the call with m's content.
+func (c *call) answer(m bus.OutboundMessage) {
+	if m.IsError {
+		c.failed, c.failure = true, m.Content
+	} else {
+		c.show(m.Content)
+	}
+	c.end = endAnswered
+	c.signal()
+}
+
+// show makes text the current model call's text, emitting what is new.
+func (c *call) show(text string) {
+	if text == "" {
+		return
+	}
+	if c.seg != "" && strings.HasPrefix(text, c.seg) {
+		c.emit(false, text[len(c.seg):])
+		c.seg = text
+		return
+	}
+	if c.wrote {
+		c.emit(false, "\n\n")
+	}
+	c.emit(false, text)
+	c.seg = text
+}
+
+func (c *call) emit(reasoning bool, text string) {
+	if text == "" {
+		return
+	}
+	if reasoning {
+		c.reason.WriteString(text)
+	} else {
+		c.content.WriteString(text)
+		c.wrote = true
+	}
+	if n := len(c.pending); n > 0 && c.pending[n-1].reasoning == reasoning {
+		c.pending[n-1].text += text
+		return
+	}
+	c.pending = append(c.pending, chunk{reasoning: reasoning, text: text})
+}
+
+func (c *call) signal() {
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends a call that got no answer (timeout, shutdown); it reports
+// whether it was still open.
+func (c *call) stop(why endReason) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.end != endNone {
+		return false
+	}
+	c.end = why
+	c.signal()
+	return true
+}
+
+// take returns the chunks that arrived since the last take and how the call
+// ended (endNone while it goes on).
+func (c *call) take() ([]chunk, endReason) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pending
+	c.pending = nil
+	return p, c.end
+}
+
+// result is the whole answer, once the call ended.
+type result struct {
+	content, reasoning string
+	usage              llm.Usage
+	failed             bool
+	failure            string
+	end                endReason
+}
+
+func (c *call) result() result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return result{content: c.content.String(), reasoning: c.reason.String(), usage: c.usage,
+		failed: c.failed, failure: c.failure, end: c.end}
+}

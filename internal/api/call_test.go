@@ -1,0 +1,65 @@
+package api
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
+)
+
+// TestCallShowsWhatGrowsAndNeverTakesBack feeds a call the outbound
+// messages of turns and checks what a client would be sent.
+func TestCallShowsWhatGrowsAndNeverTakesBack(t *testing.T) {
+	msg := func(k bus.Kind, content string) bus.OutboundMessage {
+		return bus.OutboundMessage{Kind: k, Content: content, TurnID: "t1"}
+	}
+	cases := []struct {
+		name      string
+		in        []bus.OutboundMessage
+		content   string
+		reasoning string
+		failed    bool
+	}{
+		{"drafts grow into the final", []bus.OutboundMessage{msg(bus.KindStart, ""), msg(bus.KindDraft, "Hel"),
+			msg(bus.KindDraft, "Hello"), msg(bus.KindFinal, "Hello there")}, "Hello there", "", false},
+		{"text before tools stays, the answer is a new paragraph", []bus.OutboundMessage{msg(bus.KindStart, ""),
+			msg(bus.KindDraft, "Let me look."), msg(bus.KindStatus, "🔧 read_file a"), msg(bus.KindDraft, "Found"),
+			msg(bus.KindFinal, "Found it.")}, "Let me look.\n\nFound it.", "🔧 read_file a\n", false},
+		{"a retried call that says something else", []bus.OutboundMessage{msg(bus.KindStart, ""), msg(bus.KindDraft, "Hel"),
+			msg(bus.KindDraft, "Hi!"), msg(bus.KindFinal, "Hi!")}, "Hel\n\nHi!", "", false},
+		{"the message tool answered", []bus.OutboundMessage{msg(bus.KindStart, ""), msg(bus.KindStatus, "🔧 message"),
+			{Kind: bus.KindMessage, Content: "Here you go."}, msg(bus.KindFinal, "")}, "Here you go.", "🔧 message\n", false},
+		{"another turn of the chat is not mixed in", []bus.OutboundMessage{msg(bus.KindStart, ""), msg(bus.KindDraft, "Mine"),
+			{Kind: bus.KindDraft, Content: "Theirs", TurnID: "t2"}, msg(bus.KindFinal, "Mine.")}, "Mine.", "", false},
+		{"a command's reply", []bus.OutboundMessage{{Kind: bus.KindMessage, Content: "Model: x", ReplyTo: "req"}}, "Model: x", "", false},
+		{"a failed turn", []bus.OutboundMessage{msg(bus.KindStart, ""), {Kind: bus.KindFinal, TurnID: "t1", IsError: true,
+			Content: "⚠️ try again"}}, "", "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCall("req", "k", "s", true)
+			ended := false
+			var sent strings.Builder
+			for _, m := range tc.in {
+				if ended {
+					t.Fatalf("ended before %v", m.Kind)
+				}
+				ended = c.receive(m)
+				chunks, _ := c.take()
+				for _, ch := range chunks {
+					if !ch.reasoning {
+						sent.WriteString(ch.text)
+					}
+				}
+			}
+			if !ended {
+				t.Fatal("the call did not end")
+			}
+			res := c.result()
+			if res.content != tc.content || sent.String() != tc.content || res.reasoning != tc.reasoning || res.failed != tc.failed {
+				t.Errorf("content %q (sent %q), reasoning %q, failed %v; want %q, %q, %v",
+					res.content, sent.String(), res.reasoning, res.failed, tc.content, tc.reasoning, tc.failed)
+			}
+		})
+	}
+}

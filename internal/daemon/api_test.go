@@ -1,0 +1,86 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+)
+
+const apiToken = "sk-e2e-0123456789abcdef"
+
+// TestAPIToolTurnThroughTheGateway runs a tool-using turn through the
+// OpenAI-compatible API of the real gateway (OpenAI adapter, fake model over
+// HTTP) and checks what the session file holds.
+func TestAPIToolTurnThroughTheGateway(t *testing.T) {
+	g := startGateway(t, false, "api:\n  keys: {e2e: \""+apiToken+"\"}\n")
+	if err := os.WriteFile(filepath.Join(g.cfg.Agents.Workspace, "notes.md"), []byte("buy milk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.script.Push(
+		fakellm.Reply{Text: "Checking.", ToolCalls: []fakellm.Call{{ID: "call_1", Name: "read_file", Args: `{"path":"notes.md"}`}}},
+		fakellm.Reply{Text: "Your note says: buy milk."},
+	)
+	cfg := openai.DefaultConfig(apiToken)
+	cfg.BaseURL = g.base + "/v1"
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	cfg.HTTPClient = &http.Client{Transport: tr}
+	client := openai.NewClientWithConfig(cfg)
+
+	stream, err := client.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
+		Model: "nanobot", Stream: true, User: "alice",
+		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "what do my notes say?"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var content strings.Builder
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range chunk.Choices {
+			content.WriteString(c.Delta.Content)
+		}
+	}
+	stream.Close()
+	if got := content.String(); got != "Checking.\n\nYour note says: buy milk." {
+		t.Errorf("streamed = %q", got)
+	}
+
+	msgs := g.sessionMessages("api:e2e:alice")
+	if roles(msgs) != "user,assistant,tool,assistant" {
+		t.Fatalf("session roles = %s", roles(msgs))
+	}
+	if !strings.Contains(msgs[0].Text(), "what do my notes say?") || msgs[1].ToolCalls()[0].Name != "read_file" ||
+		!strings.Contains(msgs[2].ToolResults()[0].Content.Live, "buy milk") || msgs[3].Text() != "Your note says: buy milk." {
+		t.Errorf("session = %+v", msgs)
+	}
+	files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.Workspace, "sessions", "api*"))
+	if len(files) != 1 {
+		t.Errorf("session files = %v", files)
+	}
+	if _, body := g.get("/metrics"); !strings.Contains(body, `nanobot_api_requests_total{key="e2e",outcome="ok"} 1`) {
+		t.Errorf("/metrics does not count the request by key name")
+	}
+	if _, err := client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "nanobot",
+		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}}}); err != nil {
+		t.Fatalf("one-off turn: %v", err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.Workspace, "sessions", "api*")); len(files) != 1 {
+		t.Errorf("a one-off turn left a session file: %v", files)
+	}
+}
