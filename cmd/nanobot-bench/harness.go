@@ -39,6 +39,9 @@ type setup struct {
 	MemoryWindow int
 	// Seed runs before the gateway starts, on the fresh workspace.
 	Seed func(workspace string) error
+	// API turns on the OpenAI-compatible API with the key benchAPIKey and
+	// limits no load reaches.
+	API bool
 }
 
 // harness is one gateway run: a fresh HOME with a config, the fakes it
@@ -142,6 +145,10 @@ func (h *harness) config(s setup, ws string) []byte {
 		"channels":  channels,
 		"gateway":   map[string]any{"listen": h.listen},
 		"log":       map[string]any{"format": "json"},
+	}
+	if s.API {
+		cfg["api"] = map[string]any{"keys": map[string]any{"bench": benchAPIKey},
+			"rate_per_minute": 100_000_000, "burst": 1_000_000, "max_concurrent": 100_000}
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -45,6 +45,9 @@ type driver struct {
 	// think is how long each chat waits after a reply before it sends its
 	// next message (a person reading); 0 is a closed loop at full speed.
 	think time.Duration
+	// api, when set, sends the turns through the OpenAI-compatible API
+	// instead of Telegram.
+	api *apiClient
 }
 
 // chatState is what the model fake learned about a chat's turn in flight
@@ -200,10 +203,14 @@ func (d *driver) run(ctx context.Context, warmup, window time.Duration) (loadRes
 		wg      sync.WaitGroup
 	)
 	for _, st := range d.chats {
-		replies := d.h.replies.listen(st.id)
+		turn := func(n int) (sample, error) { return d.api.turn(ctx, d, st, n) }
+		if d.api == nil {
+			replies := d.h.replies.listen(st.id)
+			turn = func(n int) (sample, error) { return d.turn(ctx, st, n, replies) }
+		}
 		wg.Go(func() {
 			for n := 0; time.Now().Before(to); n++ {
-				s, err := d.turn(ctx, st, n, replies)
+				s, err := turn(n)
 				if err != nil {
 					mu.Lock()
 					if firstEr == nil {

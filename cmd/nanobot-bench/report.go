@@ -20,6 +20,7 @@ type report struct {
 	Load              []loadResult
 	History           []historyResult
 	Stream            []latencies
+	API               []loadResult
 }
 
 // machine describes where the figures were taken.
@@ -87,6 +88,11 @@ func (rep *report) print(w io.Writer) {
 		fmt.Fprintln(w, "### Load: closed loop, zero-latency model, streaming off")
 		fmt.Fprintln(w)
 		printLoad(w, "chats", rep.Load, func(r loadResult) string { return fmt.Sprint(r.Chats) })
+	}
+	if len(rep.API) > 0 {
+		fmt.Fprintln(w, "### API: closed loop through POST /v1/chat/completions (not streamed), zero-latency model")
+		fmt.Fprintln(w)
+		printLoad(w, "clients", rep.API, func(r loadResult) string { return fmt.Sprint(r.Chats) })
 	}
 	if len(rep.History) > 0 {
 		printHistory(w, rep.History)

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-var scenarios = []string{"idle", "load", "history", "stream"}
+var scenarios = []string{"idle", "load", "history", "stream", "api"}
 
 // run parses the command line, builds the binary when none is given, and
 // runs the chosen scenarios, printing the report to stdout and progress to
@@ -25,13 +25,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("nanobot-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	var which, chats, prior, jsonPath string
+	var which, chats, prior, apiClients, jsonPath string
 	fs.StringVar(&which, "scenario", strings.Join(scenarios, ","), "scenarios to run: "+strings.Join(scenarios, ", "))
 	fs.StringVar(&o.bin, "nanobot", "", "nanobot binary to measure [built from ./cmd/nanobot, stripped]")
 	fs.IntVar(&o.runs, "runs", 5, "runs of each scenario; the report gives their median")
 	fs.StringVar(&chats, "chats", "1,100,1000", "load: concurrent chats, one load run per value")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "load and history: time driven before measuring")
 	fs.DurationVar(&o.window, "window", 10*time.Second, "load and history: measured time")
+	fs.StringVar(&apiClients, "api-clients", "1,100", "api: concurrent API clients (each its own session), one run per value")
 	fs.StringVar(&prior, "prior", "10,10000", "history: prior messages in each session, one run per value")
 	fs.IntVar(&o.histChats, "history-chats", 20, "history: chats, each with its own seeded session")
 	fs.IntVar(&o.histTurns, "history-turns", 5, "history: measured turns in each chat after its first")
@@ -54,6 +55,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.prior, err = intList(prior); err != nil {
 		return fmt.Errorf("-prior: %w", err)
+	}
+	if o.apiClients, err = intList(apiClients); err != nil {
+		return fmt.Errorf("-api-clients: %w", err)
 	}
 	chosen := strings.Split(which, ",")
 	for _, s := range chosen {
@@ -157,6 +161,16 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 				i+1, o.runs, p, r.First.P50, r.Added.P50, r.CPUPerTurn(), r.ReqBytes)
 			rep.History = append(rep.History, r)
 		}
+	case "api":
+		for _, c := range o.apiClients {
+			r, err := runAPI(ctx, o, c)
+			if err != nil {
+				return fmt.Errorf("%d clients: %w", c, err)
+			}
+			progress("api %d/%d, %d clients: %.0f turns/s, added p50 %v p99 %v, CPU %v/turn",
+				i+1, o.runs, c, r.TurnsPerS, r.Added.P50, r.Added.P99, r.CPUPerTurn())
+			rep.API = append(rep.API, r)
+		}
 	case "stream":
 		firsts, err := runStream(ctx, o)
 		if err != nil {
@@ -182,8 +196,8 @@ func intList(s string) ([]int, error) {
 }
 
 func (o options) describe() string {
-	return fmt.Sprintf("runs=%d chats=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v",
-		o.runs, o.chats, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think)
+	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v",
+		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

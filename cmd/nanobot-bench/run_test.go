@@ -50,11 +50,11 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	args := []string{"-nanobot", nanobot, "-runs", "1", "-chats", "3", "-warmup", "300ms", "-window", "1500ms",
 		"-prior", "10,300", "-history-chats", "2", "-history-turns", "2", "-settle", "100ms", "-working-set", "300ms", "-stream-turns", "2",
-		"-json", jsonPath}
+		"-api-clients", "2", "-json", jsonPath}
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"### Startup and idle memory", "### Load", "### Per-turn cost", "### Streaming", "| 3 | 1 |", "| 300 | 1 |"} {
+	for _, want := range []string{"### Startup and idle memory", "### Load", "### Per-turn cost", "### Streaming", "### API", "| 3 | 1 |", "| 300 | 1 |"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
@@ -67,8 +67,11 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatalf("-json output: %v", err)
 	}
-	if len(rep.Idle) != 1 || len(rep.Load) != 1 || len(rep.History) != 2 || len(rep.Stream) != 1 {
-		t.Fatalf("runs recorded: idle %d load %d history %d stream %d", len(rep.Idle), len(rep.Load), len(rep.History), len(rep.Stream))
+	if len(rep.Idle) != 1 || len(rep.Load) != 1 || len(rep.History) != 2 || len(rep.Stream) != 1 || len(rep.API) != 1 {
+		t.Fatalf("runs recorded: idle %d load %d history %d stream %d api %d", len(rep.Idle), len(rep.Load), len(rep.History), len(rep.Stream), len(rep.API))
+	}
+	if a := rep.API[0]; a.Chats != 2 || a.Turns == 0 || a.Added.P50 <= 0 || a.Model.P50 <= 0 || a.CPU <= 0 || a.ModelCalls != 1 || a.Added.P50 > a.EndToEnd.P50 {
+		t.Errorf("api = %+v", a)
 	}
 	idle := rep.Idle[0]
 	if idle.Ready.Healthz <= 0 || idle.Ready.FirstPoll <= 0 || idle.First.Healthz <= 0 || idle.Memory.RSS <= 0 || idle.Memory.Anon <= 0 {
@@ -108,6 +111,7 @@ func TestFlagsAreChecked(t *testing.T) {
 		{[]string{"-scenario", "nope"}, `unknown "nope"`},
 		{[]string{"-chats", "1,x"}, "-chats"},
 		{[]string{"-prior", "0"}, "-prior"},
+		{[]string{"-api-clients", "0"}, "-api-clients"},
 		{[]string{"-runs", "0"}, "at least 1"},
 	}
 	for _, tt := range tests {

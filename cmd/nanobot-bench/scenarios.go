@@ -17,6 +17,7 @@ type options struct {
 	bin        string
 	runs       int
 	chats      []int
+	apiClients []int
 	warmup     time.Duration
 	window     time.Duration
 	prior      []int

@@ -36,6 +36,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "unknown", start, aerr)
 		return
 	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		s.fail(w, r, k.name, start, unavailable)
+		return
+	}
 	if aerr := s.admit(k); aerr != nil {
 		s.fail(w, r, k.name, start, aerr)
 		return

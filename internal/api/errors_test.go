@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -206,5 +207,64 @@ func TestConcurrencyLimitPerKey(t *testing.T) {
 	}
 	if code, b := h.raw(webuiToken, body); code != 200 {
 		t.Errorf("after the first ended: %d %s", code, b)
+	}
+}
+
+func TestKeysNeverLoggedButTheirNamesAre(t *testing.T) {
+	h := newHarness(t)
+	h.script.Func = func(fakellm.Request) fakellm.Reply { return fakellm.Reply{Text: "ok"} }
+	body := `{"model":"nanobot","messages":[{"role":"user","content":"hi"}]}`
+	if code, b := h.raw(webuiToken, body); code != 200 {
+		t.Fatalf("%d %s", code, b)
+	}
+	if code, _ := h.raw("sk-guessed-0123456789abcdef", body); code != 401 {
+		t.Fatalf("wrong key: %d", code)
+	}
+	named := false
+	for _, e := range h.logs.All() {
+		line := e.Message
+		for k, v := range e.ContextMap() {
+			line += " " + k + "=" + fmt.Sprint(v)
+		}
+		if strings.Contains(line, webuiToken) || strings.Contains(line, "sk-guessed") {
+			t.Errorf("a key shows in the log: %s", line)
+		}
+		if e.Message == "api request" && e.ContextMap()["key"] == "webui" {
+			named = true
+		}
+	}
+	if !named {
+		t.Error("no log line names the key webui")
+	}
+}
+
+func TestShutdownAnswersRunningRequestsAndRefusesNewOnes(t *testing.T) {
+	h := newHarness(t)
+	release := make(chan struct{})
+	h.script.Func = func(fakellm.Request) fakellm.Reply {
+		<-release
+		return fakellm.Reply{Text: "finished"}
+	}
+	body := `{"model":"nanobot","user":"late","messages":[{"role":"user","content":"hi"}]}`
+	running := make(chan string, 1)
+	go func() {
+		code, b := h.raw(webuiToken, body)
+		running <- fmt.Sprint(code, " ", b)
+	}()
+	h.waitUntil("the turn at the model", func() bool { return len(h.script.Requests()) == 1 })
+	stopped := make(chan struct{})
+	go func() { h.stop(); close(stopped) }()
+	<-h.intakeDone
+	code, hdr, b := h.do(http.MethodPost, "/v1/chat/completions", webuiToken, body)
+	if code != 503 || hdr.Get("Retry-After") == "" || *parseError(t, b).Error.Code != "unavailable" {
+		t.Errorf("a request during shutdown: %d %s", code, b)
+	}
+	close(release)
+	if got := <-running; !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"content":"finished"`) {
+		t.Errorf("the running request got %s", got)
+	}
+	<-stopped
+	if n := len(h.session("api:webui:late")); n != 2 {
+		t.Errorf("session has %d messages, want 2", n)
 	}
 }

@@ -12,7 +12,10 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/api"
@@ -46,7 +49,13 @@ type harness struct {
 	script *fakellm.Script
 	store  *session.Store
 	srv    *api.Server
-	url    string
+	// logs holds every line the API and the agent logged.
+	logs *observer.ObservedLogs
+	// stop shuts everything down as the gateway does (once); intakeDone
+	// is closed when the API refuses new requests.
+	stop       func()
+	intakeDone chan struct{}
+	url        string
 	// now is the API's clock (rate limits); tests move it.
 	mu  sync.Mutex
 	now time.Time
@@ -68,7 +77,11 @@ func newHarness(t *testing.T, tweak ...func(*config.APIConfig)) *harness {
 	}
 	ws := t.TempDir()
 	h := &harness{t: t, ws: ws, script: &fakellm.Script{}, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	log := zaptest.NewLogger(t)
+	core, logs := observer.New(zap.DebugLevel)
+	h.logs = logs
+	log := zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewTee(c, core)
+	})), zaptest.Level(zap.DebugLevel))
 	b := bus.New(64)
 	h.store = session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, log)
 	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: true})
@@ -104,22 +117,27 @@ func newHarness(t *testing.T, tweak ...func(*config.APIConfig)) *harness {
 	wg.Go(func() { defer close(apiDone); _ = h.srv.Run(intake) })
 	wg.Go(func() { defer close(agentDone); _ = ag.Run(context.Background(), b.Inbound()) })
 	wg.Go(func() { defer close(mgrDone); _ = mgr.Run(context.Background()) })
-	t.Cleanup(func() {
-		// The gateway's order: stop intake, let the agent finish, deliver
-		// the replies, end what still waits, close the listener.
-		stopIntake()
-		<-apiDone
-		b.CloseInbound()
-		<-agentDone
-		b.CloseOutbound()
-		<-mgrDone
-		h.srv.Close()
-		ts.CloseClientConnections()
-		ts.Close()
-		wg.Wait()
-		_ = h.store.Close()
-		_ = root.Close()
-	})
+	h.intakeDone = apiDone
+	var once sync.Once
+	h.stop = func() {
+		once.Do(func() {
+			// The gateway's order: stop intake, let the agent finish, deliver
+			// the replies, end what still waits, close the listener.
+			stopIntake()
+			<-apiDone
+			b.CloseInbound()
+			<-agentDone
+			b.CloseOutbound()
+			<-mgrDone
+			h.srv.Close()
+			ts.CloseClientConnections()
+			ts.Close()
+			wg.Wait()
+			_ = h.store.Close()
+			_ = root.Close()
+		})
+	}
+	t.Cleanup(h.stop)
 	return h
 }
 
