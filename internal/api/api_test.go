@@ -336,3 +336,17 @@ func TestGoOpenAIClientSeesErrors(t *testing.T) {
 		t.Fatalf("failed turn, streamed: %v", err)
 	}
 }
+
+func TestInlineImageReachesTheModel(t *testing.T) {
+	h := newHarness(t)
+	h.script.Push(fakellm.Reply{Text: "A tiny picture."})
+	body := `{"model":"nanobot","messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},` +
+		`{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=="}}]}]}`
+	if code, b := h.raw(webuiToken, body, "Authorization", "bearer "+webuiToken); code != 200 {
+		t.Fatalf("%d %s", code, b)
+	}
+	m := h.script.Requests()[0].Messages[0]
+	if m.Images != 1 || !strings.HasSuffix(m.Text, "what is this?") {
+		t.Errorf("the model got %+v; want the text and one image", m)
+	}
+}

@@ -24,8 +24,12 @@ type call struct {
 
 	// release gives back the session and key slots; finish calls it once.
 	release func()
-	// timer ends the call after turn_timeout.
-	timer *time.Timer
+	// timer expires the call after turn_timeout: its handler answers 504,
+	// while the call itself (and the session it holds) lasts until the
+	// turn's answer arrives.
+	timer   *time.Timer
+	expired chan struct{}
+	expire  func()
 	// done is closed when the call finished: answered, timed out, or shut down.
 	done chan struct{}
 	// notify is signalled (without blocking) when something arrived.
@@ -56,13 +60,14 @@ type endReason uint8
 const (
 	endNone     endReason = iota
 	endAnswered           // the final message (or a command's reply) arrived
-	endTimeout            // turn_timeout passed first
 	endShutdown           // the gateway stopped before the answer came
 )
 
 func newCall(id, key, session string, hints bool) *call {
-	return &call{id: id, key: key, session: session, hints: hints,
-		done: make(chan struct{}), notify: make(chan struct{}, 1)}
+	c := &call{id: id, key: key, session: session, hints: hints,
+		done: make(chan struct{}), notify: make(chan struct{}, 1), expired: make(chan struct{})}
+	c.expire = sync.OnceFunc(func() { close(c.expired) })
+	return c
 }
 
 // receive takes one outbound message of the call's chat and reports whether
@@ -156,7 +161,7 @@ func (c *call) signal() {
 	}
 }
 
-// stop ends a call that got no answer (timeout, shutdown); it reports
+// stop ends a call that got no answer (shutdown); it reports
 // whether it was still open.
 func (c *call) stop(why endReason) bool {
 	c.mu.Lock()

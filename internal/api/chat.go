@@ -63,9 +63,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if req.session == "" {
 		key = fmt.Sprintf("%s:%s:~%s", Channel, k.name, id) // one-off: a key no client can name
 	}
-	unlock, err := s.lockSession(r.Context(), key)
-	if err != nil {
-		s.done(r, k.name, key, start, "client_closed", 0)
+	unlock, aerr := s.lockSession(r.Context(), key)
+	if aerr != nil {
+		s.fail(w, r, k.name, start, aerr)
 		return
 	}
 	c := newCall(id, k.name, key, s.cfg.ToolHints)
@@ -81,7 +81,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// From the hand-over the call belongs to the agent: it ends when the
 	// answer arrives (Receive), or after turn_timeout, whatever the client
 	// does.
-	c.timer = time.AfterFunc(s.cfg.TurnTimeout, func() { s.finish(c, endTimeout) })
+	c.timer = time.AfterFunc(s.cfg.TurnTimeout, c.expire)
 	if aerr := s.hand(r, c, msg); aerr != nil {
 		c.timer.Stop()
 		unlock()
@@ -200,6 +200,13 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (turnRequest, *ap
 func (s *Server) whole(w http.ResponseWriter, r *http.Request, c *call, req turnRequest) string {
 	select {
 	case <-c.done:
+	case <-c.expired:
+		select {
+		case <-c.done: // both: the answer wins
+		default:
+			timedOut.write(w)
+			return timedOut.outcome
+		}
 	case <-r.Context().Done():
 		return "client_closed"
 	}
@@ -224,12 +231,13 @@ type wholeChoice struct {
 	FinishReason *string     `json:"finish_reason"`
 }
 
+// timedOut is the answer when turn_timeout passed first.
+var timedOut = &apiError{status: http.StatusGatewayTimeout, typ: "server_error", code: "timeout", outcome: "timeout",
+	message: "The answer took longer than this server waits (api.turn_timeout). The assistant goes on and saves it in the session."}
+
 // endError is the error a call that did not end well answers with.
 func endError(res result) *apiError {
 	switch {
-	case res.end == endTimeout:
-		return &apiError{status: http.StatusGatewayTimeout, typ: "server_error", code: "timeout", outcome: "timeout",
-			message: "The answer took longer than this server waits (api.turn_timeout). The assistant goes on and saves it in the session."}
 	case res.end == endShutdown:
 		return unavailable
 	case res.failed:
@@ -269,6 +277,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *call, req tur
 		select {
 		case <-c.notify:
 		case <-c.done:
+		case <-c.expired:
 		case <-r.Context().Done():
 			return "client_closed"
 		}
@@ -283,6 +292,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *call, req tur
 			}
 		}
 		if end == endNone {
+			select {
+			case <-c.expired:
+				_ = event(timedOut.body())
+				return timedOut.outcome
+			default:
+			}
 			continue
 		}
 		<-c.done // finish closes it right after the end is set

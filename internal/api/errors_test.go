@@ -268,3 +268,34 @@ func TestShutdownAnswersRunningRequestsAndRefusesNewOnes(t *testing.T) {
 		t.Errorf("session has %d messages, want 2", n)
 	}
 }
+
+func TestTurnTimeoutAnswers504AndKeepsTheSessionUntilTheTurnEnds(t *testing.T) {
+	h := newHarness(t, func(c *config.APIConfig) { c.TurnTimeout = 50 * time.Millisecond })
+	release := make(chan struct{})
+	h.script.Func = func(r fakellm.Request) fakellm.Reply {
+		if strings.HasSuffix(r.LastUserText(), "slow") {
+			<-release
+		}
+		return fakellm.Reply{Text: "answered"}
+	}
+	slow := `{"model":"nanobot","user":"t","messages":[{"role":"user","content":"slow"}]}`
+	code, b := h.raw(webuiToken, slow)
+	if code != 504 || *parseError(t, b).Error.Code != "timeout" {
+		t.Fatalf("slow turn: %d %s", code, b)
+	}
+	// The turn still runs: the session waits for it, and says so.
+	next := `{"model":"nanobot","user":"t","messages":[{"role":"user","content":"next"}]}`
+	code, hdr, b := h.do(http.MethodPost, "/v1/chat/completions", webuiToken, next)
+	if code != 429 || hdr.Get("Retry-After") == "" || *parseError(t, b).Error.Code != "session_busy" {
+		t.Fatalf("while the slow turn runs: %d %s", code, b)
+	}
+	close(release)
+	h.waitUntil("the slow turn saved", func() bool { return len(h.session("api:webui:t")) == 2 })
+	h.waitUntil("the session free", func() bool {
+		code, _ := h.raw(webuiToken, next)
+		return code == 200
+	})
+	if n := len(h.session("api:webui:t")); n != 4 {
+		t.Errorf("session has %d messages, want the slow turn and the next", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"regexp"
 	"slices"
@@ -219,8 +220,8 @@ func (s *Server) authenticate(r *http.Request) (*apiKey, *apiError) {
 	if len(s.keys) == 0 {
 		return nil, unauthorized("This nanobot has no API keys configured (api.keys), so its API refuses every request.")
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || strings.TrimSpace(token) == "" {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		return nil, unauthorized("You didn't provide an API key. Send it in the header Authorization: Bearer <key>.")
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
@@ -257,9 +258,11 @@ func (s *Server) admit(k *apiKey) *apiError {
 	}
 }
 
-// lockSession waits until no other request of session runs; the returned
-// func unlocks it and never blocks.
-func (s *Server) lockSession(ctx context.Context, session string) (func(), error) {
+// lockSession waits until no other request of session runs, at most
+// turn_timeout; the returned func unlocks it and never blocks.
+func (s *Server) lockSession(ctx context.Context, session string) (func(), *apiError) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TurnTimeout)
+	defer cancel()
 	s.mu.Lock()
 	l := s.sessions[session]
 	if l == nil {
@@ -280,7 +283,12 @@ func (s *Server) lockSession(ctx context.Context, session string) (func(), error
 		return func() { <-l.ch; drop() }, nil
 	case <-ctx.Done():
 		drop()
-		return nil, ctx.Err()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, &apiError{status: http.StatusTooManyRequests, typ: "requests", code: "session_busy", outcome: "busy",
+				retryAfter: 5 * time.Second,
+				message:    "This session is still answering an earlier request (one at a time per session). Please try again shortly."}
+		}
+		return nil, &apiError{status: 499, typ: "invalid_request_error", message: "client closed the request", outcome: "client_closed"}
 	}
 }
 
