@@ -72,15 +72,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	c.release = func() { unlock(); <-k.slots }
 	msg := bus.InboundMessage{
 		Channel: Channel, SenderID: k.name, SenderName: k.name, ChatID: id, MessageID: id,
-		Content: req.text, Media: req.images, SessionKey: key, Time: start,
+		Content: req.text, Media: req.images, SessionKey: key, Time: time.Now(),
 		History: req.history, Ephemeral: req.session == "",
 	}
 	if req.model != DefaultModel {
 		msg.Model = req.model
 	}
 	// From the hand-over the call belongs to the agent: it ends when the
-	// answer arrives (Receive), or after turn_timeout, whatever the client
-	// does.
+	// answer arrives (Receive) or at shutdown, whatever the client does;
+	// after turn_timeout only its handler stops waiting.
 	c.timer = time.AfterFunc(s.cfg.TurnTimeout, c.expire)
 	if aerr := s.hand(r, c, msg); aerr != nil {
 		c.timer.Stop()
