@@ -15,14 +15,15 @@ const benchAPIKey = "sk-nanobot-bench-0123456789abcdef"
 
 // runAPI runs the closed-loop load through the OpenAI-compatible API: each
 // client posts a non-streamed chat completion in its own session (user
-// "bench<chat>"), waits for the answer and posts again. The model and the
-// measurements are the load scenario's.
+// "bench<chat>"), waits for the answer (and -think) and posts again. The
+// model and the measurements are the load scenario's.
 func runAPI(ctx context.Context, o options, clients int) (loadResult, error) {
 	var res loadResult
 	err := withGateway(ctx, o, setup{MaxConcurrentTurns: o.maxTurns, API: true}, func(h *harness, _ ready) error {
 		tr := &http.Transport{MaxIdleConnsPerHost: clients + 1}
 		defer tr.CloseIdleConnections()
 		d := newDriver(h, clients)
+		d.think = o.think
 		d.api = &apiClient{url: "http://" + h.listen + "/v1/chat/completions", hc: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
 		var err error
 		res, err = d.run(ctx, o.warmup, o.window)

@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.streamN, "stream-turns", 10, "stream: turns per run")
 	fs.IntVar(&o.maxTurns, "max-concurrent-turns", 0, "agents.max_concurrent_turns for load and history [the config default]")
 	fs.IntVar(&o.memWindow, "memory-window", 0, "history: agents.memory_window [the config default, 100]")
-	fs.DurationVar(&o.think, "think", 0, "load: each chat's pause between a reply and its next message (0: closed loop at full speed)")
+	fs.DurationVar(&o.think, "think", 0, "load and api: each chat's pause between a reply and its next message (0: closed loop at full speed)")
 	fs.StringVar(&jsonPath, "json", "", "also write every run's raw results to this file")
 	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window to this directory (builds the binary with -tags nanobot_pprof)")
 	fs.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, workspace, gateway.log)")
