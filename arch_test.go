@@ -34,7 +34,7 @@ var allowed = []struct {
 	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels"}},
 	{"internal/fakes", []string{"internal/llm", "internal/fakes"}},
 	{"internal/golden", nil},
-	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config", "internal/logging"}},
+	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config"}},
 	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/channels/clock"}},
 }
 

@@ -17,6 +17,6 @@
 // goes away does not cancel it, and it is saved in its session; requests of
 // one session are answered one at a time, in order. See docs/api.md.
 //
-// It imports bus, channels (for the Receiver contract), config, llm and
-// logging; only internal/daemon constructs it.
+// It imports bus, channels (for the Receiver contract), config and llm; only
+// internal/daemon constructs it.
 package api
