@@ -40,7 +40,6 @@ var allowed = []struct {
 
 // forbidden are imports no package but the daemon and the commands may make.
 var forbidden = map[string][]string{
-	"internal/api":   {"internal/agent", "internal/daemon", "internal/fakes", "internal/provider", "internal/session", "internal/tools"},
 	"internal/agent": {"internal/channels", "internal/daemon", "internal/provider/", "internal/config", "internal/fakes"},
 }
 
