@@ -350,3 +350,40 @@ func TestInlineImageReachesTheModel(t *testing.T) {
 		t.Errorf("the model got %+v; want the text and one image", m)
 	}
 }
+
+func TestClientGoneBeforeANonStreamedAnswerLosesNothing(t *testing.T) {
+	h := newHarness(t)
+	release := make(chan struct{})
+	h.script.Func = func(r fakellm.Request) fakellm.Reply {
+		if strings.HasSuffix(r.LastUserText(), "wait") {
+			<-release
+		}
+		return fakellm.Reply{Text: "done: " + r.LastUserText()[strings.LastIndex(r.LastUserText(), "\n")+1:]}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	c := h.client(webuiToken)
+	go func() {
+		_, err := c.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "nanobot", User: "left",
+			Messages: []openai.ChatCompletionMessage{userMsg("wait")}})
+		errc <- err
+	}()
+	h.waitUntil("the turn at the model", func() bool { return len(h.script.Requests()) == 1 })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client error = %v", err)
+	}
+	close(release)
+	h.waitUntil("the turn saved", func() bool { return len(h.session("api:webui:left")) == 2 })
+	resp, err := c.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "nanobot", User: "left",
+		Messages: []openai.ChatCompletionMessage{userMsg("wait"), userMsg("again")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Choices[0].Message.Content; got != "done: again" {
+		t.Errorf("next answer = %q; want only its own", got)
+	}
+	if msgs := h.session("api:webui:left"); len(msgs) != 4 || msgs[1].Text() != "done: wait" {
+		t.Errorf("session = %+v", msgs)
+	}
+}

@@ -17,10 +17,8 @@ import (
 // the agent sent with its message tool start a new paragraph. So nothing is
 // sent twice and nothing shown is taken back.
 type call struct {
-	id      string // chat id and message id of the request
-	key     string // the API key's name
-	session string
-	hints   bool // tool hints become reasoning_content
+	id    string // chat id and message id of the request
+	hints bool   // tool hints become reasoning_content
 
 	// release gives back the session and key slots; finish calls it once.
 	release func()
@@ -63,8 +61,8 @@ const (
 	endShutdown           // the gateway stopped before the answer came
 )
 
-func newCall(id, key, session string, hints bool) *call {
-	c := &call{id: id, key: key, session: session, hints: hints,
+func newCall(id string, hints bool) *call {
+	c := &call{id: id, hints: hints,
 		done: make(chan struct{}), notify: make(chan struct{}, 1), expired: make(chan struct{})}
 	c.expire = sync.OnceFunc(func() { close(c.expired) })
 	return c

@@ -37,7 +37,7 @@ func TestCallShowsWhatGrowsAndNeverTakesBack(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCall("req", "k", "s", true)
+			c := newCall("req", true)
 			ended := false
 			var sent strings.Builder
 			for _, m := range tc.in {

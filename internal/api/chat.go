@@ -68,7 +68,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, k.name, start, aerr)
 		return
 	}
-	c := newCall(id, k.name, key, s.cfg.ToolHints)
+	c := newCall(id, s.cfg.ToolHints)
 	c.release = func() { unlock(); <-k.slots }
 	msg := bus.InboundMessage{
 		Channel: Channel, SenderID: k.name, SenderName: k.name, ChatID: id, MessageID: id,
