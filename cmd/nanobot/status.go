@@ -79,6 +79,11 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	channel("telegram", cfg.Channels.Telegram.Enabled, cfg.Channels.Telegram.Token, cfg.Channels.Telegram.Access)
 	channel("discord", cfg.Channels.Discord.Enabled, cfg.Channels.Discord.Token, cfg.Channels.Discord.Access)
 	printMCP(w, cfg)
+	if names := sortedKeys(cfg.API.Keys); len(names) > 0 {
+		fmt.Fprintf(w, "API	/v1/chat/completions on %s, keys: %s\n", cfg.Gateway.Listen, strings.Join(names, ", "))
+	} else {
+		fmt.Fprintf(w, "API	off (no api.keys)\n")
+	}
 	fmt.Fprintln(w)
 	store := session.NewStore(filepath.Join(cfg.Agents.Workspace, "sessions"), session.Options{}, zap.NewNop())
 	defer store.Close()

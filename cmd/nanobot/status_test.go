@@ -17,6 +17,8 @@ func TestStatusListsMCPServers(t *testing.T) {
 		"docs": {URL: "https://bot:hunter2-secret@mcp.example.com/mcp"},
 		"old":  {Command: "old-mcp", Disabled: true},
 	}
+	cfg.Gateway.Listen = "127.0.0.1:18790"
+	cfg.API.Keys = map[string]string{"webui": "sk-webui-secret-0123456789", "scripts": "sk-scripts-secret-0123456789"}
 	var out bytes.Buffer
 	if err := printStatus(&out, "config.yaml", cfg); err != nil {
 		t.Fatal(err)
@@ -27,12 +29,13 @@ func TestStatusListsMCPServers(t *testing.T) {
 		`MCP gh +configured: stdio gh-mcp --verbose \(tools: search\)\n`,
 		`MCP old +disabled\n`,
 		`\(MCP servers connect when the gateway runs; /status in a chat shows their state and tools\)`,
+		`API +/v1/chat/completions on 127\.0\.0\.1:18790, keys: scripts, webui\n`,
 	} {
 		if !regexp.MustCompile(want).MatchString(got) {
 			t.Errorf("status lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "hunter2") {
+	if strings.Contains(got, "hunter2") || strings.Contains(got, "secret-0123") {
 		t.Errorf("status shows the URL's password:\n%s", got)
 	}
 }
