@@ -273,11 +273,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *call, req tur
 	if event(chunkOf(&responseMessage{Role: "assistant"}, nil)) != nil {
 		return "client_closed"
 	}
+	keepAlive := time.NewTicker(s.keepAlive)
+	defer keepAlive.Stop()
 	for {
 		select {
 		case <-c.notify:
 		case <-c.done:
 		case <-c.expired:
+		case <-keepAlive.C:
+			// A comment line: clients skip it, proxies see traffic.
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return "client_closed"
+			}
+			continue
 		case <-r.Context().Done():
 			return "client_closed"
 		}

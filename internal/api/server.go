@@ -71,6 +71,10 @@ type Server struct {
 	now    func() time.Time
 	log    *zap.Logger
 	keys   []*apiKey
+	// keepAlive is how often a stream that has nothing to say sends an SSE
+	// comment, so proxies between the client and here do not close it while
+	// a long tool runs [15s].
+	keepAlive time.Duration
 
 	mu       sync.Mutex
 	closing  bool
@@ -102,7 +106,7 @@ type sessionLock struct {
 // New returns the server; it does no I/O.
 func New(cfg config.APIConfig, deps Deps, log *zap.Logger) *Server {
 	s := &Server{cfg: cfg, in: deps.Bus, obs: deps.Observer, now: deps.Now, log: log,
-		calls: map[string]*call{}, sessions: map[string]*sessionLock{}}
+		calls: map[string]*call{}, sessions: map[string]*sessionLock{}, keepAlive: 15 * time.Second}
 	if s.obs == nil {
 		s.obs = nopObserver{}
 	}
