@@ -344,3 +344,19 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestAPIKeysComeFromTheEnvironment(t *testing.T) {
+	isolateEnv(t, "NB_TEST_API_KEY")
+	t.Setenv("NB_TEST_API_KEY", "sk-from-env-0123456789")
+	cfg := mustLoad(t, validBase+"api:\n  keys: {webui: \"${NB_TEST_API_KEY}\", unset: \"${NB_TEST_API_KEY_MISSING:-}\"}\n")
+	if got := cfg.API.Keys["webui"]; got != "sk-from-env-0123456789" {
+		t.Errorf("api.keys.webui = %q", got)
+	}
+	if cfg.API.RatePerMinute != 60 || cfg.API.MaxConcurrent != 4 || cfg.API.TurnTimeout != 10*time.Minute || !cfg.API.ToolHints {
+		t.Errorf("api defaults = %+v", cfg.API)
+	}
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "api.keys.unset: is empty") || strings.Contains(err.Error(), "sk-from-env") {
+		t.Errorf("Validate = %v; want the unset one named, the token never shown", err)
+	}
+}
