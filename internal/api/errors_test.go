@@ -24,9 +24,18 @@ func (h *harness) raw(token, body string, header ...string) (int, string) {
 
 func (h *harness) do(method, path, token, body string, header ...string) (int, http.Header, string) {
 	h.t.Helper()
-	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	code, hdr, b, err := h.try(method, path, token, body, header...)
 	if err != nil {
 		h.t.Fatal(err)
+	}
+	return code, hdr, b
+}
+
+// try is do for goroutines other than the test's: it returns the error.
+func (h *harness) try(method, path, token, body string, header ...string) (int, http.Header, string, error) {
+	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, "", err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -38,11 +47,11 @@ func (h *harness) do(method, path, token, body string, header ...string) (int, h
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
-		h.t.Fatal(err)
+		return 0, nil, "", err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b), err
 }
 
 // openAIError is the error shape every refusal must have.
@@ -193,7 +202,10 @@ func TestConcurrencyLimitPerKey(t *testing.T) {
 	body := `{"model":"nanobot","messages":[{"role":"user","content":"hi"}]}`
 	first := make(chan int, 1)
 	go func() {
-		code, _ := h.raw(webuiToken, body)
+		code, _, _, err := h.try(http.MethodPost, "/v1/chat/completions", webuiToken, body)
+		if err != nil {
+			t.Error(err)
+		}
 		first <- code
 	}()
 	h.waitUntil("the first request at the model", func() bool { return len(h.script.Requests()) == 1 })
@@ -248,8 +260,8 @@ func TestShutdownAnswersRunningRequestsAndRefusesNewOnes(t *testing.T) {
 	body := `{"model":"nanobot","user":"late","messages":[{"role":"user","content":"hi"}]}`
 	running := make(chan string, 1)
 	go func() {
-		code, b := h.raw(webuiToken, body)
-		running <- fmt.Sprint(code, " ", b)
+		code, _, b, err := h.try(http.MethodPost, "/v1/chat/completions", webuiToken, body)
+		running <- fmt.Sprint(code, " ", b, err)
 	}()
 	h.waitUntil("the turn at the model", func() bool { return len(h.script.Requests()) == 1 })
 	stopped := make(chan struct{})

@@ -130,8 +130,7 @@ func newHarness(t *testing.T, tweak ...func(*config.APIConfig)) *harness {
 			b.CloseOutbound()
 			<-mgrDone
 			h.srv.Close()
-			ts.CloseClientConnections()
-			ts.Close()
+			ts.Close() // waits for the handlers, as the gateway's Shutdown does
 			wg.Wait()
 			_ = h.store.Close()
 			_ = root.Close()
