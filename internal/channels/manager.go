@@ -146,15 +146,15 @@ type chatKey struct{ channel, chat string }
 func NewManager(src <-chan bus.OutboundMessage, cfg ManagerConfig, log *zap.Logger) *Manager {
 	cfg = cfg.withDefaults()
 	return &Manager{
-		src:     src,
-		cfg:     cfg,
-		log:     log,
-		clock:   cfg.Clock,
+		src:       src,
+		cfg:       cfg,
+		log:       log,
+		clock:     cfg.Clock,
 		routes:    map[string]*route{},
 		receivers: map[string]Receiver{},
-		workers: map[chatKey]*worker{},
-		exited:  make(chan struct{}, 1),
-		closing: make(chan struct{}),
+		workers:   map[chatKey]*worker{},
+		exited:    make(chan struct{}, 1),
+		closing:   make(chan struct{}),
 	}
 }
 
