@@ -84,6 +84,24 @@ func TestReadinessFollowsTelegramAndMetricsCountATurn(t *testing.T) {
 	}
 }
 
+// A quiet bot: no message arrives, so Telegram's long poll only returns
+// after poll_timeout (30 s) and Discord sends nothing after READY. /readyz
+// answers 200 as soon as both are connected, while that long poll is still
+// pending.
+func TestReadyBeforeTheFirstLongPollReturns(t *testing.T) {
+	g := startWith(t, setup{discord: true, telegram: "poll_timeout: 30s"})
+	g.tg.Wait(t, "a long poll in flight", func() bool { return g.tg.LongPolls() == 1 })
+	r := g.waitReady(true)
+	if names := checkNames(r); names != "telegram,discord,model" {
+		t.Errorf("checks = %s, want telegram, discord and model", names)
+	}
+	for _, c := range g.tg.Calls("getUpdates") {
+		if c.Params["timeout"] != "0" {
+			t.Fatalf("a long poll returned (%v): the test no longer shows readiness before it", c.Params)
+		}
+	}
+}
+
 func TestModelFailureMakesItUnreadyUntilACallSucceeds(t *testing.T) {
 	g := startWith(t, setup{agents: "fallbacks: []", telegram: "poll_timeout: 1s\nstreaming: false"})
 	tg, script := g.tg, g.script
