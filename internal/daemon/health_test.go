@@ -160,3 +160,28 @@ func grep(body, substr string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// /status tells the chat why the model is failing, in a few safe words,
+// and stops once a call succeeds.
+func TestStatusSaysWhyTheModelFails(t *testing.T) {
+	g := startWith(t, setup{agents: "fallbacks: []", telegram: "poll_timeout: 1s\nstreaming: false"})
+	say := func(text string) {
+		g.tg.PushMessage(models.Message{Chat: models.Chat{ID: owner, Type: models.ChatTypePrivate},
+			From: &models.User{ID: owner, FirstName: "U"}, Text: text})
+	}
+	g.script.Push(fakellm.Reply{Status: 503, ErrorType: "server_error", ErrorMessage: "overloaded"})
+	say("one")
+	g.visible(owner, 1)
+	say("/status")
+	status := g.visible(owner, 2)[1]
+	if !strings.Contains(status, "Model provider: the last call, ") || !strings.Contains(status, "failed: openai answered HTTP 503") {
+		t.Errorf("/status = %q, want the provider's 503", status)
+	}
+	g.script.Push(fakellm.Reply{Text: "fine again"})
+	say("two")
+	g.waitLast(owner, "fine again")
+	say("/status")
+	if status := g.visible(owner, 4)[3]; strings.Contains(status, "Model provider:") {
+		t.Errorf("/status after a success still reports a failure: %q", status)
+	}
+}
