@@ -498,6 +498,11 @@ func (a *Agent) failure(t *turn, text string) bus.OutboundMessage {
 // chain goes to the log, never to the chat.
 func userFacing(err error) string {
 	var api *llm.APIError
+	if reason, ok := llm.Unreachable(err); ok {
+		// Safe to show: it names the host, never the URL or a key.
+		return "⚠️ The model provider did not answer: " + reason + ". Please try again in a moment; " +
+			"if it persists, the operator needs to check the provider's base_url and the network."
+	}
 	switch {
 	case errors.As(err, &api) && api.Auth():
 		return "⚠️ The model provider refused the API key. The operator needs to check the provider's api_key in the config."

@@ -124,6 +124,8 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		return nil, err
 	}
 	mcpServers := newMCP(cfg, reg, opts.Version, log.Named("mcp"))
+	// /status ends with the provider's trouble, if any, and the MCP servers.
+	statusLines := func() []string { return append(modelStatus(modelHealth), mcpServers.StatusLines()...) }
 	consolidator := memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))
 	ag := agent.New(agent.Config{
 		Workspace:          ws,
@@ -139,7 +141,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		Version:            opts.Version,
 	}, agent.Deps{
 		Model:    observedModel{Model: router, metrics: m, health: modelHealth},
-		Sessions: store, Tools: reg, Out: b, StatusLines: mcpServers.StatusLines, Redact: redact, Observer: m,
+		Sessions: store, Tools: reg, Out: b, StatusLines: statusLines, Redact: redact, Observer: m,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
 			Skills: skills.Loader{Builtin: builtin.FS()}},
 		Memory: consolidator,

@@ -50,6 +50,8 @@ type Gateway struct {
 	// api serves the OpenAI-compatible API on the listener; it receives
 	// channel "api"'s replies from the manager.
 	api *api.Server
+	// routes are what the listener serves, for the start-up line.
+	routes []string
 
 	// schedulers publish cron runs and heartbeat work (schedule.go).
 	schedulers []scheduler
@@ -87,12 +89,41 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 		_ = core.Close()
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	g.mux.Handle("/v1/", g.api.Handler())
+	apiWhat := "OpenAI-compatible API"
+	if len(cfg.API.Keys) == 0 {
+		apiWhat += ", no keys: every request refused"
+	}
+	g.handle("/v1/", apiWhat, g.api.Handler())
 	g.health.Add("model", core.ModelHealth.Check)
-	g.mux.HandleFunc("GET /healthz", health.Live)
-	g.mux.Handle("GET /readyz", g.health)
-	g.mux.Handle("GET /metrics", core.Metrics.Handler())
+	g.handle("GET /healthz", "liveness", http.HandlerFunc(health.Live))
+	g.handle("GET /readyz", "readiness", g.health)
+	g.handle("GET /metrics", "Prometheus", core.Metrics.Handler())
 	return g, nil
+}
+
+// handle mounts h on the HTTP listener and notes it, with what it is, for
+// the start-up line.
+func (g *Gateway) handle(pattern, what string, h http.Handler) {
+	g.mux.Handle(pattern, h)
+	g.routes = append(g.routes, pattern+" ("+what+")")
+}
+
+// announce logs, once at start, every surface the gateway serves: the chat
+// channels and the HTTP listener with its routes. A gateway no chat reaches
+// is legal (the listener, cron jobs and MCP servers still run) but rarely
+// meant, so it says so loudly instead of starting in silence.
+func (g *Gateway) announce(addr string) {
+	names := make([]string, 0, len(g.channels))
+	for _, c := range g.channels {
+		names = append(names, c.Name())
+	}
+	g.log.Info("gateway started", zap.String("listen", addr), zap.Strings("channels", names), zap.Strings("http", g.routes),
+		zap.String("model", g.cfg.Agents.Model), zap.String("workspace", g.cfg.Agents.Workspace), zap.String("version", g.opts.Version))
+	if len(names) == 0 {
+		g.log.Warn("no chat channel is enabled: nobody can talk to the agent through this gateway; "+
+			"enable channels.telegram or channels.discord (enabled: true, a token, allow_from), "+
+			"or use `nanobot agent` in a terminal", zap.String("listen", addr), zap.Strings("http", g.routes))
+	}
 }
 
 func (g *Gateway) buildChannels() error {
@@ -114,7 +145,7 @@ func (g *Gateway) buildChannels() error {
 		}
 		if tc.Mode == "webhook" {
 			path, h := tg.WebhookHandler()
-			g.mux.Handle("POST "+path, h)
+			g.handle("POST "+path, "telegram webhook", h)
 		}
 		g.channels = append(g.channels, tg)
 	}
@@ -166,12 +197,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 	}
 	srv := &http.Server{Handler: g.mux, ReadHeaderTimeout: 10 * time.Second}
-	names := make([]string, 0, len(g.channels))
-	for _, c := range g.channels {
-		names = append(names, c.Name())
-	}
-	g.log.Info("gateway started", zap.String("listen", ln.Addr().String()), zap.Strings("channels", names),
-		zap.String("model", g.cfg.Agents.Model), zap.String("workspace", g.cfg.Agents.Workspace), zap.String("version", g.opts.Version))
+	g.announce(ln.Addr().String())
 
 	// A fatal channel error ends intake like a signal does.
 	ctx, stopIntake := context.WithCancelCause(ctx)

@@ -51,6 +51,8 @@ type setup struct {
 	// quiet logs nothing: zaptest keeps every line in memory until the test
 	// ends, which a memory measurement must not count.
 	quiet bool
+	// noTelegram sets channels.telegram.enabled: false.
+	noTelegram bool
 }
 
 type gw struct {
@@ -142,7 +144,7 @@ func (g *gw) writeConfig(s setup, extra string) {
     base_url: %q
 %schannels:
   telegram:
-    enabled: true
+    enabled: %v
     token: %q
     api_url: %q
 %s    edit_interval: 10ms
@@ -151,7 +153,7 @@ func (g *gw) writeConfig(s setup, extra string) {
   shutdown_grace: 5s
   heartbeat: {enabled: false}
 `, g.home, indent(s.agents, "  "), openaifake.DefaultAPIKey, g.llm.URL(), indent(openai, "    "),
-		telegramfake.Token, g.tgURL, allowFrom(s.telegram), indent(s.telegram, "    "), discord, tools)
+		!s.noTelegram, telegramfake.Token, g.tgURL, allowFrom(s.telegram), indent(s.telegram, "    "), discord, tools)
 	yaml += extra
 	if err := os.WriteFile(g.configPath(), []byte(yaml), 0o600); err != nil {
 		g.t.Fatal(err)

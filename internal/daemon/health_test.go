@@ -84,6 +84,24 @@ func TestReadinessFollowsTelegramAndMetricsCountATurn(t *testing.T) {
 	}
 }
 
+// A quiet bot: no message arrives, so Telegram's long poll only returns
+// after poll_timeout (30 s) and Discord sends nothing after READY. /readyz
+// answers 200 as soon as both are connected, while that long poll is still
+// pending.
+func TestReadyBeforeTheFirstLongPollReturns(t *testing.T) {
+	g := startWith(t, setup{discord: true, telegram: "poll_timeout: 30s"})
+	g.tg.Wait(t, "a long poll in flight", func() bool { return g.tg.LongPolls() == 1 })
+	r := g.waitReady(true)
+	if names := checkNames(r); names != "telegram,discord,model" {
+		t.Errorf("checks = %s, want telegram, discord and model", names)
+	}
+	for _, c := range g.tg.Calls("getUpdates") {
+		if c.Params["timeout"] != "0" {
+			t.Fatalf("a long poll returned (%v): the test no longer shows readiness before it", c.Params)
+		}
+	}
+}
+
 func TestModelFailureMakesItUnreadyUntilACallSucceeds(t *testing.T) {
 	g := startWith(t, setup{agents: "fallbacks: []", telegram: "poll_timeout: 1s\nstreaming: false"})
 	tg, script := g.tg, g.script
@@ -141,4 +159,29 @@ func grep(body, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// /status tells the chat why the model is failing, in a few safe words,
+// and stops once a call succeeds.
+func TestStatusSaysWhyTheModelFails(t *testing.T) {
+	g := startWith(t, setup{agents: "fallbacks: []", telegram: "poll_timeout: 1s\nstreaming: false"})
+	say := func(text string) {
+		g.tg.PushMessage(models.Message{Chat: models.Chat{ID: owner, Type: models.ChatTypePrivate},
+			From: &models.User{ID: owner, FirstName: "U"}, Text: text})
+	}
+	g.script.Push(fakellm.Reply{Status: 503, ErrorType: "server_error", ErrorMessage: "overloaded"})
+	say("one")
+	g.visible(owner, 1)
+	say("/status")
+	status := g.visible(owner, 2)[1]
+	if !strings.Contains(status, "Model provider: the last call, ") || !strings.Contains(status, "failed: openai answered HTTP 503") {
+		t.Errorf("/status = %q, want the provider's 503", status)
+	}
+	g.script.Push(fakellm.Reply{Text: "fine again"})
+	say("two")
+	g.waitLast(owner, "fine again")
+	say("/status")
+	if status := g.visible(owner, 4)[3]; strings.Contains(status, "Model provider:") {
+		t.Errorf("/status after a success still reports a failure: %q", status)
+	}
 }

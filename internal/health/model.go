@@ -50,6 +50,19 @@ func (m *ModelHealth) Check() error {
 	return fmt.Errorf("the last model call (%s) failed: %v; last success: %s", ago(now, m.at), m.failed, last)
 }
 
+// LastFailure returns the error of the last recorded call and how long ago
+// it was recorded, or a nil error when the last call succeeded or none was
+// recorded yet.
+func (m *ModelHealth) LastFailure() (error, time.Duration) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failed == nil {
+		return nil, 0
+	}
+	return m.failed, now.Sub(m.at)
+}
+
 func (m *ModelHealth) now() time.Time {
 	if m.Now != nil {
 		return m.Now()

@@ -217,3 +217,34 @@ func TestOversizedMessageBreaksAndRemakesConnection(t *testing.T) {
 		t.Errorf("echo after the connection was remade: %+v", res)
 	}
 }
+
+// WaitStarted returns once every enabled server's first attempt has ended
+// (connected, or failed and retrying), with the ones not connected; a
+// server still starting holds it only until ctx ends.
+func TestWaitStartedReportsTheServersNotReady(t *testing.T) {
+	rig := startManager(t, map[string]config.MCPServerConfig{
+		"good":   stdioServer("stdio"),
+		"broken": stdioServer("broken"),
+		"off":    {Command: "/nonexistent/never-run", Disabled: true},
+	})
+	missing := rig.mgr.WaitStarted(context.Background())
+	if len(missing) != 1 || missing[0].Name != "broken" || missing[0].State != StateRetrying ||
+		!strings.Contains(missing[0].LastError, "cannot open database") {
+		t.Fatalf("not ready = %+v, want only broken, retrying, with its error", missing)
+	}
+	if !rig.reg.Has("mcp_good_echo") {
+		t.Error("WaitStarted returned before the good server's tools were registered")
+	}
+
+	slow := startManager(t, map[string]config.MCPServerConfig{
+		"good": stdioServer("stdio"),
+		"mute": stdioServer("mute"), // never finishes the handshake
+	}, func(o *Options) { o.ConnectTimeout = time.Minute })
+	slow.waitState("good", StateConnected)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the caller's deadline has passed
+	missing = slow.mgr.WaitStarted(ctx)
+	if len(missing) != 1 || missing[0].Name != "mute" || missing[0].State != StateConnecting {
+		t.Fatalf("not ready = %+v, want only mute, connecting", missing)
+	}
+}

@@ -142,6 +142,31 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
+// WaitStarted waits until every enabled server's first connection attempt
+// has ended — connected with its tools registered, or failed (Run retries it
+// in the background) — or until ctx ends, and returns the status of each
+// enabled server not connected by then. A terminal session calls it after
+// starting Run, under a deadline, so its first message finds the tools of
+// the servers that start in time, and can tell the user which are missing.
+func (m *Manager) WaitStarted(ctx context.Context) []Status {
+	for _, s := range m.servers {
+		if s.cfg.Disabled {
+			continue
+		}
+		select {
+		case <-s.tried:
+		case <-ctx.Done():
+		}
+	}
+	var missing []Status
+	for _, st := range m.Status() {
+		if st.State != StateDisabled && st.State != StateConnected {
+			missing = append(missing, st)
+		}
+	}
+	return missing
+}
+
 // Probe connects to one server as the gateway does (a stdio server is
 // started), lists its tools, disconnects, and stops and reaps the process:
 // nanobot doctor's check. It returns the names the tools would be

@@ -39,6 +39,11 @@ type server struct {
 	// server said its tool list changed; a call failed in transport.
 	refresh chan struct{}
 	check   chan struct{}
+	// tried is closed once the first connection attempt has ended: the
+	// server is connected with its tools registered, or it failed (and is
+	// retried), or the manager stopped.
+	tried     chan struct{}
+	triedOnce sync.Once
 
 	mu        sync.Mutex
 	sess      *sdk.ClientSession
@@ -65,7 +70,7 @@ func newServer(name string, cfg config.MCPServerConfig, reg Registry, opts Optio
 	}
 	return &server{
 		name: name, cfg: cfg, kind: kind, timeout: timeout, reg: reg, opts: opts, log: log,
-		refresh: make(chan struct{}, 1), check: make(chan struct{}, 1),
+		refresh: make(chan struct{}, 1), check: make(chan struct{}, 1), tried: make(chan struct{}),
 		state: state, tools: map[string]*tool{},
 	}
 }
@@ -75,6 +80,7 @@ func newServer(name string, cfg config.MCPServerConfig, reg Registry, opts Optio
 // group) and removes the server's tools.
 func (s *server) run(ctx context.Context) {
 	defer s.unregisterAll()
+	defer s.attempted()
 	failures := 0
 	for {
 		s.setState(StateConnecting, "")
@@ -91,6 +97,7 @@ func (s *server) run(ctx context.Context) {
 		s.mu.Lock()
 		s.state, s.lastErr, s.nextRetry = StateRetrying, s.redact(err.Error()), s.opts.Clock.Now().Add(delay)
 		s.mu.Unlock()
+		s.attempted()
 		s.log.Warn("mcp server unavailable; retrying", zap.Error(err), zap.Int("failures", failures), zap.Duration("retry_in", delay))
 		if clock.Sleep(ctx, s.opts.Clock, delay) != nil {
 			s.setState(StateStopped, "")
@@ -146,6 +153,7 @@ func (s *server) connection(ctx context.Context, serve func(context.Context, *sd
 	}
 	start := s.opts.Clock.Now()
 	s.setSession(sess)
+	s.attempted()
 	s.log.Info("mcp server connected", zap.String("transport", s.kind), zap.Int("tools", s.toolCount()))
 	err = serve(ctx, sess, ended, exited)
 	return s.opts.Clock.Now().Sub(start), err
@@ -371,6 +379,9 @@ func (s *server) toolCount() int {
 	defer s.mu.Unlock()
 	return len(s.tools)
 }
+
+// attempted marks the end of the first connection attempt.
+func (s *server) attempted() { s.triedOnce.Do(func() { close(s.tried) }) }
 
 // suspect asks the connection loop to check the connection.
 func (s *server) suspect() { signal1(s.check) }

@@ -483,6 +483,48 @@ func TestPollingStallRecovered(t *testing.T) {
 	}
 }
 
+// A quiet bot's long poll only returns at poll_timeout: the channel is
+// ready as soon as Telegram accepts polling, while that first long poll is
+// still pending, not when it returns.
+func TestReadyWhileTheFirstLongPollIsPending(t *testing.T) {
+	e := start(t, opts{cfg: func(c *config.TelegramConfig) { c.PollTimeout = 30 * time.Second }})
+	e.srv.Wait(t, "a long poll in flight", func() bool { return e.srv.LongPolls() == 1 })
+	if err := e.ch.Healthy(); err != nil {
+		t.Fatalf("Healthy() = %v while polling, want ready", err)
+	}
+	for _, c := range e.srv.Calls("getUpdates") {
+		if c.Params["timeout"] != "0" {
+			t.Fatalf("a long poll returned (%v) before the test ended: the fake should hold it for 30s", c.Params)
+		}
+	}
+	// Messages still arrive through the pending long poll.
+	e.srv.PushMessage(telegramfake.DM(owner, "hi"))
+	e.srv.Wait(t, "the echo", func() bool { return len(e.srv.Visible(owner)) == 1 })
+}
+
+// A failed poll makes the channel not ready; the next short poll that
+// answers makes it ready again, without waiting for a long poll to end.
+func TestNotReadyAfterAFailedPollUntilTelegramAnswers(t *testing.T) {
+	e := start(t, opts{cfg: func(c *config.TelegramConfig) { c.PollTimeout = 30 * time.Second }})
+	e.srv.Wait(t, "a long poll in flight", func() bool { return e.srv.LongPolls() == 1 })
+	// Two failures in a row: the channel is not ready through both backoffs.
+	e.srv.Inject("getUpdates", telegramfake.Fault{Kind: telegramfake.ServerError, Times: 2})
+	e.srv.PushMessage(telegramfake.DM(owner, "wake up")) // ends the long poll; the next calls fail
+	waitHealth(t, e.ch, func(err error) bool { return err != nil && strings.Contains(err.Error(), "502") })
+	e.srv.Wait(t, "the retried poll and the next long poll", func() bool { return e.srv.LongPolls() == 1 && e.ch.Healthy() == nil })
+	var afterFailure []string
+	failed := false
+	for _, c := range e.srv.Calls("getUpdates") {
+		if failed {
+			afterFailure = append(afterFailure, c.Params["timeout"])
+		}
+		failed = failed || c.Status == 502
+	}
+	if len(afterFailure) == 0 || afterFailure[0] != "0" {
+		t.Errorf("timeouts of the polls after the failure = %v, want a short poll first", afterFailure)
+	}
+}
+
 func TestConflictReported(t *testing.T) {
 	e := start(t, opts{})
 	e.srv.Inject("getUpdates", telegramfake.Fault{Kind: telegramfake.Conflict})
@@ -495,6 +537,18 @@ func TestConflictReported(t *testing.T) {
 			t.Fatalf("Healthy() = %v, want the conflict explained", e.ch.Healthy())
 		}
 		time.Sleep(5 * time.Millisecond) // polling an async condition
+	}
+}
+
+// waitHealth polls the channel's health until ok accepts it.
+func waitHealth(t *testing.T, ch *telegram.Channel, ok func(error) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(ch.Healthy()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Healthy() = %v, not the state waited for", ch.Healthy())
+		}
+		time.Sleep(2 * time.Millisecond) // polling an async condition
 	}
 }
 

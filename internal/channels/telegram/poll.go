@@ -14,6 +14,13 @@ import (
 // there), so a crash between the two never loses it. A call that outlives
 // poll_timeout plus the stall grace is abandoned and polling restarts on a
 // fresh connection: that is the stall watchdog.
+//
+// The first call, and the first after a failure, is a short poll (timeout
+// 0): it answers at once, so the channel reports ready as soon as Telegram
+// accepts polling instead of when the first long poll ends, which on a quiet
+// bot is poll_timeout later (and /readyz, Docker's health and orchestrators
+// would wait that long for nothing). While a long poll is pending the
+// channel stays ready; a failure or a stall makes it not ready.
 func (c *Channel) poll(ctx context.Context) {
 	if err := c.deleteWebhook(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -23,6 +30,7 @@ func (c *Channel) poll(ctx context.Context) {
 	}
 	offset := c.journal.nextOffset()
 	var backoff time.Duration
+	answered := false // the last getUpdates succeeded
 	for ctx.Err() == nil {
 		if backoff > 0 {
 			select {
@@ -31,18 +39,23 @@ func (c *Channel) poll(ctx context.Context) {
 			case <-time.After(backoff):
 			}
 		}
-		cctx, cancel := context.WithTimeout(ctx, c.cfg.PollTimeout+c.deps.StallGrace)
-		raw, err := c.getUpdates(cctx, offset, c.cfg.PollTimeout)
+		timeout := c.cfg.PollTimeout
+		if !answered {
+			timeout = 0
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout+c.deps.StallGrace)
+		raw, err := c.getUpdates(cctx, offset, timeout)
 		stalled := errors.Is(cctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
+			answered = false
 			backoff = c.pollFailed(err, stalled, backoff)
 			continue
 		}
-		backoff = 0
+		answered, backoff = true, 0
 		c.setHealth(nil)
 		if len(raw) == 0 {
 			continue

@@ -109,6 +109,7 @@ type Server struct {
 	webhook   string
 	secret    string
 	commands  []models.BotCommand
+	longPolls int           // getUpdates calls with a timeout, not answered yet
 	changed   chan struct{} // closed and replaced on every change
 	closed    chan struct{}
 	// stream, when set, receives every call instead of calls (see Stream).
@@ -274,6 +275,15 @@ func (s *Server) Confirmed() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.confirmed
+}
+
+// LongPolls returns how many getUpdates calls with a timeout are waiting
+// for an answer right now. On a quiet bot a long poll only returns at its
+// timeout, so a test can tell "polling" from "a poll has returned".
+func (s *Server) LongPolls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.longPolls
 }
 
 // Webhook returns the webhook URL and secret set by the bot.
@@ -566,6 +576,18 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 		limit = 100
 	}
 	deadline := time.After(time.Duration(timeout) * time.Second)
+	if timeout > 0 {
+		s.mu.Lock()
+		s.longPolls++
+		s.notifyLocked()
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.longPolls--
+			s.notifyLocked()
+			s.mu.Unlock()
+		}()
+	}
 	for {
 		s.mu.Lock()
 		if s.webhook != "" {
