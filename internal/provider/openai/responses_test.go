@@ -35,7 +35,7 @@ func TestResponsesToolTurn(t *testing.T) {
 	script := &fakellm.Script{}
 	script.Push(
 		fakellm.Reply{Thinking: "Look up the weather first.", Text: "Checking.", Chunk: 4,
-			ToolCalls: []fakellm.Call{{ID: "call_w1", Name: "weather", Args: `{"city":"Oslo"}`}},
+			ToolCalls:   []fakellm.Call{{ID: "call_w1", Name: "weather", Args: `{"city":"Oslo"}`}},
 			InputTokens: 100, OutputTokens: 40, CachedTokens: 64},
 		fakellm.Reply{Text: "It is 3°C in Oslo."},
 	)
