@@ -223,7 +223,9 @@ func (s *Server) writeResponsesStream(w http.ResponseWriter, r *http.Request, mo
 	respID := fmt.Sprintf("resp_fake%d", n)
 	seq := 0
 	sent := 0
-	send := func(ev map[string]any) bool {
+	garbageDue := reply.Garbage
+	var send func(ev map[string]any) bool
+	send = func(ev map[string]any) bool {
 		if sent > 1 && !s.wait(r, reply.ChunkDelay) {
 			s.abandon()
 			return false
@@ -234,6 +236,11 @@ func (s *Server) writeResponsesStream(w http.ResponseWriter, r *http.Request, mo
 		b, _ := json.Marshal(ev)
 		var buf bytes.Buffer
 		fmt.Fprintf(&buf, "event: %s\ndata: %s\n\n", ev["type"], b)
+		if garbageDue && ev["type"] == "response.output_text.delta" {
+			// One event that is not valid JSON after the first text.
+			garbageDue = false
+			buf.WriteString("event: response.output_text.delta\ndata: {\"type\": \"response.output_text.delta\", \"delta\": \"oops\"\n\n")
+		}
 		if _, err := w.Write(buf.Bytes()); err != nil {
 			return false
 		}
