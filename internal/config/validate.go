@@ -167,7 +167,7 @@ func (c *Config) validateProviders(p *checker) {
 		}
 		switch {
 		case kind == "":
-			p.add(key+".kind", "must be set for a provider not named openai or anthropic (kind: openai for OpenAI-compatible endpoints such as OpenRouter, Ollama or vLLM; kind: anthropic for the Messages API)")
+			p.add(key+".kind", "must be set for a provider not named openai or anthropic (kind: openai for OpenAI-compatible endpoints such as OpenRouter, Ollama or vLLM; kind: openai-responses for OpenAI's Responses API; kind: anthropic for the Messages API)")
 		case kind != "openai" && kind != "openai-responses" && kind != "anthropic":
 			p.add(key+".kind", "must be openai, openai-responses or anthropic, got %q", kind)
 		}
