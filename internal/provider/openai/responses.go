@@ -45,10 +45,12 @@ func (r *Responses) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.De
 	}
 }
 
+// rstream is the state of one Responses call; like stream (whose emit and
+// fail it reuses) it lives on the consumer's goroutine.
 type rstream struct {
 	stream
-	status     string
-	incomplete string
+	status     string // the terminal event seen: response.completed or response.incomplete
+	incomplete string // incomplete_details.reason
 	sawCall    bool
 	open       map[string]string // item id -> call id of function calls being streamed
 }
@@ -128,7 +130,7 @@ func (s *rstream) handle(ev *goopenai.ResponseStreamEvent) bool {
 			var raw struct {
 				Item wireItem `json:"item"`
 			}
-			_ = json.Unmarshal(ev.Raw, &raw)
+			_ = json.Unmarshal(ev.Raw, &raw) // Raw already decoded once as the event
 			var sum []string
 			for _, part := range it.Summary {
 				sum = append(sum, part.Text)
