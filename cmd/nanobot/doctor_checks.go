@@ -130,12 +130,13 @@ func checkProviders(ctx context.Context, r *report, cfg *config.Config) {
 		}
 		var p modelLister
 		switch pc.Kind {
-		case openai.API:
+		case openai.API, openai.ResponsesAPI:
+			// The same key lists the same models: GET /models is the cheap check.
 			p = openai.New(name, pc, hc, zap.NewNop())
 		case anthropic.API:
 			p = anthropic.New(name, pc, hc, zap.NewNop())
 		default:
-			r.add(label, statusFail, fmt.Sprintf("kind %q is not supported", pc.Kind), "set providers."+name+".kind to openai or anthropic")
+			r.add(label, statusFail, fmt.Sprintf("kind %q is not supported", pc.Kind), "set providers."+name+".kind to openai, openai-responses or anthropic")
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)

@@ -254,3 +254,24 @@ tools:
 		t.Errorf("the report lacks %q:\n%s", fix, out)
 	}
 }
+
+// A provider of kind openai-responses shows in status with its store
+// setting, and doctor gives it the same cheap key check (GET
+// /models with its key) and the same advice when the key is refused.
+func TestDoctorChecksAResponsesProvider(t *testing.T) {
+	e := newEnv(t)
+	status := exec.Command(binary, "status")
+	status.Env = e.environ("NANOBOT_PROVIDERS_OPENAI_KIND=openai-responses")
+	if out, err := status.CombinedOutput(); err != nil || !strings.Contains(string(out), "openai-responses at ") || !strings.Contains(string(out), "store off") {
+		t.Fatalf("status (%v) does not show the Responses provider with store off:\n%s", err, out)
+	}
+	out, code := e.doctor(doctorEnv(t, e, "NANOBOT_PROVIDERS_OPENAI_KIND=openai-responses"))
+	if code != 0 || !strings.HasPrefix(verdicts(out)["provider openai"], "ok reachable, key accepted") {
+		t.Fatalf("doctor exit %d, want provider openai ok:\n%s", code, out)
+	}
+	out, code = e.doctor(doctorEnv(t, e, "NANOBOT_PROVIDERS_OPENAI_KIND=openai-responses", "OPENAI_API_KEY=sk-wrong-key-0123456789"))
+	if code != 1 || !strings.HasPrefix(verdicts(out)["provider openai"], "FAIL") ||
+		!strings.Contains(out, "fix: the key was refused: put a valid key in providers.openai.api_key") {
+		t.Errorf("doctor exit %d with a refused key, want FAIL with the fix:\n%s", code, out)
+	}
+}

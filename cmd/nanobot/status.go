@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
 )
 
@@ -65,7 +66,15 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	fmt.Fprintln(w)
 	for _, name := range sortedKeys(cfg.Providers) {
 		p := cfg.Providers[name]
-		fmt.Fprintf(w, "Provider %s\t%s at %s, api key %s\n", name, p.Kind, p.BaseURL, set(p.APIKey))
+		fmt.Fprintf(w, "Provider %s\t%s at %s, api key %s", name, p.Kind, p.BaseURL, set(p.APIKey))
+		if p.Kind == openai.ResponsesAPI {
+			store := "off"
+			if p.Store {
+				store = "on"
+			}
+			fmt.Fprintf(w, ", store %s", store)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
 	channel := func(name string, enabled bool, token string, a config.Access) {

@@ -64,7 +64,7 @@ type AgentsConfig struct {
 
 // ProviderConfig is one LLM endpoint under providers.<name>.
 type ProviderConfig struct {
-	// Kind is the wire API: "openai" or "anthropic". It defaults to the
+	// Kind is the wire API: "openai", "openai-responses" or "anthropic". It defaults to the
 	// provider's name for the names "openai" and "anthropic".
 	Kind         string            `mapstructure:"kind"`
 	APIKey       string            `mapstructure:"api_key"`
@@ -74,6 +74,9 @@ type ProviderConfig struct {
 	Timeout time.Duration `mapstructure:"timeout"`
 	// MaxRetries is how many times a retryable failure is retried.
 	MaxRetries int `mapstructure:"max_retries"`
+	// Store (kind openai-responses only) lets OpenAI keep responses on its
+	// side; off by default, so reasoning is replayed encrypted instead.
+	Store bool `mapstructure:"store"`
 }
 
 // RouteConfig is a named route: a model with its own fallbacks and limits.

@@ -168,9 +168,12 @@ func (c *Config) validateProviders(p *checker) {
 		}
 		switch {
 		case kind == "":
-			p.add(key+".kind", "must be set for a provider not named openai or anthropic (kind: openai for OpenAI-compatible endpoints such as OpenRouter, Ollama or vLLM; kind: anthropic for the Messages API)")
-		case kind != "openai" && kind != "anthropic":
-			p.add(key+".kind", "must be openai or anthropic, got %q", kind)
+			p.add(key+".kind", "must be set for a provider not named openai or anthropic (kind: openai for OpenAI-compatible endpoints such as OpenRouter, Ollama or vLLM; kind: openai-responses for OpenAI's Responses API; kind: anthropic for the Messages API)")
+		case kind != "openai" && kind != "openai-responses" && kind != "anthropic":
+			p.add(key+".kind", "must be openai, openai-responses or anthropic, got %q", kind)
+		}
+		if pc.Store && kind != "openai-responses" {
+			p.add(key+".store", "applies only to kind openai-responses (the Responses API), not %q", kind)
 		}
 		p.httpURL(key+".base_url", pc.BaseURL, false)
 		for _, h := range slices.Sorted(maps.Keys(pc.ExtraHeaders)) {

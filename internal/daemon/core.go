@@ -83,6 +83,8 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		switch pc.Kind {
 		case openai.API:
 			providers[name] = openai.New(name, pc, hc, log.Named("provider"))
+		case openai.ResponsesAPI:
+			providers[name] = openai.NewResponses(name, pc, hc, log.Named("provider"))
 		case anthropic.API:
 			providers[name] = anthropic.New(name, pc, hc, log.Named("provider"))
 		default:

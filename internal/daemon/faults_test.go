@@ -237,6 +237,47 @@ func TestFaultsOneUserMessage(t *testing.T) {
 			runScenario(t, sc)
 		})
 	}
+	// The model-call faults again through the Responses API (issue 18): the
+	// same fake serves /v1/responses with the same faults.
+	for _, sc := range tests {
+		if !responsesFaults[sc.name] {
+			continue
+		}
+		sc.setup.openai += "\nkind: openai-responses"
+		sc.check = both(onPath("/v1/responses"), orNothing(sc.check))
+		t.Run("responses/"+sc.name, func(t *testing.T) {
+			t.Parallel()
+			runScenario(t, sc)
+		})
+	}
+}
+
+// responsesFaults names the scenarios of TestFaultsOneUserMessage that are
+// about the model call itself, run once more with kind openai-responses.
+var responsesFaults = map[string]bool{
+	"llm 429 then answer": true, "llm 429 storm": true, "llm 500 then answer": true, "llm overloaded every time": true,
+	"truncated stream then answer": true, "truncated every time": true,
+	"garbage JSON chunk then answer": true, "garbage JSON chunk every time": true,
+	"error event mid-stream then answer": true, "tool arguments that are not JSON": true,
+}
+
+// onPath checks every model call went to path.
+func onPath(path string) func(*testing.T, *gw) {
+	return func(t *testing.T, g *gw) {
+		t.Helper()
+		for _, r := range g.script.Requests() {
+			if r.Path != path {
+				t.Errorf("model call went to %s, want %s", r.Path, path)
+			}
+		}
+	}
+}
+
+func orNothing(check func(*testing.T, *gw)) func(*testing.T, *gw) {
+	if check == nil {
+		return func(*testing.T, *gw) {}
+	}
+	return check
 }
 
 // runScenario sends one DM through the gateway under sc's fault and checks

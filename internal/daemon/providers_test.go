@@ -18,26 +18,75 @@ import (
 	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 )
 
-// One session alternates between an OpenAI route and an Anthropic route over
-// several tool-using turns (issue 3). Both fakes are strict about their
-// API's rules — OpenAI's tool-message pairing, Anthropic's alternation,
-// tool_result placement and thinking signatures — and must accept every
-// request the shared, provider-neutral history turns into.
-func TestOneSessionAlternatesBetweenOpenAIAndAnthropic(t *testing.T) {
-	oa, an := &fakellm.Script{}, &fakellm.Script{}
-	oaSrv := openaifake.New(t, oa)
-	anSrv := anthropicfake.New(t, an)
+// protocolFake is one wire protocol's strict fake as the alternation test
+// needs it.
+type protocolFake struct {
+	url, key string
+	script   *fakellm.Script
+	// rejected describes every request the fake refused.
+	rejected func() []string
+}
+
+// alternationProtocol is one entry of the alternation table: a provider of
+// one kind behind a route of the same name.
+type alternationProtocol struct {
+	name   string // provider and route name, used with /model
+	kind   string // providers.<name>.kind, also the API recorded in llm.Meta
+	model  string
+	callID string // prefix of the tool-call ids this vendor makes
+	// replaysThinking: the protocol's own earlier reasoning must come back to
+	// it on later calls (encrypted reasoning, signatures).
+	replaysThinking bool
+	start           func(t *testing.T) protocolFake
+}
+
+// alternationProtocols are the wire protocols one session moves between. To
+// add a protocol, append one entry.
+var alternationProtocols = []alternationProtocol{
+	{name: "openai", kind: "openai", model: "gpt-4o-mini", callID: "call_", start: func(t *testing.T) protocolFake {
+		s := &fakellm.Script{}
+		srv := openaifake.New(t, s)
+		return protocolFake{srv.URL(), openaifake.DefaultAPIKey, s, func() []string { return describe(srv.Rejected()) }}
+	}},
+	{name: "anthropic", kind: "anthropic", model: "claude-sonnet-4-5", callID: "toolu_", start: func(t *testing.T) protocolFake {
+		s := &fakellm.Script{}
+		srv := anthropicfake.New(t, s)
+		return protocolFake{srv.URL(), anthropicfake.APIKey, s, func() []string { return describe(srv.Rejected()) }}
+	}},
+	{name: "responses", kind: "openai-responses", model: "o4-mini", callID: "call_r", replaysThinking: true, start: func(t *testing.T) protocolFake {
+		s := &fakellm.Script{}
+		srv := openaifake.New(t, s)
+		return protocolFake{srv.URL(), openaifake.DefaultAPIKey, s, func() []string { return describe(srv.Rejected()) }}
+	}},
+}
+
+func describe[R any](rs []R) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%+v", r)
+	}
+	return out
+}
+
+// One session moves between every protocol of alternationProtocols, twice
+// round, over tool-using turns with reasoning (issues 3 and 18). Every fake is
+// strict about its API's rules — OpenAI's tool-message pairing, Anthropic's
+// alternation, tool_result placement and thinking signatures, the Responses
+// API's item order and encrypted reasoning — and must accept every request
+// the shared, provider-neutral history turns into.
+func TestOneSessionAlternatesBetweenProtocols(t *testing.T) {
 	home := t.TempDir()
 	ws := filepath.Join(home, "workspace")
-	yaml := fmt.Sprintf(`
-agents: {workspace: %q, model: openai/gpt-4o-mini}
-providers:
-  openai: {api_key: %q, base_url: %q, max_retries: 0}
-  anthropic: {api_key: %q, base_url: %q, max_retries: 0}
-routes:
-  claude: {model: anthropic/claude-sonnet-4-5}
-gateway: {heartbeat: {enabled: false}}
-`, ws, openaifake.DefaultAPIKey, oaSrv.URL(), anthropicfake.APIKey, anSrv.URL())
+	fakes := make([]protocolFake, len(alternationProtocols))
+	var providers, routes strings.Builder
+	for i, p := range alternationProtocols {
+		fakes[i] = p.start(t)
+		fmt.Fprintf(&providers, "  %s: {kind: %s, api_key: %q, base_url: %q, max_retries: 0}\n", p.name, p.kind, fakes[i].key, fakes[i].url)
+		fmt.Fprintf(&routes, "  %s: {model: %s/%s}\n", p.name, p.name, p.model)
+	}
+	first := alternationProtocols[0]
+	yaml := fmt.Sprintf("agents: {workspace: %q, model: %s/%s}\nproviders:\n%sroutes:\n%sgateway: {heartbeat: {enabled: false}}\n",
+		ws, first.name, first.model, providers.String(), routes.String())
 	path := filepath.Join(home, "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -94,77 +143,54 @@ gateway: {heartbeat: {enabled: false}}
 			}
 		}
 	}
-	readNotes := func(id string) fakellm.Call {
-		return fakellm.Call{ID: id, Name: "read_file", Args: `{"path":"notes.md"}`}
-	}
-	listDir := func(id string) fakellm.Call { return fakellm.Call{ID: id, Name: "list_dir", Args: `{"path":"."}`} }
 
-	oa.Push(fakellm.Reply{ToolCalls: []fakellm.Call{readNotes("call_a1"), listDir("call_a2")}}, fakellm.Reply{Text: "OpenAI: your note says buy milk."})
-	if got := ask("what do my notes say?"); got != "OpenAI: your note says buy milk." {
-		t.Fatalf("turn 1 = %q", got)
-	}
-	if got := ask("/model claude"); !strings.Contains(got, "claude") {
-		t.Fatalf("/model claude = %q", got)
-	}
-	an.Push(fakellm.Reply{Thinking: "The user asks again.", ToolCalls: []fakellm.Call{readNotes("toolu_b1"), listDir("toolu_b2")}},
-		fakellm.Reply{Thinking: "Done.", Text: "Anthropic: still buy milk."})
-	if got := ask("and now?"); got != "Anthropic: still buy milk." {
-		t.Fatalf("turn 2 = %q", got)
-	}
-	if got := ask("/model default"); !strings.Contains(got, "gpt-4o-mini") {
-		t.Fatalf("/model default = %q", got)
-	}
-	oa.Push(fakellm.Reply{ToolCalls: []fakellm.Call{listDir("call_c1")}}, fakellm.Reply{Text: "OpenAI again."})
-	if got := ask("list the files"); got != "OpenAI again." {
-		t.Fatalf("turn 3 = %q", got)
-	}
-	ask("/model claude")
-	an.Push(fakellm.Reply{Text: "Anthropic again."})
-	if got := ask("one more"); got != "Anthropic again." {
-		t.Fatalf("turn 4 = %q", got)
-	}
-
-	for _, r := range oaSrv.Rejected() {
-		t.Errorf("OpenAI fake refused a request: %+v", r)
-	}
-	for _, r := range anSrv.Rejected() {
-		t.Errorf("Anthropic fake refused a request: %+v", r)
-	}
-	// The last Anthropic request carries all three earlier turns: OpenAI's
-	// two tool results as ONE user message, its own thinking replayed.
-	last := an.Requests()[len(an.Requests())-1]
-	var toolTurns, userTexts int
-	for _, m := range last.Messages {
-		if len(m.ToolResults) > 0 {
-			toolTurns++
-			if m.Role != "user" {
-				t.Errorf("Anthropic tool results in a %s message", m.Role)
+	const rounds = 2
+	var wantAPIs []string
+	turn := 0
+	for round := range rounds {
+		for i, p := range alternationProtocols {
+			turn++
+			if got := ask("/model " + p.name); !strings.Contains(got, p.name) {
+				t.Fatalf("/model %s = %q", p.name, got)
 			}
-		}
-		if m.Role == "user" && strings.Contains(m.Text, "?") {
-			userTexts++
-		}
-	}
-	if toolTurns != 3 {
-		t.Errorf("Anthropic saw %d tool-result messages, want 3 (one per tool-using model turn)", toolTurns)
-	}
-	// The OpenAI request of turn 3 renders the same history as one tool
-	// message per result.
-	var third fakellm.Request
-	for _, r := range oa.Requests() {
-		if strings.Contains(r.LastUserText(), "list the files") {
-			third = r
-			break
-		}
-	}
-	var toolMsgs int
-	for _, m := range third.Messages {
-		if m.Role == "tool" {
-			toolMsgs++
+			id := fmt.Sprintf("%s%d", p.callID, turn)
+			thinking := fmt.Sprintf("%s reasons in round %d.", p.name, round)
+			answer := fmt.Sprintf("%s answers turn %d.", p.name, turn)
+			fakes[i].script.Push(
+				fakellm.Reply{Thinking: thinking, ToolCalls: []fakellm.Call{
+					{ID: id + "a", Name: "read_file", Args: `{"path":"notes.md"}`},
+					{ID: id + "b", Name: "list_dir", Args: `{"path":"."}`},
+				}},
+				fakellm.Reply{Thinking: "Done.", Text: answer},
+			)
+			if got := ask(fmt.Sprintf("turn %d: what do my notes say?", turn)); got != answer {
+				t.Fatalf("turn %d (%s) = %q", turn, p.name, got)
+			}
+			wantAPIs = append(wantAPIs, p.kind)
 		}
 	}
-	if toolMsgs != 4 {
-		t.Errorf("OpenAI saw %d tool messages, want 4 (two results of turn 1, two of turn 2)", toolMsgs)
+
+	for i, p := range alternationProtocols {
+		for _, r := range fakes[i].rejected() {
+			t.Errorf("%s fake refused a request: %s", p.name, r)
+		}
+		// The protocol's last request (in its last turn) carries every tool
+		// result of the session so far, two per turn, however the protocol
+		// groups them.
+		reqs := fakes[i].script.Requests()
+		last := reqs[len(reqs)-1]
+		results := 0
+		thought := false
+		for _, m := range last.Messages {
+			results += len(m.ToolResults)
+			thought = thought || strings.Contains(m.Thinking, p.name+" reasons in round 0")
+		}
+		if want := 2 * ((rounds-1)*len(alternationProtocols) + i + 1); results != want {
+			t.Errorf("%s's last request holds %d tool results, want %d", p.name, results, want)
+		}
+		if p.replaysThinking && !thought {
+			t.Errorf("%s's own reasoning of round 0 was not replayed to it", p.name)
+		}
 	}
 	snap, err := core.Sessions.Get("cli:local")
 	if err != nil {
@@ -176,7 +202,7 @@ gateway: {heartbeat: {enabled: false}}
 			apis = append(apis, m.Meta.API)
 		}
 	}
-	if strings.Join(apis, ",") != "openai,anthropic,openai,anthropic" {
-		t.Errorf("answers recorded from %v, want openai,anthropic,openai,anthropic", apis)
+	if got, want := strings.Join(apis, ","), strings.Join(wantAPIs, ","); got != want {
+		t.Errorf("answers recorded from %s, want %s", got, want)
 	}
 }

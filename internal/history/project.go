@@ -459,8 +459,10 @@ func imageNote(img *llm.Image) string {
 }
 
 // messageCost estimates m rendered at level l. Thinking counts only in the
-// newest turn (inTurn): OpenAI-compatible adapters never send it back and
-// Anthropic ignores earlier turns' thinking.
+// newest turn (inTurn): OpenAI-compatible adapters never send it back,
+// Anthropic ignores earlier turns' thinking, and the Responses API's
+// encrypted reasoning items of earlier turns are replayed but not counted
+// into the context by OpenAI.
 func messageCost(m *llm.Message, l llm.Level, inTurn, newestUser bool) int {
 	n := messageOverhead
 	for _, p := range m.Parts {

@@ -44,7 +44,7 @@ type Meta struct {
 	Route string `json:"route,omitempty"`
 	// Provider is the configured provider name that answered (providers.<name>).
 	Provider string `json:"provider,omitempty"`
-	// API is the wire protocol used: "openai" or "anthropic".
+	// API is the wire protocol used: "openai", "openai-responses" or "anthropic".
 	API string `json:"api,omitempty"`
 	// Model is the provider's model id.
 	Model      string `json:"model,omitempty"`

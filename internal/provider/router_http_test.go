@@ -18,15 +18,16 @@ import (
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 )
 
-// httpRig is a router over two OpenAI adapters talking HTTP to two fake
-// OpenAI servers: "primary" (the default route) and "backup" (its fallback).
+// httpRig is a router over two OpenAI adapters (Chat Completions or
+// Responses, per kind) talking HTTP to two fake OpenAI servers: "primary"
+// (the default route) and "backup" (its fallback).
 type httpRig struct {
 	router          *Router
 	clock           *fakeClock
 	primary, backup *openaifake.Server
 }
 
-func newHTTPRig(t *testing.T, primaryKey string) *httpRig {
+func newHTTPRig(t *testing.T, kind, primaryKey string) *httpRig {
 	t.Helper()
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -36,9 +37,16 @@ func newHTTPRig(t *testing.T, primaryKey string) *httpRig {
 		primaryKey = rig.primary.APIKey()
 	}
 	log := zaptest.NewLogger(t)
+	adapter := func(name string, cfg config.ProviderConfig) Streamer {
+		cfg.Kind, cfg.Timeout = kind, time.Minute
+		if kind == openai.ResponsesAPI {
+			return openai.NewResponses(name, cfg, hc, log)
+		}
+		return openai.New(name, cfg, hc, log)
+	}
 	providers := map[string]Streamer{
-		"primary": openai.New("primary", config.ProviderConfig{Kind: "openai", APIKey: primaryKey, BaseURL: rig.primary.URL(), Timeout: time.Minute}, hc, log),
-		"backup":  openai.New("backup", config.ProviderConfig{Kind: "openai", APIKey: rig.backup.APIKey(), BaseURL: rig.backup.URL(), Timeout: time.Minute}, hc, log),
+		"primary": adapter("primary", config.ProviderConfig{APIKey: primaryKey, BaseURL: rig.primary.URL()}),
+		"backup":  adapter("backup", config.ProviderConfig{APIKey: rig.backup.APIKey(), BaseURL: rig.backup.URL()}),
 	}
 	rig.router = NewRouter(providers, Options{
 		Default:          "primary/gpt-4o-mini",
@@ -63,15 +71,21 @@ func (rig *httpRig) complete(t *testing.T) (llm.Message, int, error) {
 }
 
 func TestRouterOverHTTP(t *testing.T) {
+	for _, kind := range []string{openai.API, openai.ResponsesAPI} {
+		t.Run(kind, func(t *testing.T) { routerOverHTTP(t, kind) })
+	}
+}
+
+func routerOverHTTP(t *testing.T, kind string) {
 	t.Run("429 with Retry-After then 500, then the fallback answers", func(t *testing.T) {
-		rig := newHTTPRig(t, "")
+		rig := newHTTPRig(t, kind, "")
 		rig.primary.Script().Push(fakellm.Reply{Status: 429, RetryAfter: "2"}, fakellm.Reply{Status: 500})
 		rig.backup.Script().Push(fakellm.Reply{Text: "served by the backup"})
 		msg, starts, err := rig.complete(t)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if msg.Text() != "served by the backup" || msg.Meta.Provider != "backup" || msg.Meta.API != "openai" ||
+		if msg.Text() != "served by the backup" || msg.Meta.Provider != "backup" || msg.Meta.API != kind ||
 			msg.Meta.Model != "gpt-4o" || msg.Meta.Route != "primary/gpt-4o-mini" {
 			t.Errorf("answer %q meta %+v", msg.Text(), msg.Meta)
 		}
@@ -83,7 +97,7 @@ func TestRouterOverHTTP(t *testing.T) {
 		}
 	})
 	t.Run("refused key: no fallback, a clear error", func(t *testing.T) {
-		rig := newHTTPRig(t, "sk-wrong-key-for-test")
+		rig := newHTTPRig(t, kind, "sk-wrong-key-for-test")
 		rig.backup.Script().Push(fakellm.Reply{Text: "must not be asked"})
 		_, _, err := rig.complete(t)
 		var api *llm.APIError
@@ -101,7 +115,7 @@ func TestRouterOverHTTP(t *testing.T) {
 		}
 	})
 	t.Run("truncated streams retried, then the fallback answers", func(t *testing.T) {
-		rig := newHTTPRig(t, "")
+		rig := newHTTPRig(t, kind, "")
 		rig.primary.Script().Push(fakellm.Reply{Text: "an answer that stops", Truncate: true}, fakellm.Reply{Text: "again", Truncate: true})
 		rig.backup.Script().Push(fakellm.Reply{Text: "complete answer"})
 		msg, starts, err := rig.complete(t)

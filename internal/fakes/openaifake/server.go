@@ -103,6 +103,7 @@ func New(t fakes.TB, script *fakellm.Script, opts ...Option) *Server {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.authed(s.chatCompletions))
+	mux.HandleFunc("POST /v1/responses", s.authed(s.responses))
 	mux.HandleFunc("GET /v1/models", s.authed(s.listModels))
 	mux.HandleFunc("POST /v1/audio/transcriptions", s.authed(s.transcriptionsHandler))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
