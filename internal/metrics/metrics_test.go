@@ -21,7 +21,7 @@ func TestCountersAndHistograms(t *testing.T) {
 	m.TurnDone("answered", 3*time.Second)
 	m.TurnDone("interrupted", 20*time.Second)
 	answer := llm.Message{Role: llm.RoleAssistant, Meta: &llm.Meta{Provider: "openai", Model: "gpt-4o-mini",
-		Usage: llm.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 64}}}
+		Usage: llm.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 64, ReasoningTokens: 12}}}
 	m.ModelCall("", LLMOK, 800*time.Millisecond, answer)
 	m.ModelCall("smart", LLMUnavailable, 5*time.Second, llm.Message{})
 	m.ToolCall("read_file", false, 2*time.Millisecond)
@@ -39,11 +39,12 @@ nanobot_turns_total{outcome="interrupted"} 1
 # TYPE nanobot_llm_calls_total counter
 nanobot_llm_calls_total{outcome="ok",route="default"} 1
 nanobot_llm_calls_total{outcome="unavailable",route="smart"} 1
-# HELP nanobot_llm_tokens_total Tokens used by successful model calls, by route asked for, provider/model that answered and kind: input, output, cache_read or cache_write.
+# HELP nanobot_llm_tokens_total Tokens used by successful model calls, by route asked for, provider/model that answered and kind: input, output, cache_read, cache_write or reasoning (the part of output spent thinking).
 # TYPE nanobot_llm_tokens_total counter
 nanobot_llm_tokens_total{kind="cache_read",model="openai/gpt-4o-mini",route="default"} 64
 nanobot_llm_tokens_total{kind="input",model="openai/gpt-4o-mini",route="default"} 100
 nanobot_llm_tokens_total{kind="output",model="openai/gpt-4o-mini",route="default"} 20
+nanobot_llm_tokens_total{kind="reasoning",model="openai/gpt-4o-mini",route="default"} 12
 # HELP nanobot_tool_calls_total Tool calls, by tool and outcome (ok or error); calls of tools that do not exist count as tool "unknown".
 # TYPE nanobot_tool_calls_total counter
 nanobot_tool_calls_total{outcome="error",tool="exec"} 1
