@@ -15,29 +15,90 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/anthropicfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/geminifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 )
 
-// One session alternates between an OpenAI route and an Anthropic route over
-// several tool-using turns (issue 3). Both fakes are strict about their
-// API's rules — OpenAI's tool-message pairing, Anthropic's alternation,
-// tool_result placement and thinking signatures — and must accept every
-// request the shared, provider-neutral history turns into.
-func TestOneSessionAlternatesBetweenOpenAIAndAnthropic(t *testing.T) {
-	oa, an := &fakellm.Script{}, &fakellm.Script{}
-	oaSrv := openaifake.New(t, oa)
-	anSrv := anthropicfake.New(t, an)
+// protocolUnderTest is one wire API the alternating session visits: a
+// strict fake of it, the provider entry that points at the fake, and the
+// route /model selects it by. Adding a protocol is one entry in
+// alternatingProtocols.
+type protocolUnderTest struct {
+	api   string // llm.Meta.API of its answers
+	route string // name under routes
+	model string // provider/model of the route
+	// start starts the fake on script and returns the YAML entry under
+	// providers: and a function listing what the fake refused.
+	start func(t *testing.T, script *fakellm.Script) (entry string, rejected func() []string)
+	// callIDs says whether the fake's model sends call ids (Gemini's
+	// usually does not; the adapter makes its own).
+	callIDs bool
+}
+
+var alternatingProtocols = []protocolUnderTest{
+	{api: "openai", route: "oa", model: "openai/gpt-4o-mini", callIDs: true,
+		start: func(t *testing.T, script *fakellm.Script) (string, func() []string) {
+			srv := openaifake.New(t, script)
+			return fmt.Sprintf("openai: {api_key: %q, base_url: %q, max_retries: 0}", openaifake.DefaultAPIKey, srv.URL()),
+				func() (out []string) {
+					for _, r := range srv.Rejected() {
+						out = append(out, r.Message)
+					}
+					return out
+				}
+		}},
+	{api: "anthropic", route: "claude", model: "anthropic/claude-sonnet-4-5", callIDs: true,
+		start: func(t *testing.T, script *fakellm.Script) (string, func() []string) {
+			srv := anthropicfake.New(t, script)
+			return fmt.Sprintf("anthropic: {api_key: %q, base_url: %q, max_retries: 0}", anthropicfake.APIKey, srv.URL()),
+				func() (out []string) {
+					for _, r := range srv.Rejected() {
+						out = append(out, r.Message)
+					}
+					return out
+				}
+		}},
+	{api: "gemini", route: "gem", model: "gemini/gemini-2.5-flash",
+		start: func(t *testing.T, script *fakellm.Script) (string, func() []string) {
+			srv := geminifake.New(t, script)
+			return fmt.Sprintf("gemini: {api_key: %q, base_url: %q, max_retries: 0}", geminifake.APIKey, srv.URL()),
+				func() (out []string) {
+					for _, r := range srv.Rejected() {
+						out = append(out, r.Message)
+					}
+					return out
+				}
+		}},
+}
+
+// One session moves between every protocol (issues 3 and 18): twice round
+// alternatingProtocols, a tool-using turn with thinking on each. Every fake
+// is strict about its API's rules — OpenAI's tool-message pairing,
+// Anthropic's alternation, tool_result placement and thinking signatures,
+// Gemini's function-response grouping and thought signatures — and must
+// accept every request the shared, provider-neutral history turns into:
+// each vendor's tool calls and thinking rendered acceptably for the next.
+func TestOneSessionAlternatesBetweenProtocols(t *testing.T) {
+	scripts := make([]*fakellm.Script, len(alternatingProtocols))
+	rejected := make([]func() []string, len(alternatingProtocols))
+	var entries, routes []string
+	for i, pr := range alternatingProtocols {
+		scripts[i] = &fakellm.Script{}
+		var entry string
+		entry, rejected[i] = pr.start(t, scripts[i])
+		entries = append(entries, "  "+entry)
+		routes = append(routes, fmt.Sprintf("  %s: {model: %s}", pr.route, pr.model))
+	}
 	home := t.TempDir()
 	ws := filepath.Join(home, "workspace")
 	yaml := fmt.Sprintf(`
-agents: {workspace: %q, model: openai/gpt-4o-mini}
+agents: {workspace: %q, model: %s}
 providers:
-  openai: {api_key: %q, base_url: %q, max_retries: 0}
-  anthropic: {api_key: %q, base_url: %q, max_retries: 0}
+%s
 routes:
-  claude: {model: anthropic/claude-sonnet-4-5}
+%s
 gateway: {heartbeat: {enabled: false}}
-`, ws, openaifake.DefaultAPIKey, oaSrv.URL(), anthropicfake.APIKey, anSrv.URL())
+`, ws, alternatingProtocols[0].model, strings.Join(entries, "\n"), strings.Join(routes, "\n"))
 	path := filepath.Join(home, "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -94,77 +155,49 @@ gateway: {heartbeat: {enabled: false}}
 			}
 		}
 	}
-	readNotes := func(id string) fakellm.Call {
-		return fakellm.Call{ID: id, Name: "read_file", Args: `{"path":"notes.md"}`}
-	}
-	listDir := func(id string) fakellm.Call { return fakellm.Call{ID: id, Name: "list_dir", Args: `{"path":"."}`} }
 
-	oa.Push(fakellm.Reply{ToolCalls: []fakellm.Call{readNotes("call_a1"), listDir("call_a2")}}, fakellm.Reply{Text: "OpenAI: your note says buy milk."})
-	if got := ask("what do my notes say?"); got != "OpenAI: your note says buy milk." {
-		t.Fatalf("turn 1 = %q", got)
-	}
-	if got := ask("/model claude"); !strings.Contains(got, "claude") {
-		t.Fatalf("/model claude = %q", got)
-	}
-	an.Push(fakellm.Reply{Thinking: "The user asks again.", ToolCalls: []fakellm.Call{readNotes("toolu_b1"), listDir("toolu_b2")}},
-		fakellm.Reply{Thinking: "Done.", Text: "Anthropic: still buy milk."})
-	if got := ask("and now?"); got != "Anthropic: still buy milk." {
-		t.Fatalf("turn 2 = %q", got)
-	}
-	if got := ask("/model default"); !strings.Contains(got, "gpt-4o-mini") {
-		t.Fatalf("/model default = %q", got)
-	}
-	oa.Push(fakellm.Reply{ToolCalls: []fakellm.Call{listDir("call_c1")}}, fakellm.Reply{Text: "OpenAI again."})
-	if got := ask("list the files"); got != "OpenAI again." {
-		t.Fatalf("turn 3 = %q", got)
-	}
-	ask("/model claude")
-	an.Push(fakellm.Reply{Text: "Anthropic again."})
-	if got := ask("one more"); got != "Anthropic again." {
-		t.Fatalf("turn 4 = %q", got)
-	}
-
-	for _, r := range oaSrv.Rejected() {
-		t.Errorf("OpenAI fake refused a request: %+v", r)
-	}
-	for _, r := range anSrv.Rejected() {
-		t.Errorf("Anthropic fake refused a request: %+v", r)
-	}
-	// The last Anthropic request carries all three earlier turns: OpenAI's
-	// two tool results as ONE user message, its own thinking replayed.
-	last := an.Requests()[len(an.Requests())-1]
-	var toolTurns, userTexts int
-	for _, m := range last.Messages {
-		if len(m.ToolResults) > 0 {
-			toolTurns++
-			if m.Role != "user" {
-				t.Errorf("Anthropic tool results in a %s message", m.Role)
+	const rounds = 2
+	var wantAPIs []string
+	for turn := range rounds * len(alternatingProtocols) {
+		i := turn % len(alternatingProtocols)
+		pr := alternatingProtocols[i]
+		if got := ask("/model " + pr.route); !strings.Contains(got, pr.route) {
+			t.Fatalf("/model %s = %q", pr.route, got)
+		}
+		id := func(n int) string {
+			if !pr.callIDs {
+				return ""
 			}
+			return fmt.Sprintf("%s_t%d_%d", pr.api, turn, n)
 		}
-		if m.Role == "user" && strings.Contains(m.Text, "?") {
-			userTexts++
+		answer := fmt.Sprintf("%s (turn %d): still buy milk.", pr.api, turn)
+		scripts[i].Push(
+			fakellm.Reply{Thinking: "Read the notes, list the folder.", ToolCalls: []fakellm.Call{
+				{ID: id(1), Name: "read_file", Args: `{"path":"notes.md"}`},
+				{ID: id(2), Name: "list_dir", Args: `{"path":"."}`},
+			}},
+			fakellm.Reply{Thinking: "Done.", Text: answer})
+		if got := ask(fmt.Sprintf("turn %d: what do my notes say?", turn)); got != answer {
+			t.Fatalf("turn %d on %s = %q", turn, pr.api, got)
 		}
+		wantAPIs = append(wantAPIs, pr.api)
 	}
-	if toolTurns != 3 {
-		t.Errorf("Anthropic saw %d tool-result messages, want 3 (one per tool-using model turn)", toolTurns)
-	}
-	// The OpenAI request of turn 3 renders the same history as one tool
-	// message per result.
-	var third fakellm.Request
-	for _, r := range oa.Requests() {
-		if strings.Contains(r.LastUserText(), "list the files") {
-			third = r
-			break
+
+	for i, pr := range alternatingProtocols {
+		for _, r := range rejected[i]() {
+			t.Errorf("the %s fake refused a request: %s", pr.api, r)
 		}
-	}
-	var toolMsgs int
-	for _, m := range third.Messages {
-		if m.Role == "tool" {
-			toolMsgs++
+		// The last request of each protocol carries every earlier turn's
+		// two tool results, however its API groups them.
+		reqs := scripts[i].Requests()
+		last := reqs[len(reqs)-1]
+		results := 0
+		for _, m := range last.Messages {
+			results += len(m.ToolResults)
 		}
-	}
-	if toolMsgs != 4 {
-		t.Errorf("OpenAI saw %d tool messages, want 4 (two results of turn 1, two of turn 2)", toolMsgs)
+		if want := 2 * (len(wantAPIs) - len(alternatingProtocols) + i + 1); results != want {
+			t.Errorf("the last %s request holds %d tool results, want %d", pr.api, results, want)
+		}
 	}
 	snap, err := core.Sessions.Get("cli:local")
 	if err != nil {
@@ -176,7 +209,7 @@ gateway: {heartbeat: {enabled: false}}
 			apis = append(apis, m.Meta.API)
 		}
 	}
-	if strings.Join(apis, ",") != "openai,anthropic,openai,anthropic" {
-		t.Errorf("answers recorded from %v, want openai,anthropic,openai,anthropic", apis)
+	if strings.Join(apis, ",") != strings.Join(wantAPIs, ",") {
+		t.Errorf("answers recorded from %v, want %v", apis, wantAPIs)
 	}
 }
