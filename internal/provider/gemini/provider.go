@@ -19,6 +19,7 @@
 package gemini
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -38,6 +39,9 @@ import (
 
 // API is the value of llm.Meta.API for messages this adapter produced.
 const API = "gemini"
+
+// maxModelList bounds the model list read for doctor (about 50 kB today).
+const maxModelList = 4 << 20
 
 // apiVersion is appended to a base_url without a path: v1beta is where
 // thinking, thought signatures and parametersJsonSchema are served.
@@ -149,7 +153,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Del
 func (p *Provider) do(ctx context.Context, method, target string, body []byte) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
-		rd = strings.NewReader(string(body))
+		rd = bytes.NewReader(body)
 	}
 	hr, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
@@ -193,7 +197,7 @@ func (p *Provider) Models(ctx context.Context) ([]string, error) {
 		return nil, p.statusError(resp)
 	}
 	var list wireModelList
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody*64)).Decode(&list); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxModelList)).Decode(&list); err != nil {
 		return nil, &llm.APIError{Provider: p.name, Status: resp.StatusCode, Type: "invalid_response",
 			Message: "model list is not valid JSON", Err: err}
 	}
