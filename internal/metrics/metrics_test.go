@@ -140,6 +140,12 @@ func TestLLMOutcome(t *testing.T) {
 		{&llm.APIError{Status: 503}, LLMUnavailable, true},
 		{&llm.APIError{Status: 0, Err: errors.New("connection refused")}, LLMUnavailable, true},
 		{&llm.APIError{Status: 400, Type: "invalid_request_error"}, LLMRejected, false},
+		// Gemini: a bad key is 400 with the reason API_KEY_INVALID; overload
+		// is 503 UNAVAILABLE, also inside a stream (status from the body).
+		{&llm.APIError{Status: 400, Type: "API_KEY_INVALID"}, LLMAuth, true},
+		{&llm.APIError{Status: 400, Type: "INVALID_ARGUMENT"}, LLMRejected, false},
+		{&llm.APIError{Status: 429, Type: "RESOURCE_EXHAUSTED"}, LLMRateLimited, false},
+		{&llm.APIError{Type: "UNAVAILABLE"}, LLMUnavailable, true},
 		{fmt.Errorf("every route failed: %w", errors.Join(&llm.APIError{Status: 502}, &llm.APIError{Status: 401})), LLMUnavailable, true},
 		{llm.ErrTruncated, LLMUnavailable, true},
 		{errors.New("unknown route"), LLMError, false},
