@@ -23,6 +23,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/mcp"
 	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
+	"github.com/nanobot-go/nanobot/internal/provider/gemini"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 )
 
@@ -109,8 +110,9 @@ func probeHealthz(ctx context.Context, addr string) bool {
 	return err == nil && strings.TrimSpace(body) == "ok"
 }
 
-// modelLister is what doctor needs from a provider adapter: the model list,
-// which both kinds serve on GET /v1/models.
+// modelLister is what doctor needs from a provider adapter: the model list
+// (GET /v1/models; GET /v1beta/models for Gemini), the cheapest call that
+// proves the key is accepted.
 type modelLister interface {
 	Models(ctx context.Context) ([]string, error)
 }
@@ -135,8 +137,10 @@ func checkProviders(ctx context.Context, r *report, cfg *config.Config) {
 			p = openai.New(name, pc, hc, zap.NewNop())
 		case anthropic.API:
 			p = anthropic.New(name, pc, hc, zap.NewNop())
+		case gemini.API:
+			p = gemini.New(name, pc, hc, zap.NewNop())
 		default:
-			r.add(label, statusFail, fmt.Sprintf("kind %q is not supported", pc.Kind), "set providers."+name+".kind to openai, openai-responses or anthropic")
+			r.add(label, statusFail, fmt.Sprintf("kind %q is not supported", pc.Kind), "set providers."+name+".kind to one of "+strings.Join(config.ProviderKinds, ", "))
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/fakes/anthropicfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
+	"github.com/nanobot-go/nanobot/internal/fakes/geminifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 )
 
@@ -273,5 +274,36 @@ func TestDoctorChecksAResponsesProvider(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(verdicts(out)["provider openai"], "FAIL") ||
 		!strings.Contains(out, "fix: the key was refused: put a valid key in providers.openai.api_key") {
 		t.Errorf("doctor exit %d with a refused key, want FAIL with the fix:\n%s", code, out)
+	}
+}
+
+// A gemini provider is checked by listing its models: a good key is
+// accepted, a wrong one (which Gemini refuses with 400 API_KEY_INVALID) gets
+// the key's fix, and the key never shows.
+func TestDoctorChecksAGeminiKey(t *testing.T) {
+	for _, tt := range []struct {
+		key, want, fix string
+	}{
+		{geminifake.APIKey, "ok reachable, key accepted", ""},
+		{"AIzaWrongGeminiKey-0123456789", "FAIL", "fix: the key was refused: put a valid key in providers.gemini.api_key"},
+	} {
+		e := newEnv(t)
+		g := geminifake.New(t, nil)
+		p := filepath.Join(e.home, ".nanobot", "config.yaml")
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entry := fmt.Sprintf("providers:\n  gemini: {api_key: \"${GEMINI_KEY_FOR_TEST}\", base_url: %q}\n", g.URL())
+		if err := os.WriteFile(p, []byte(strings.Replace(string(data), "providers:\n", entry, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := e.doctor(doctorEnv(t, e, "GEMINI_KEY_FOR_TEST="+tt.key, "NANOBOT_AGENTS_FALLBACKS=gemini/gemini-2.5-flash"))
+		if v := verdicts(out)["provider gemini"]; !strings.HasPrefix(v, tt.want) || !strings.Contains(out, tt.fix) {
+			t.Errorf("provider gemini: %q, want %q and %q\n%s", v, tt.want, tt.fix, out)
+		}
+		if strings.Contains(out, "AIzaWrong") {
+			t.Errorf("the report shows the key:\n%s", out)
+		}
 	}
 }

@@ -5,7 +5,10 @@
 // viper is used here and nowhere else; components receive plain structs.
 package config
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Config is the whole configuration file (S-G1, S-G1a).
 type Config struct {
@@ -64,8 +67,9 @@ type AgentsConfig struct {
 
 // ProviderConfig is one LLM endpoint under providers.<name>.
 type ProviderConfig struct {
-	// Kind is the wire API: "openai", "openai-responses" or "anthropic". It defaults to the
-	// provider's name for the names "openai" and "anthropic".
+	// Kind is the wire API: "openai", "openai-responses", "anthropic" or
+	// "gemini". It defaults to the provider's name for the names "openai",
+	// "anthropic" and "gemini".
 	Kind         string            `mapstructure:"kind"`
 	APIKey       string            `mapstructure:"api_key"`
 	BaseURL      string            `mapstructure:"base_url"`
@@ -77,6 +81,18 @@ type ProviderConfig struct {
 	// Store (kind openai-responses only) lets OpenAI keep responses on its
 	// side; off by default, so reasoning is replayed encrypted instead.
 	Store bool `mapstructure:"store"`
+}
+
+// ProviderKinds are the wire APIs a provider entry may speak (kind).
+var ProviderKinds = []string{"openai", "openai-responses", "anthropic", "gemini"}
+
+// impliedKind is the kind of a provider entry that sets none: its own name
+// when that names a kind (providers.gemini needs no kind: gemini).
+func impliedKind(name string) string {
+	if slices.Contains(ProviderKinds, name) {
+		return name
+	}
+	return ""
 }
 
 // RouteConfig is a named route: a model with its own fallbacks and limits.

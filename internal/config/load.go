@@ -306,14 +306,17 @@ func restoreCase(settings, raw map[string]any) {
 }
 
 // finish applies what depends on where the file is and on names: ~ and
-// relative workspace paths, and the kind of the two built-in providers.
+// relative workspace paths, and the kind implied by a provider's name.
 func finish(cfg *Config, configDir string) {
 	cfg.Agents.Workspace = resolvePath(cfg.Agents.Workspace, configDir)
 	for name, p := range cfg.Providers {
-		if p.Kind == "" && (name == "openai" || name == "anthropic") {
-			p.Kind = name
-			cfg.Providers[name] = p
+		if p.Kind == "" && impliedKind(name) != "" {
+			p.Kind = impliedKind(name)
 		}
+		if p.Kind == "gemini" && p.BaseURL == "" {
+			p.BaseURL = GeminiBaseURL
+		}
+		cfg.Providers[name] = p
 	}
 }
 

@@ -662,3 +662,18 @@ providers:
 		t.Errorf("extra_headers = %#v", got)
 	}
 }
+
+// providers.gemini needs only a key: the name implies kind gemini and the
+// Gemini API's address; another name with kind gemini gets the address too.
+func TestGeminiProviderDefaults(t *testing.T) {
+	isolateEnv(t)
+	cfg := mustLoad(t, "providers:\n  gemini: {api_key: k}\n  google: {kind: gemini, api_key: k}\n  proxy: {kind: gemini, base_url: \"http://127.0.0.1:9/v1beta\"}\n")
+	for name, want := range map[string]string{"gemini": GeminiBaseURL, "google": GeminiBaseURL, "proxy": "http://127.0.0.1:9/v1beta"} {
+		if p := cfg.Providers[name]; p.Kind != "gemini" || p.BaseURL != want {
+			t.Errorf("providers.%s = kind %q base_url %q, want gemini at %s", name, p.Kind, p.BaseURL, want)
+		}
+	}
+	if r, err := cfg.ResolveRoute("gemini/gemini-2.5-flash"); err != nil || r.ProviderConfig.Kind != "gemini" {
+		t.Errorf("route: %+v, %v", r, err)
+	}
+}

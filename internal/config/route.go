@@ -13,7 +13,7 @@ type Route struct {
 	// Name is what was resolved: a name under routes, or "provider/model".
 	Name string
 	// Provider is the key under providers; ProviderConfig is its entry (with
-	// Kind filled in for the built-in names openai and anthropic).
+	// Kind filled in for the names openai, anthropic and gemini).
 	Provider       string
 	ProviderConfig ProviderConfig
 	// Model is the id sent to the provider ("gpt-4o-mini",
@@ -76,8 +76,8 @@ func (c *Config) resolveDirect(s string) (Route, error) {
 		return Route{}, fmt.Errorf("provider %q is not configured (add providers.%s with kind and base_url, or use one of: %s)",
 			provider, provider, strings.Join(slices.Sorted(maps.Keys(c.Providers)), ", "))
 	}
-	if pc.Kind == "" && (provider == "openai" || provider == "anthropic") {
-		pc.Kind = provider
+	if pc.Kind == "" {
+		pc.Kind = impliedKind(provider)
 	}
 	return Route{
 		Name:           s,

@@ -141,7 +141,13 @@ var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 // officialHosts are the endpoints that always need an API key; a custom
 // base_url (Ollama, vLLM, a proxy) may not.
-var officialHosts = map[string]string{"api.openai.com": "OPENAI_API_KEY", "api.anthropic.com": "ANTHROPIC_API_KEY"}
+var officialHosts = map[string]string{
+	"api.openai.com": "OPENAI_API_KEY", "api.anthropic.com": "ANTHROPIC_API_KEY",
+	"generativelanguage.googleapis.com": "GEMINI_API_KEY",
+}
+
+// GeminiBaseURL is where a gemini provider without base_url is sent.
+const GeminiBaseURL = "https://generativelanguage.googleapis.com"
 
 func (c *Config) validateProviders(p *checker) {
 	used := map[string][]string{} // provider → keys that use it
@@ -163,19 +169,21 @@ func (c *Config) validateProviders(p *checker) {
 			p.add(key, "provider names may use only letters, digits, _ and - (they are written as name/model)")
 		}
 		kind := pc.Kind
-		if kind == "" && (name == "openai" || name == "anthropic") {
-			kind = name
+		if kind == "" {
+			kind = impliedKind(name)
 		}
 		switch {
 		case kind == "":
-			p.add(key+".kind", "must be set for a provider not named openai or anthropic (kind: openai for OpenAI-compatible endpoints such as OpenRouter, Ollama or vLLM; kind: openai-responses for OpenAI's Responses API; kind: anthropic for the Messages API)")
-		case kind != "openai" && kind != "openai-responses" && kind != "anthropic":
-			p.add(key+".kind", "must be openai, openai-responses or anthropic, got %q", kind)
+			p.add(key+".kind", "must be set for a provider not named openai, anthropic or gemini (kind: openai for OpenAI-compatible endpoints such as OpenRouter, Ollama or vLLM; kind: openai-responses for OpenAI's Responses API; kind: anthropic for the Messages API; kind: gemini for Google's Gemini API)")
+		case !slices.Contains(ProviderKinds, kind):
+			p.add(key+".kind", "must be one of %s, got %q", strings.Join(ProviderKinds, ", "), kind)
 		}
 		if pc.Store && kind != "openai-responses" {
 			p.add(key+".store", "applies only to kind openai-responses (the Responses API), not %q", kind)
 		}
-		p.httpURL(key+".base_url", pc.BaseURL, false)
+		// A gemini provider has a default base_url; every other one needs
+		// its own (there is no one default for OpenAI-compatible servers).
+		p.httpURL(key+".base_url", pc.BaseURL, kind == "gemini")
 		for _, h := range slices.Sorted(maps.Keys(pc.ExtraHeaders)) {
 			if !headerName.MatchString(h) {
 				p.add(key+".extra_headers."+h, "is not a valid HTTP header name")
@@ -184,7 +192,11 @@ func (c *Config) validateProviders(p *checker) {
 		p.positive(key+".timeout", pc.Timeout)
 		p.atLeast(key+".max_retries", int64(pc.MaxRetries), 0)
 		if pc.APIKey == "" && len(used[name]) > 0 {
-			if u, err := url.Parse(pc.BaseURL); err == nil && officialHosts[u.Hostname()] != "" {
+			base := pc.BaseURL
+			if base == "" && kind == "gemini" {
+				base = GeminiBaseURL // the adapter's default
+			}
+			if u, err := url.Parse(base); err == nil && officialHosts[u.Hostname()] != "" {
 				env := officialHosts[u.Hostname()]
 				p.add(key+".api_key", "must be set: %s uses %s (write api_key: ${%s} and export %s)",
 					used[name][0], u.Hostname(), env, env)

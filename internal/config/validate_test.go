@@ -63,6 +63,14 @@ func TestValidateAcceptsVariations(t *testing.T) {
 			p.APIKey = ""
 			c.Providers["openai"] = p
 		}},
+		{"gemini named gemini needs no kind nor base_url", func(c *Config) {
+			c.Providers["gemini"] = ProviderConfig{APIKey: "k", Timeout: time.Minute}
+			c.Agents.Fallbacks = []string{"gemini/gemini-2.5-flash"}
+		}},
+		{"gemini kind under another name", func(c *Config) {
+			c.Providers["google"] = ProviderConfig{Kind: "gemini", APIKey: "k", Timeout: time.Minute}
+			c.Agents.Fallbacks = []string{"google/gemini-2.5-flash"}
+		}},
 		{"open policy without allow_from", func(c *Config) {
 			c.Channels.Telegram.Policy = "open"
 			c.Channels.Telegram.AllowFrom = nil
@@ -174,9 +182,9 @@ func TestValidateRules(t *testing.T) {
 		{"max_turns_per_group", func(c *Config) { c.Agents.MaxTurnsPerGroup = -1 }, "agents.max_turns_per_group: must be at least 0"},
 		// providers
 		{"extra provider without kind", setProvider("ollama", func(p *ProviderConfig) { p.Kind = "" }),
-			"providers.ollama.kind: must be set for a provider not named openai or anthropic"},
-		{"unknown kind", setProvider("ollama", func(p *ProviderConfig) { p.Kind = "gemini" }),
-			`providers.ollama.kind: must be openai, openai-responses or anthropic, got "gemini"`},
+			"providers.ollama.kind: must be set for a provider not named openai, anthropic or gemini"},
+		{"unknown kind", setProvider("ollama", func(p *ProviderConfig) { p.Kind = "vertex" }),
+			`providers.ollama.kind: must be one of openai, openai-responses, anthropic, gemini, got "vertex"`},
 		{"store outside the Responses API", setProvider("ollama", func(p *ProviderConfig) { p.Store = true }),
 			`providers.ollama.store: applies only to kind openai-responses (the Responses API), not "openai"`},
 		{"base_url scheme", setProvider("ollama", func(p *ProviderConfig) { p.BaseURL = "ftp://host" }),
@@ -197,6 +205,13 @@ func TestValidateRules(t *testing.T) {
 			"providers.openai.api_key: must be set: agents.model uses api.openai.com (write api_key: ${OPENAI_API_KEY} and export OPENAI_API_KEY)"},
 		{"official endpoint used by a fallback without key", func(c *Config) { c.Agents.Fallbacks = []string{"anthropic/claude-haiku-4-5"} },
 			"providers.anthropic.api_key: must be set: agents.fallbacks[0] uses api.anthropic.com"},
+		{"gemini in use without key", func(c *Config) {
+			c.Providers["gemini"] = ProviderConfig{Timeout: time.Minute}
+			c.Agents.Fallbacks = []string{"gemini/gemini-2.5-flash"}
+		}, "providers.gemini.api_key: must be set: agents.fallbacks[0] uses generativelanguage.googleapis.com (write api_key: ${GEMINI_API_KEY} and export GEMINI_API_KEY)"},
+		{"gemini base_url scheme", func(c *Config) {
+			c.Providers["gemini"] = ProviderConfig{APIKey: "k", BaseURL: "ftp://x", Timeout: time.Minute}
+		}, `providers.gemini.base_url: must be a http or https URL with a host, got "ftp://x"`},
 		// routes
 		{"route without model", setRoute(func(r *RouteConfig) { r.Model = "" }), "routes.fast.model: must not be empty"},
 		{"route naming a route", func(c *Config) { c.Routes["slow"] = RouteConfig{Model: "fast"} },

@@ -27,6 +27,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/metrics"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
+	"github.com/nanobot-go/nanobot/internal/provider/gemini"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/skills"
@@ -87,6 +88,8 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 			providers[name] = openai.NewResponses(name, pc, hc, log.Named("provider"))
 		case anthropic.API:
 			providers[name] = anthropic.New(name, pc, hc, log.Named("provider"))
+		case gemini.API:
+			providers[name] = gemini.New(name, pc, hc, log.Named("provider"))
 		default:
 			return nil, fmt.Errorf("providers.%s.kind: %q is not supported", name, pc.Kind)
 		}

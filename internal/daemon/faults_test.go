@@ -280,6 +280,57 @@ func orNothing(check func(*testing.T, *gw)) func(*testing.T, *gw) {
 	return check
 }
 
+// The provider faults above, with Gemini answering: Google's error bodies
+// (RetryInfo's retryDelay instead of retry-after-ms), its stream cut without
+// a finish reason, an error object inside the stream. The strict fake must
+// accept every request, tool loops included (signatures replayed).
+func TestFaultsOneUserMessageGemini(t *testing.T) {
+	gem := func(retries string) setup { return setup{gemini: true, openai: retries} }
+	slow := fakellm.Reply{Status: 429, ErrorMessage: "Resource has been exhausted (e.g. check quota).", RetryAfterMS: "5"}
+	down := fakellm.Reply{Status: 503, ErrorMessage: "The model is overloaded. Please try again later.", RetryAfterMS: "5"}
+	tests := []scenario{
+		{name: "429 then answer", setup: gem(retries), replies: []fakellm.Reply{slow, {Text: "Recovered."}},
+			want: answered, final: "Recovered.", roles: "user,assistant", check: requests(2)},
+		{name: "429 storm", setup: gem(retries), replies: []fakellm.Reply{slow, slow, slow},
+			want: errored, final: "⚠️ The model provider is rate-limiting me", roles: "user", check: requests(3)},
+		{name: "503 every time", setup: gem(retries), replies: []fakellm.Reply{down, down, down},
+			want: errored, final: "⚠️ The model provider is having trouble", roles: "user", check: requests(3)},
+		{name: "truncated stream then answer", setup: gem("max_retries: 1"),
+			replies: []fakellm.Reply{{Text: "This answer will be cut off somewhere in the", Truncate: true, Chunk: 4, ChunkDelay: 5 * time.Millisecond}, {Text: "The whole answer."}},
+			want:    answered, final: "The whole answer.", roles: "user,assistant"},
+		{name: "truncated every time", setup: gem("max_retries: 1"),
+			replies: []fakellm.Reply{{Text: "cut off", Truncate: true}, {Text: "cut off again", Truncate: true}},
+			want:    errored, final: "⚠️", roles: "user"},
+		{name: "garbage chunk then answer", setup: gem("max_retries: 1"),
+			replies: []fakellm.Reply{{Text: "Some text before the garbage", Garbage: true}, {Text: "Clean answer."}},
+			want:    answered, final: "Clean answer.", roles: "user,assistant"},
+		{name: "error inside the stream then answer", setup: gem("max_retries: 1"),
+			replies: []fakellm.Reply{{Text: "Half of it", MidStreamError: "UNAVAILABLE"}, {Text: "All of it."}},
+			want:    answered, final: "All of it.", roles: "user,assistant"},
+		{name: "tool loop with thought signatures", setup: gem(""),
+			replies: []fakellm.Reply{
+				{Thinking: "Look first.", ToolCalls: []fakellm.Call{{Name: "list_dir", Args: `{"path":"."}`}, {Name: "list_dir", Args: `{"path":"memory"}`}}},
+				{Text: "Listed both."},
+			},
+			want: answered, final: "Listed both.", roles: "user,assistant,tool,assistant",
+			check: func(t *testing.T, g *gw) {
+				for _, r := range g.gem.Rejected() {
+					t.Errorf("the fake Gemini refused a request: %s", r.Message)
+				}
+				parts := g.sessionMessages("telegram:100")[1].Parts
+				if parts[len(parts)-2].Kind != llm.PartToolCall || parts[len(parts)-2].Signature == "" {
+					t.Errorf("stored parts %+v: the first call lost its signature", parts)
+				}
+			}},
+	}
+	for _, sc := range tests {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			runScenario(t, sc)
+		})
+	}
+}
+
 // runScenario sends one DM through the gateway under sc's fault and checks
 // the outcome once the gateway has stopped.
 func runScenario(t *testing.T, sc scenario) {

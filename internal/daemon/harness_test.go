@@ -21,6 +21,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/geminifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 	"github.com/nanobot-go/nanobot/internal/health"
@@ -53,6 +54,10 @@ type setup struct {
 	quiet bool
 	// noTelegram sets channels.telegram.enabled: false.
 	noTelegram bool
+	// gemini makes gemini/gemini-2.5-flash the model, served by a strict
+	// fake Gemini server answering from the same script; the openai lines
+	// then go under providers.gemini.
+	gemini bool
 }
 
 type gw struct {
@@ -61,6 +66,7 @@ type gw struct {
 	cfg     *config.Config
 	script  *fakellm.Script
 	llm     *openaifake.Server
+	gem     *geminifake.Server
 	tg      *telegramfake.Server
 	dc      *discordfake.Server
 	dcOwner discordfake.User
@@ -101,6 +107,9 @@ func newGW(t *testing.T, s setup) *gw {
 		g.log = zap.NewNop()
 	}
 	g.llm = openaifake.New(t, g.script)
+	if s.gemini {
+		g.gem = geminifake.New(t, g.script)
+	}
 	g.tg = telegramfake.New(t)
 	g.tgURL = g.tg.URL()
 	if s.discord {
@@ -126,6 +135,12 @@ func (g *gw) writeConfig(s setup, extra string) {
 	if !strings.Contains(openai, "max_retries") {
 		openai += "\nmax_retries: 0"
 	}
+	model, gemini := "openai/gpt-4o-mini", ""
+	if s.gemini {
+		model = "gemini/gemini-2.5-flash"
+		gemini = fmt.Sprintf("  gemini:\n    api_key: %q\n    base_url: %q\n%s", geminifake.APIKey, g.gem.URL(), indent(openai, "    "))
+		openai = "max_retries: 0"
+	}
 	var discord string
 	if s.discord {
 		discord = fmt.Sprintf("  discord: {enabled: true, token: %q, api_url: %q, allow_from: [%q], edit_interval: 10ms}\n",
@@ -137,12 +152,12 @@ func (g *gw) writeConfig(s setup, extra string) {
 	}
 	yaml := fmt.Sprintf(`agents:
   workspace: %s/workspace
-  model: openai/gpt-4o-mini
+  model: %s
 %sproviders:
   openai:
     api_key: %q
     base_url: %q
-%schannels:
+%s%schannels:
   telegram:
     enabled: %v
     token: %q
@@ -152,7 +167,7 @@ func (g *gw) writeConfig(s setup, extra string) {
   listen: 127.0.0.1:0
   shutdown_grace: 5s
   heartbeat: {enabled: false}
-`, g.home, indent(s.agents, "  "), openaifake.DefaultAPIKey, g.llm.URL(), indent(openai, "    "),
+`, g.home, model, indent(s.agents, "  "), openaifake.DefaultAPIKey, g.llm.URL(), indent(openai, "    "), gemini,
 		!s.noTelegram, telegramfake.Token, g.tgURL, allowFrom(s.telegram), indent(s.telegram, "    "), discord, tools)
 	yaml += extra
 	if err := os.WriteFile(g.configPath(), []byte(yaml), 0o600); err != nil {

@@ -15,78 +15,104 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/anthropicfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/geminifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 )
 
-// protocolFake is one wire protocol's strict fake as the alternation test
-// needs it.
-type protocolFake struct {
-	url, key string
-	script   *fakellm.Script
-	// rejected describes every request the fake refused.
-	rejected func() []string
-}
-
-// alternationProtocol is one entry of the alternation table: a provider of
-// one kind behind a route of the same name.
-type alternationProtocol struct {
-	name   string // provider and route name, used with /model
-	kind   string // providers.<name>.kind, also the API recorded in llm.Meta
-	model  string
-	callID string // prefix of the tool-call ids this vendor makes
-	// replaysThinking: the protocol's own earlier reasoning must come back to
-	// it on later calls (encrypted reasoning, signatures).
+// protocolUnderTest is one wire API the alternating session visits: a
+// strict fake of it, the provider entry that points at the fake, and the
+// route /model selects it by. Adding a protocol is one entry in
+// alternatingProtocols.
+type protocolUnderTest struct {
+	api   string // llm.Meta.API of its answers
+	route string // name under routes
+	model string // provider/model of the route
+	// start starts the fake on script and returns the YAML entry under
+	// providers: and a function listing what the fake refused.
+	start func(t *testing.T, script *fakellm.Script) (entry string, rejected func() []string)
+	// callIDs says whether the fake's model sends call ids (Gemini's
+	// usually does not; the adapter makes its own).
+	callIDs bool
+	// replaysThinking: the protocol's own earlier reasoning must come back
+	// to it on later calls (the Responses API's encrypted reasoning items).
 	replaysThinking bool
-	start           func(t *testing.T) protocolFake
 }
 
-// alternationProtocols are the wire protocols one session moves between. To
-// add a protocol, append one entry.
-var alternationProtocols = []alternationProtocol{
-	{name: "openai", kind: "openai", model: "gpt-4o-mini", callID: "call_", start: func(t *testing.T) protocolFake {
-		s := &fakellm.Script{}
-		srv := openaifake.New(t, s)
-		return protocolFake{srv.URL(), openaifake.DefaultAPIKey, s, func() []string { return describe(srv.Rejected()) }}
-	}},
-	{name: "anthropic", kind: "anthropic", model: "claude-sonnet-4-5", callID: "toolu_", start: func(t *testing.T) protocolFake {
-		s := &fakellm.Script{}
-		srv := anthropicfake.New(t, s)
-		return protocolFake{srv.URL(), anthropicfake.APIKey, s, func() []string { return describe(srv.Rejected()) }}
-	}},
-	{name: "responses", kind: "openai-responses", model: "o4-mini", callID: "call_r", replaysThinking: true, start: func(t *testing.T) protocolFake {
-		s := &fakellm.Script{}
-		srv := openaifake.New(t, s)
-		return protocolFake{srv.URL(), openaifake.DefaultAPIKey, s, func() []string { return describe(srv.Rejected()) }}
-	}},
+var alternatingProtocols = []protocolUnderTest{
+	{api: "openai", route: "oa", model: "openai/gpt-4o-mini", callIDs: true,
+		start: func(t *testing.T, script *fakellm.Script) (string, func() []string) {
+			srv := openaifake.New(t, script)
+			return fmt.Sprintf("openai: {api_key: %q, base_url: %q, max_retries: 0}", openaifake.DefaultAPIKey, srv.URL()),
+				func() (out []string) {
+					for _, r := range srv.Rejected() {
+						out = append(out, r.Message)
+					}
+					return out
+				}
+		}},
+	{api: "anthropic", route: "claude", model: "anthropic/claude-sonnet-4-5", callIDs: true,
+		start: func(t *testing.T, script *fakellm.Script) (string, func() []string) {
+			srv := anthropicfake.New(t, script)
+			return fmt.Sprintf("anthropic: {api_key: %q, base_url: %q, max_retries: 0}", anthropicfake.APIKey, srv.URL()),
+				func() (out []string) {
+					for _, r := range srv.Rejected() {
+						out = append(out, r.Message)
+					}
+					return out
+				}
+		}},
+	{api: "openai-responses", route: "resp", model: "responses/o4-mini", callIDs: true, replaysThinking: true,
+		start: func(t *testing.T, script *fakellm.Script) (string, func() []string) {
+			srv := openaifake.New(t, script)
+			return fmt.Sprintf("responses: {kind: openai-responses, api_key: %q, base_url: %q, max_retries: 0}", openaifake.DefaultAPIKey, srv.URL()),
+				func() (out []string) {
+					for _, r := range srv.Rejected() {
+						out = append(out, r.Message)
+					}
+					return out
+				}
+		}},
+	{api: "gemini", route: "gem", model: "gemini/gemini-2.5-flash",
+		start: func(t *testing.T, script *fakellm.Script) (string, func() []string) {
+			srv := geminifake.New(t, script)
+			return fmt.Sprintf("gemini: {api_key: %q, base_url: %q, max_retries: 0}", geminifake.APIKey, srv.URL()),
+				func() (out []string) {
+					for _, r := range srv.Rejected() {
+						out = append(out, r.Message)
+					}
+					return out
+				}
+		}},
 }
 
-func describe[R any](rs []R) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = fmt.Sprintf("%+v", r)
-	}
-	return out
-}
-
-// One session moves between every protocol of alternationProtocols, twice
-// round, over tool-using turns with reasoning (issues 3 and 18). Every fake is
-// strict about its API's rules — OpenAI's tool-message pairing, Anthropic's
-// alternation, tool_result placement and thinking signatures, the Responses
-// API's item order and encrypted reasoning — and must accept every request
-// the shared, provider-neutral history turns into.
+// One session moves between every protocol (issues 3 and 18): twice round
+// alternatingProtocols, a tool-using turn with thinking on each. Every fake
+// is strict about its API's rules — OpenAI's tool-message pairing,
+// Anthropic's alternation, tool_result placement and thinking signatures,
+// Gemini's function-response grouping and thought signatures — and must
+// accept every request the shared, provider-neutral history turns into:
+// each vendor's tool calls and thinking rendered acceptably for the next.
 func TestOneSessionAlternatesBetweenProtocols(t *testing.T) {
+	scripts := make([]*fakellm.Script, len(alternatingProtocols))
+	rejected := make([]func() []string, len(alternatingProtocols))
+	var entries, routes []string
+	for i, pr := range alternatingProtocols {
+		scripts[i] = &fakellm.Script{}
+		var entry string
+		entry, rejected[i] = pr.start(t, scripts[i])
+		entries = append(entries, "  "+entry)
+		routes = append(routes, fmt.Sprintf("  %s: {model: %s}", pr.route, pr.model))
+	}
 	home := t.TempDir()
 	ws := filepath.Join(home, "workspace")
-	fakes := make([]protocolFake, len(alternationProtocols))
-	var providers, routes strings.Builder
-	for i, p := range alternationProtocols {
-		fakes[i] = p.start(t)
-		fmt.Fprintf(&providers, "  %s: {kind: %s, api_key: %q, base_url: %q, max_retries: 0}\n", p.name, p.kind, fakes[i].key, fakes[i].url)
-		fmt.Fprintf(&routes, "  %s: {model: %s/%s}\n", p.name, p.name, p.model)
-	}
-	first := alternationProtocols[0]
-	yaml := fmt.Sprintf("agents: {workspace: %q, model: %s/%s}\nproviders:\n%sroutes:\n%sgateway: {heartbeat: {enabled: false}}\n",
-		ws, first.name, first.model, providers.String(), routes.String())
+	yaml := fmt.Sprintf(`
+agents: {workspace: %q, model: %s}
+providers:
+%s
+routes:
+%s
+gateway: {heartbeat: {enabled: false}}
+`, ws, alternatingProtocols[0].model, strings.Join(entries, "\n"), strings.Join(routes, "\n"))
 	path := filepath.Join(home, "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -146,50 +172,50 @@ func TestOneSessionAlternatesBetweenProtocols(t *testing.T) {
 
 	const rounds = 2
 	var wantAPIs []string
-	turn := 0
-	for round := range rounds {
-		for i, p := range alternationProtocols {
-			turn++
-			if got := ask("/model " + p.name); !strings.Contains(got, p.name) {
-				t.Fatalf("/model %s = %q", p.name, got)
-			}
-			id := fmt.Sprintf("%s%d", p.callID, turn)
-			thinking := fmt.Sprintf("%s reasons in round %d.", p.name, round)
-			answer := fmt.Sprintf("%s answers turn %d.", p.name, turn)
-			fakes[i].script.Push(
-				fakellm.Reply{Thinking: thinking, ToolCalls: []fakellm.Call{
-					{ID: id + "a", Name: "read_file", Args: `{"path":"notes.md"}`},
-					{ID: id + "b", Name: "list_dir", Args: `{"path":"."}`},
-				}},
-				fakellm.Reply{Thinking: "Done.", Text: answer},
-			)
-			if got := ask(fmt.Sprintf("turn %d: what do my notes say?", turn)); got != answer {
-				t.Fatalf("turn %d (%s) = %q", turn, p.name, got)
-			}
-			wantAPIs = append(wantAPIs, p.kind)
+	for turn := range rounds * len(alternatingProtocols) {
+		i := turn % len(alternatingProtocols)
+		pr := alternatingProtocols[i]
+		if got := ask("/model " + pr.route); !strings.Contains(got, pr.route) {
+			t.Fatalf("/model %s = %q", pr.route, got)
 		}
+		id := func(n int) string {
+			if !pr.callIDs {
+				return ""
+			}
+			return fmt.Sprintf("%s_t%d_%d", pr.api, turn, n)
+		}
+		answer := fmt.Sprintf("%s (turn %d): still buy milk.", pr.api, turn)
+		scripts[i].Push(
+			fakellm.Reply{Thinking: fmt.Sprintf("%s reasons in round %d.", pr.api, turn/len(alternatingProtocols)), ToolCalls: []fakellm.Call{
+				{ID: id(1), Name: "read_file", Args: `{"path":"notes.md"}`},
+				{ID: id(2), Name: "list_dir", Args: `{"path":"."}`},
+			}},
+			fakellm.Reply{Thinking: "Done.", Text: answer})
+		if got := ask(fmt.Sprintf("turn %d: what do my notes say?", turn)); got != answer {
+			t.Fatalf("turn %d on %s = %q", turn, pr.api, got)
+		}
+		wantAPIs = append(wantAPIs, pr.api)
 	}
 
-	for i, p := range alternationProtocols {
-		for _, r := range fakes[i].rejected() {
-			t.Errorf("%s fake refused a request: %s", p.name, r)
+	for i, pr := range alternatingProtocols {
+		for _, r := range rejected[i]() {
+			t.Errorf("the %s fake refused a request: %s", pr.api, r)
 		}
-		// The protocol's last request (in its last turn) carries every tool
-		// result of the session so far, two per turn, however the protocol
-		// groups them.
-		reqs := fakes[i].script.Requests()
+		// The last request of each protocol carries every earlier turn's
+		// two tool results, however its API groups them.
+		reqs := scripts[i].Requests()
 		last := reqs[len(reqs)-1]
 		results := 0
 		thought := false
 		for _, m := range last.Messages {
 			results += len(m.ToolResults)
-			thought = thought || strings.Contains(m.Thinking, p.name+" reasons in round 0")
+			thought = thought || strings.Contains(m.Thinking, pr.api+" reasons in round 0")
 		}
-		if want := 2 * ((rounds-1)*len(alternationProtocols) + i + 1); results != want {
-			t.Errorf("%s's last request holds %d tool results, want %d", p.name, results, want)
+		if pr.replaysThinking && !thought {
+			t.Errorf("%s's own reasoning of round 0 was not replayed to it", pr.api)
 		}
-		if p.replaysThinking && !thought {
-			t.Errorf("%s's own reasoning of round 0 was not replayed to it", p.name)
+		if want := 2 * (len(wantAPIs) - len(alternatingProtocols) + i + 1); results != want {
+			t.Errorf("the last %s request holds %d tool results, want %d", pr.api, results, want)
 		}
 	}
 	snap, err := core.Sessions.Get("cli:local")
@@ -202,7 +228,7 @@ func TestOneSessionAlternatesBetweenProtocols(t *testing.T) {
 			apis = append(apis, m.Meta.API)
 		}
 	}
-	if got, want := strings.Join(apis, ","), strings.Join(wantAPIs, ","); got != want {
-		t.Errorf("answers recorded from %s, want %s", got, want)
+	if strings.Join(apis, ",") != strings.Join(wantAPIs, ",") {
+		t.Errorf("answers recorded from %v, want %v", apis, wantAPIs)
 	}
 }

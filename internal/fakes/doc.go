@@ -5,6 +5,7 @@
 //	fakellm      the scripted model shared by the LLM fakes
 //	openaifake   OpenAI Chat Completions (SSE) and /audio/transcriptions
 //	anthropicfake Anthropic Messages (SSE)
+//	geminifake   Gemini generateContent (SSE) and models.list
 //	telegramfake Telegram Bot API
 //	Outage       a TCP proxy that drops a link and restores it (a network blip)
 //	discordfake  Discord REST and gateway

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -95,5 +96,28 @@ func TestWindowCoversBudgetFromATurnStart(t *testing.T) {
 	}
 	if got := Window(stored, nil, 0); len(got) != len(stored) {
 		t.Errorf("unlimited window dropped messages")
+	}
+}
+
+// Gemini's thought signatures ride on tool_call parts and on thinking parts
+// without text; projection, which re-renders tool results at lower detail,
+// must hand them back untouched, or Gemini refuses the next call of a tool
+// loop.
+func TestProjectKeepsSignatures(t *testing.T) {
+	turn := llm.Message{Role: llm.RoleAssistant, Meta: &llm.Meta{API: "gemini"}, Parts: []llm.Part{
+		{Kind: llm.PartThinking, Signature: "c2lnLXRleHQ="},
+		{Kind: llm.PartToolCall, Signature: "c2lnLWNhbGw=", Call: &llm.ToolCall{ID: "1", Name: "read_file", Arguments: json.RawMessage(`{}`)}},
+	}}
+	msgs := []llm.Message{user("old"), turn, results("1"), user("newest"), turn, results("1")}
+	for _, budget := range []int{0, 60} {
+		v := Project("", msgs, Options{Budget: budget, Summaries: 1})
+		for _, m := range v.Messages {
+			if m.Role != llm.RoleAssistant {
+				continue
+			}
+			if m.Parts[0].Signature != "c2lnLXRleHQ=" || m.Parts[1].Signature != "c2lnLWNhbGw=" {
+				t.Errorf("budget %d: projected parts %+v lost a signature", budget, m.Parts)
+			}
+		}
 	}
 }

@@ -160,7 +160,9 @@ func (a *Accumulator) startCall(d Delta) error {
 	a.seen[d.CallID] = true
 	a.flush()
 	a.open[d.CallID] = &openCall{part: len(a.msg.Parts)}
-	a.msg.Parts = append(a.msg.Parts, Part{Kind: PartToolCall, Call: &ToolCall{ID: d.CallID, Name: d.Name}})
+	// A signature on a call (Gemini's thought signature) is kept on its
+	// part, to be replayed with the call to the provider that made it.
+	a.msg.Parts = append(a.msg.Parts, Part{Kind: PartToolCall, Signature: d.Signature, Call: &ToolCall{ID: d.CallID, Name: d.Name}})
 	return nil
 }
 

@@ -72,6 +72,20 @@ func TestAccumulator(t *testing.T) {
 			stop: "tool_calls",
 		},
 		{
+			name: "a signature on a tool call stays on its part",
+			deltas: seq(start,
+				Delta{Kind: DeltaToolCallStart, CallID: "a", Name: "list_dir", Signature: "gsig"},
+				Delta{Kind: DeltaToolCallArgs, CallID: "a", Args: `{"path":"."}`},
+				Delta{Kind: DeltaToolCallEnd, CallID: "a"},
+				Delta{Kind: DeltaToolCallStart, CallID: "b", Name: "list_dir"},
+				Delta{Kind: DeltaToolCallEnd, CallID: "b"},
+				Delta{Kind: DeltaDone}),
+			want: []Part{
+				{Kind: PartToolCall, Signature: "gsig", Call: &ToolCall{ID: "a", Name: "list_dir", Arguments: json.RawMessage(`{"path":"."}`)}},
+				{Kind: PartToolCall, Call: &ToolCall{ID: "b", Name: "list_dir", Arguments: json.RawMessage(`{}`)}},
+			},
+		},
+		{
 			name: "empty arguments become an empty object",
 			deltas: seq(start, Delta{Kind: DeltaToolCallStart, CallID: "a", Name: "list_dir"},
 				Delta{Kind: DeltaToolCallEnd, CallID: "a"}, Delta{Kind: DeltaDone}),

@@ -17,7 +17,8 @@ const (
 	// DeltaThinking appends Text to the reasoning and may carry its Signature
 	// (or, with Redacted, an opaque payload).
 	DeltaThinking
-	// DeltaToolCallStart opens tool call CallID named Name.
+	// DeltaToolCallStart opens tool call CallID named Name; it may carry a
+	// Signature (Gemini's thought signature over the call).
 	DeltaToolCallStart
 	// DeltaToolCallArgs appends the fragment Args to CallID's arguments.
 	DeltaToolCallArgs
@@ -138,12 +139,17 @@ var clientErrorTypes = map[string]bool{
 	"invalid_request_error": true, "authentication_error": true, "permission_error": true,
 	"not_found_error": true, "request_too_large": true, "invalid_api_key": true,
 	"context_length_exceeded": true, "insufficient_quota": true, "billing_error": true,
+	// Google's canonical codes (Gemini), and its reason for a bad key.
+	"INVALID_ARGUMENT": true, "FAILED_PRECONDITION": true, "PERMISSION_DENIED": true,
+	"UNAUTHENTICATED": true, "NOT_FOUND": true, "API_KEY_INVALID": true,
 }
 
 // Auth reports whether the key was refused; fallbacks are not tried for it.
+// Gemini refuses a bad key with 400 and the reason API_KEY_INVALID.
 func (e *APIError) Auth() bool {
 	return e.Status == 401 || e.Status == 403 || e.Type == "authentication_error" ||
-		e.Type == "permission_error" || e.Type == "invalid_api_key"
+		e.Type == "permission_error" || e.Type == "invalid_api_key" ||
+		e.Type == "API_KEY_INVALID" || e.Type == "UNAUTHENTICATED" || e.Type == "PERMISSION_DENIED"
 }
 
 // QuotaExceeded reports an exhausted quota or billing problem (OpenAI

@@ -44,7 +44,8 @@ type Meta struct {
 	Route string `json:"route,omitempty"`
 	// Provider is the configured provider name that answered (providers.<name>).
 	Provider string `json:"provider,omitempty"`
-	// API is the wire protocol used: "openai", "openai-responses" or "anthropic".
+	// API is the wire protocol used: "openai", "openai-responses", "anthropic"
+	// or "gemini".
 	API string `json:"api,omitempty"`
 	// Model is the provider's model id.
 	Model      string `json:"model,omitempty"`
@@ -92,8 +93,10 @@ type Part struct {
 	// empty means "same as the next fuller rendering".
 	Summary string `json:"summary,omitempty"`
 	Gist    string `json:"gist,omitempty"`
-	// Signature is the provider's signature over a thinking part; it is replayed
-	// verbatim to the provider that produced it and never interpreted (S-V7).
+	// Signature is the provider's signature over a thinking part (Anthropic,
+	// Gemini) or a tool_call part (Gemini's thought signature); it is
+	// replayed verbatim to the API that produced it and never interpreted
+	// (S-V7).
 	Signature string `json:"signature,omitempty"`
 	// Redacted marks a thinking part whose Text is an encrypted payload.
 	Redacted bool        `json:"redacted,omitempty"`

@@ -71,7 +71,7 @@ func New(info BuildInfo) *Metrics {
 			"Duration of a model call, retries and fallbacks included, by route.", llmBuckets, "route"),
 		tokens: f.counter("llm_tokens_total",
 			"Tokens used by successful model calls, by route asked for, provider/model that answered and kind: "+
-				"input, output, cache_read, cache_write or reasoning (the part of output spent reasoning).", "route", "model", "kind"),
+				"input, output, cache_read, cache_write or reasoning (the part of output spent thinking).", "route", "model", "kind"),
 		toolCalls: f.counter("tool_calls_total",
 			"Tool calls, by tool and outcome (ok or error); calls of tools that do not exist count as tool \"unknown\".",
 			"tool", "outcome"),
@@ -127,7 +127,8 @@ func (m *Metrics) ModelCall(route, outcome string, elapsed time.Duration, msg ll
 	for _, t := range []struct {
 		kind string
 		n    int
-	}{{"input", u.InputTokens}, {"output", u.OutputTokens}, {"cache_read", u.CacheReadTokens}, {"cache_write", u.CacheWriteTokens}, {"reasoning", u.ReasoningTokens}} {
+	}{{"input", u.InputTokens}, {"output", u.OutputTokens}, {"cache_read", u.CacheReadTokens}, {"cache_write", u.CacheWriteTokens},
+		{"reasoning", u.ReasoningTokens}} {
 		if t.n > 0 {
 			m.tokens.WithLabelValues(route, model, t.kind).Add(float64(t.n))
 		}

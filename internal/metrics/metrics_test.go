@@ -39,7 +39,7 @@ nanobot_turns_total{outcome="interrupted"} 1
 # TYPE nanobot_llm_calls_total counter
 nanobot_llm_calls_total{outcome="ok",route="default"} 1
 nanobot_llm_calls_total{outcome="unavailable",route="smart"} 1
-# HELP nanobot_llm_tokens_total Tokens used by successful model calls, by route asked for, provider/model that answered and kind: input, output, cache_read, cache_write or reasoning (the part of output spent reasoning).
+# HELP nanobot_llm_tokens_total Tokens used by successful model calls, by route asked for, provider/model that answered and kind: input, output, cache_read, cache_write or reasoning (the part of output spent thinking).
 # TYPE nanobot_llm_tokens_total counter
 nanobot_llm_tokens_total{kind="cache_read",model="openai/gpt-4o-mini",route="default"} 64
 nanobot_llm_tokens_total{kind="input",model="openai/gpt-4o-mini",route="default"} 100
@@ -140,6 +140,12 @@ func TestLLMOutcome(t *testing.T) {
 		{&llm.APIError{Status: 503}, LLMUnavailable, true},
 		{&llm.APIError{Status: 0, Err: errors.New("connection refused")}, LLMUnavailable, true},
 		{&llm.APIError{Status: 400, Type: "invalid_request_error"}, LLMRejected, false},
+		// Gemini: a bad key is 400 with the reason API_KEY_INVALID; overload
+		// is 503 UNAVAILABLE, also inside a stream (status from the body).
+		{&llm.APIError{Status: 400, Type: "API_KEY_INVALID"}, LLMAuth, true},
+		{&llm.APIError{Status: 400, Type: "INVALID_ARGUMENT"}, LLMRejected, false},
+		{&llm.APIError{Status: 429, Type: "RESOURCE_EXHAUSTED"}, LLMRateLimited, false},
+		{&llm.APIError{Type: "UNAVAILABLE"}, LLMUnavailable, true},
 		{fmt.Errorf("every route failed: %w", errors.Join(&llm.APIError{Status: 502}, &llm.APIError{Status: 401})), LLMUnavailable, true},
 		{llm.ErrTruncated, LLMUnavailable, true},
 		{errors.New("unknown route"), LLMError, false},

@@ -1,7 +1,8 @@
 // Package provider turns route names into model calls: it resolves a route
 // ("provider/model" or a name under routes) to a configured endpoint, streams
-// the call through that endpoint's adapter (openai/, anthropic/), accumulates
-// the deltas into one assistant message and records which route answered.
+// the call through that endpoint's adapter (openai/, anthropic/, gemini/),
+// accumulates the deltas into one assistant message and records which route
+// answered.
 package provider
 
 import (

@@ -13,8 +13,10 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/geminifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/provider/gemini"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 )
 
@@ -127,6 +129,84 @@ func routerOverHTTP(t *testing.T, kind string) {
 		}
 		if got := rig.clock.Waits(); !slices.Equal(got, []time.Duration{500 * time.Millisecond}) {
 			t.Errorf("waits = %v", got)
+		}
+	})
+}
+
+// geminiRig is a router whose default route is a Gemini adapter talking to
+// the strict fake Gemini server, with an OpenAI fallback: the router's
+// retries, Retry-After handling and fallback work the same across
+// protocols.
+type geminiRig struct {
+	router *Router
+	clock  *fakeClock
+	gemini *geminifake.Server
+	backup *openaifake.Server
+}
+
+func newGeminiRig(t *testing.T, key string) *geminiRig {
+	t.Helper()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
+	rig := &geminiRig{clock: newFakeClock(), gemini: geminifake.New(t, nil), backup: openaifake.New(t, nil)}
+	if key == "" {
+		key = geminifake.APIKey
+	}
+	log := zaptest.NewLogger(t)
+	providers := map[string]Streamer{
+		"gemini": gemini.New("gemini", config.ProviderConfig{Kind: "gemini", APIKey: key, BaseURL: rig.gemini.URL(), Timeout: time.Minute}, hc, log),
+		"backup": openai.New("backup", config.ProviderConfig{Kind: "openai", APIKey: rig.backup.APIKey(), BaseURL: rig.backup.URL(), Timeout: time.Minute}, hc, log),
+	}
+	rig.router = NewRouter(providers, Options{
+		Default:          "gemini/gemini-2.5-flash",
+		DefaultFallbacks: []string{"backup/gpt-4o"},
+		MaxRetries:       map[string]int{"gemini": 1, "backup": 1},
+		Clock:            rig.clock,
+		Jitter:           halfJitter,
+	}, log)
+	return rig
+}
+
+func TestRouterOverHTTPWithGemini(t *testing.T) {
+	complete := func(rig *geminiRig) (llm.Message, error) {
+		return rig.router.Complete(context.Background(), "", llm.Request{Messages: []llm.Message{llm.NewText(llm.RoleUser, "hi")}}, nil)
+	}
+	t.Run("429 with RetryInfo then 503, then the fallback answers", func(t *testing.T) {
+		rig := newGeminiRig(t, "")
+		rig.gemini.Script().Push(fakellm.Reply{Status: 429, RetryAfterMS: "2000"}, fakellm.Reply{Status: 503})
+		rig.backup.Script().Push(fakellm.Reply{Text: "served by the backup"})
+		msg, err := complete(rig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Text() != "served by the backup" || msg.Meta.Provider != "backup" || msg.Meta.Route != "gemini/gemini-2.5-flash" {
+			t.Errorf("answer %q meta %+v", msg.Text(), msg.Meta)
+		}
+		if got := rig.clock.Waits(); !slices.Equal(got, []time.Duration{2 * time.Second}) {
+			t.Errorf("waits = %v, want RetryInfo's 2s", got)
+		}
+	})
+	t.Run("refused key: no fallback, a clear error", func(t *testing.T) {
+		rig := newGeminiRig(t, "AIzaWrongKeyForTheRouterTest")
+		_, err := complete(rig)
+		var api *llm.APIError
+		if !errors.As(err, &api) || !api.Auth() || api.Provider != "gemini" {
+			t.Fatalf("err = %v, want gemini's auth error", err)
+		}
+		if strings.Contains(err.Error(), "AIzaWrongKey") || len(rig.backup.Script().Requests()) != 0 || len(rig.clock.Waits()) != 0 {
+			t.Errorf("err %v; backup asked %d times; waits %v", err, len(rig.backup.Script().Requests()), rig.clock.Waits())
+		}
+	})
+	t.Run("a stream cut mid-way is retried on Gemini", func(t *testing.T) {
+		rig := newGeminiRig(t, "")
+		rig.gemini.Script().Push(fakellm.Reply{Text: "an answer that stops", Truncate: true}, fakellm.Reply{Text: "complete answer"})
+		msg, err := complete(rig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Text() != "complete answer" || msg.Meta.API != "gemini" || len(rig.backup.Script().Requests()) != 0 {
+			t.Errorf("answer %q meta %+v", msg.Text(), msg.Meta)
 		}
 	})
 }

@@ -1,7 +1,7 @@
-// Package fakellm is the scripted model behind the OpenAI and Anthropic fake
-// servers. A test pushes the replies the model should give, in order (or sets
-// a Func that decides per request), and reads back every request the fake
-// received in a provider-neutral form as well as raw.
+// Package fakellm is the scripted model behind the OpenAI, Anthropic and
+// Gemini fake servers. A test pushes the replies the model should give, in
+// order (or sets a Func that decides per request), and reads back every
+// request the fake received in a provider-neutral form as well as raw.
 package fakellm
 
 import (
@@ -60,7 +60,8 @@ type Reply struct {
 	// CacheReadTokens and CacheWriteTokens are reported as prompt-cache usage
 	// (Anthropic cache_read_input_tokens / cache_creation_input_tokens).
 	CacheReadTokens, CacheWriteTokens int
-	// RetryAfterMS sets the retry-after-ms header (milliseconds, as a string).
+	// RetryAfterMS sets the retry-after-ms header (milliseconds, as a
+	// string); the Gemini fake sends it as RetryInfo's retryDelay instead.
 	RetryAfterMS string
 }
 

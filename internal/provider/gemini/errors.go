@@ -1,0 +1,140 @@
+package gemini
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// maxErrorBody bounds how much of a refusal's body is read.
+const maxErrorBody = 64 << 10
+
+// transportError classifies a failure to get or read an answer:
+//   - the caller cancelled: its context error, wrapped (nobody retries it);
+//   - the configured timeout fired: a retryable APIError of type "timeout";
+//   - the answer had begun (opened) and then broke: llm.ErrTruncated;
+//   - no answer at all: a retryable APIError with status 0.
+func (p *Provider) transportError(ctx, callCtx context.Context, err error, opened bool) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("gemini %s: %w", p.name, ctx.Err())
+	case callCtx.Err() != nil:
+		return &llm.APIError{Provider: p.name, Type: "timeout",
+			Message: fmt.Sprintf("no complete answer within %s", p.timeout), Err: callCtx.Err()}
+	case opened:
+		return fmt.Errorf("gemini %s: stream broken before its finish reason: %w: %w", p.name, llm.ErrTruncated, err)
+	}
+	return &llm.APIError{Provider: p.name, Type: "transport", Message: p.scrub(err.Error()), Err: err}
+}
+
+// statusError turns a refusal (HTTP status ≥ 300) into an APIError with
+// Google's status name as its type (ErrorInfo's reason instead when it
+// names a bad key) and the wait the server asked for: RetryInfo's
+// retryDelay in the body, else Retry-After.
+func (p *Provider) statusError(resp *http.Response) error {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var body struct {
+		Error *wireError `json:"error"`
+	}
+	out := &llm.APIError{Provider: p.name, Status: resp.StatusCode}
+	if json.Unmarshal(raw, &body) == nil && body.Error != nil {
+		p.fillError(out, body.Error)
+	} else {
+		// Not Google's error object: a proxy's page, a bare string.
+		out.Message = strings.TrimSpace(string(clip(raw, 300)))
+	}
+	if out.Message == "" {
+		out.Message = http.StatusText(resp.StatusCode)
+	}
+	if out.RetryAfter == 0 {
+		out.RetryAfter = retryAfter(resp.Header, p.now())
+	}
+	return out
+}
+
+// bodyError converts an error object sent inside a stream.
+func (p *Provider) bodyError(e *wireError) error {
+	out := &llm.APIError{Provider: p.name}
+	if e.Code >= 400 && e.Code < 600 {
+		out.Status = e.Code
+	}
+	p.fillError(out, e)
+	if out.Message == "" {
+		out.Message = "error event in stream"
+	}
+	return out
+}
+
+// fillError copies Google's status, message, reason and retry delay.
+func (p *Provider) fillError(out *llm.APIError, e *wireError) {
+	out.Type = e.Status
+	out.Message = p.scrub(e.Message)
+	for _, raw := range e.Details {
+		var d struct {
+			Type       string `json:"@type"`
+			RetryDelay string `json:"retryDelay"`
+			Reason     string `json:"reason"`
+		}
+		if json.Unmarshal(raw, &d) != nil {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(d.Type, "google.rpc.RetryInfo"):
+			out.RetryAfter = parseDuration(d.RetryDelay)
+		case strings.HasSuffix(d.Type, "google.rpc.ErrorInfo") && d.Reason == "API_KEY_INVALID":
+			// 400 INVALID_ARGUMENT is how Gemini refuses a bad key; the
+			// reason is what makes it an authentication failure.
+			out.Type = d.Reason
+		}
+	}
+}
+
+// parseDuration reads a google.protobuf.Duration in JSON ("34s", "0.5s").
+func parseDuration(s string) time.Duration {
+	v, ok := strings.CutSuffix(strings.TrimSpace(s), "s")
+	if !ok {
+		return 0
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || secs <= 0 {
+		return 0
+	}
+	return time.Duration(secs * float64(time.Second))
+}
+
+// retryAfter reads Retry-After as seconds or an HTTP date.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		return time.Duration(max(secs, 0) * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
+
+// scrub removes the API key from text a server or transport echoed back.
+func (p *Provider) scrub(s string) string {
+	if k := p.cfg.APIKey; len(k) >= 8 {
+		s = strings.ReplaceAll(s, k, "[redacted]")
+	}
+	return s
+}
+
+func clip(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}

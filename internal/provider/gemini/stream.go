@@ -1,0 +1,223 @@
+package gemini
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// maxEvent bounds one server-sent event; Gemini sends a chunk per event, a
+// few KiB at most (an inline image could be more).
+const maxEvent = 32 << 20
+
+// missingToolName names a call the server sent without a name, so the call
+// still reaches the agent (which answers "unknown tool") instead of vanishing.
+const missingToolName = "missing_tool_name"
+
+// localIDPrefix marks call ids the adapter made up because Gemini sent
+// none (or a duplicate); those are never sent back as Gemini ids.
+const localIDPrefix = "gcall_"
+
+// randomCallID makes an id for a call without one. It is random rather
+// than a counter because sessions outlive the process and the history may
+// be replayed to Anthropic, which refuses duplicate tool_use ids.
+func randomCallID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return localIDPrefix + hex.EncodeToString(b[:])
+}
+
+// decoder turns the chunks of one streamed answer into deltas.
+type decoder struct {
+	p *Provider
+	e *emitter
+	// seen holds the call ids of this answer, which must be unique.
+	seen   map[string]bool
+	usage  *wireUsage
+	finish string
+}
+
+// read decodes the server-sent events of body until the stream ends, then
+// sends the terminal.
+func (d *decoder) read(ctx, callCtx context.Context, body io.Reader) {
+	r := bufio.NewReaderSize(body, 32<<10)
+	var data []byte
+	for {
+		line, err := readLine(r)
+		if err == nil || (errors.Is(err, io.EOF) && len(line) > 0) {
+			switch {
+			case len(line) == 0:
+				if len(data) > 0 && !d.event(data) {
+					return
+				}
+				data = data[:0]
+			case bytes.HasPrefix(line, []byte("data:")):
+				if len(data) > 0 {
+					data = append(data, '\n')
+				}
+				data = append(data, bytes.TrimPrefix(line[5:], []byte(" "))...)
+				if len(data) > maxEvent {
+					d.e.fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream", Message: "server-sent event too large"})
+					return
+				}
+			}
+			// Comments (":") and other fields (event:, id:) carry nothing.
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				if len(data) > 0 && !d.event(data) {
+					return
+				}
+				d.end(ctx, callCtx)
+				return
+			}
+			d.e.fail(d.p.transportError(ctx, callCtx, err, true))
+			return
+		}
+	}
+}
+
+// readLine reads one line without its line ending, however long.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(line) > maxEvent {
+				return nil, errors.New("line too long")
+			}
+			continue
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		return line, err
+	}
+}
+
+// event handles one chunk; false means stop reading.
+func (d *decoder) event(data []byte) bool {
+	var c wireResponse
+	if err := json.Unmarshal(data, &c); err != nil {
+		d.p.log.Warn("unreadable stream chunk", zap.String("provider", d.p.name), zap.ByteString("chunk", clip(data, 200)), zap.Error(err))
+		d.e.fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream",
+			Message: "server sent an event that is not valid JSON", Err: err})
+		return false
+	}
+	if c.Error != nil {
+		d.e.fail(d.p.bodyError(c.Error))
+		return false
+	}
+	if c.UsageMetadata != nil {
+		d.usage = c.UsageMetadata // running totals: the last one counts
+	}
+	if f := c.PromptFeedback; f != nil && f.BlockReason != "" {
+		d.e.fail(&llm.APIError{Provider: d.p.name, Status: 400, Type: "PROMPT_BLOCKED",
+			Message: "Gemini refused the prompt (" + f.BlockReason + ")"})
+		return false
+	}
+	for i := range c.Candidates {
+		cand := &c.Candidates[i]
+		if cand.Index != 0 { // we ask for one candidate
+			continue
+		}
+		if cand.Content != nil {
+			for j := range cand.Content.Parts {
+				if !d.part(&cand.Content.Parts[j]) {
+					return false
+				}
+			}
+		}
+		if cand.FinishReason != "" {
+			d.finish = cand.FinishReason
+		}
+	}
+	return true
+}
+
+// part turns one part into deltas. A signature stays with what it signed:
+// a thought, a function call; one on a plain text part (or alone, on an
+// empty text) becomes a thinking part of its own with no text, right after
+// the text, so it is replayed and never shown.
+func (d *decoder) part(pt *wirePart) bool {
+	sig := pt.ThoughtSignature
+	switch {
+	case pt.FunctionCall != nil:
+		return d.call(pt.FunctionCall, sig)
+	case pt.Text != nil && pt.Thought:
+		return d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Text: *pt.Text, Signature: sig})
+	case pt.Text != nil:
+		if *pt.Text != "" && !d.e.emit(llm.Delta{Kind: llm.DeltaText, Text: *pt.Text}) {
+			return false
+		}
+	case sig == "":
+		d.p.log.Debug("skipping a part the adapter does not use", zap.String("provider", d.p.name))
+		return true
+	}
+	if sig != "" {
+		return d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Signature: sig})
+	}
+	return true
+}
+
+// call emits one whole function call: Gemini streams calls complete, never
+// in fragments.
+func (d *decoder) call(fc *wireFunctionCall, sig string) bool {
+	id := fc.ID
+	if id == "" || d.seen[id] || strings.HasPrefix(id, localIDPrefix) {
+		id = d.p.newID()
+	}
+	d.seen[id] = true
+	name := fc.Name
+	if name == "" {
+		name = missingToolName
+	}
+	args := strings.TrimSpace(string(fc.Args))
+	if args == "" || args == "null" {
+		args = "{}"
+	}
+	return d.e.emit(llm.Delta{Kind: llm.DeltaToolCallStart, CallID: id, Name: name, Signature: sig}) &&
+		d.e.emit(llm.Delta{Kind: llm.DeltaToolCallArgs, CallID: id, Args: args}) &&
+		d.e.emit(llm.Delta{Kind: llm.DeltaToolCallEnd, CallID: id})
+}
+
+// end handles the end of the body: done when the server gave a finish
+// reason, otherwise the stream was cut short.
+func (d *decoder) end(ctx, callCtx context.Context) {
+	if d.finish == "" {
+		switch {
+		case ctx.Err() != nil, callCtx.Err() != nil:
+			d.e.fail(d.p.transportError(ctx, callCtx, io.ErrUnexpectedEOF, true))
+		default:
+			d.e.fail(fmt.Errorf("gemini %s: stream ended without a finish reason: %w", d.p.name, llm.ErrTruncated))
+		}
+		return
+	}
+	if d.usage != nil && !d.e.emit(llm.Delta{Kind: llm.DeltaUsage, Usage: d.usage.llm()}) {
+		return
+	}
+	d.e.emit(llm.Delta{Kind: llm.DeltaDone, StopReason: d.finish})
+}
+
+// llm converts Gemini's counts: input without the cached part (which is
+// CacheRead), output with the thoughts (billed as output, as OpenAI counts
+// reasoning), and the thoughts again as Reasoning.
+func (u *wireUsage) llm() llm.Usage {
+	cached := min(u.CachedContentTokenCount, u.PromptTokenCount)
+	return llm.Usage{
+		InputTokens:     u.PromptTokenCount - cached + u.ToolUsePromptTokenCount,
+		OutputTokens:    u.CandidatesTokenCount + u.ThoughtsTokenCount,
+		CacheReadTokens: cached,
+		ReasoningTokens: u.ThoughtsTokenCount,
+	}
+}
