@@ -48,6 +48,7 @@ type Provider struct {
 	baseURL string
 	http    *http.Client
 	log     *zap.Logger
+	enc     *encoder // shared by the copies withLog makes
 	// now and newID are replaced in tests.
 	now   func() time.Time
 	newID func() string
@@ -73,6 +74,7 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 		baseURL: base,
 		http:    httpClient,
 		log:     log,
+		enc:     &encoder{},
 		now:     time.Now,
 		newID:   randomCallID,
 	}
@@ -156,11 +158,16 @@ func (s *stream) run(parent context.Context, req llm.Request) {
 	ctx, cancel := p.callContext(parent)
 	defer cancel()
 
-	d := &doer{client: p.http, extra: p.cfg.ExtraHeaders}
 	body := p.chatRequest(req)
 	p.log.Debug("chat completion", zap.String("provider", p.name), zap.String("model", req.Model),
 		zap.Int("messages", len(body.Messages)), zap.Int("tools", len(body.Tools)))
-	cs, err := p.client(d).CreateChatCompletionStream(ctx, body)
+	env, sp, err := p.envelope(body, req.Tools)
+	if err != nil {
+		s.fail(fmt.Errorf("%s: build request: %w", p.name, err))
+		return
+	}
+	d := &doer{client: p.http, extra: p.cfg.ExtraHeaders, splice: sp}
+	cs, err := p.client(d).CreateChatCompletionStream(ctx, env)
 	if err != nil {
 		d.closeBody()
 		s.fail(p.callError(parent, ctx, d, err))
