@@ -429,3 +429,58 @@ func TestJournalKeepsIndentedUpdatesOnOneLine(t *testing.T) {
 		t.Fatalf("pending %v, want [1 7]", ids)
 	}
 }
+
+// The bot library streams forms through a pipe; a small one is sent with
+// its length (one write), a large one (an upload) as it comes, and either
+// arrives whole.
+func TestFixLengthSendsSmallFormsWhole(t *testing.T) {
+	tests := []struct {
+		name      string
+		size      int
+		wantFixed bool
+	}{
+		{"empty", 0, false},
+		{"small form", 900, true},
+		{"at the bound", smallBody, true},
+		{"upload", smallBody*3 + 17, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := strings.Repeat("x", tt.size)
+			var got string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				got = string(b)
+				if tt.wantFixed && (r.ContentLength != int64(tt.size) || len(r.TransferEncoding) > 0) {
+					t.Errorf("sent with length %d, encoding %v; want length %d", r.ContentLength, r.TransferEncoding, tt.size)
+				}
+			}))
+			defer srv.Close()
+			pr, pw := io.Pipe()
+			go func() {
+				for i := 0; i < len(want); i += 1000 {
+					_, _ = pw.Write([]byte(want[i:min(i+1000, len(want))]))
+				}
+				pw.Close()
+			}()
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, pr)
+			resp, err := traceClient{srv.Client()}.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got != want {
+				t.Fatalf("server got %d bytes, want %d", len(got), len(want))
+			}
+		})
+	}
+	t.Run("form that fails to build", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		pw.CloseWithError(errors.New("bad form"))
+		req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/", pr)
+		var ae *errAfterWrite
+		if _, err := (traceClient{http.DefaultClient}).Do(req); err == nil || errors.As(err, &ae) {
+			t.Fatalf("err = %v, want a plain error (nothing sent)", err)
+		}
+	})
+}
