@@ -87,6 +87,12 @@ func fixLength(req *http.Request) error {
 	}
 	req.Body.Close()
 	req.ContentLength = int64(len(head))
+	if len(head) == 0 {
+		// A zero length with a body would mean "unknown" to net/http.
+		req.Body = http.NoBody
+		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		return nil
+	}
 	req.Body = io.NopCloser(bytes.NewReader(head))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(head)), nil }
 	return nil

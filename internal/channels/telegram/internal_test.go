@@ -439,7 +439,7 @@ func TestFixLengthSendsSmallFormsWhole(t *testing.T) {
 		size      int
 		wantFixed bool
 	}{
-		{"empty", 0, false},
+		{"empty", 0, true},
 		{"small form", 900, true},
 		{"at the bound", smallBody, true},
 		{"upload", smallBody*3 + 17, false},

@@ -204,6 +204,7 @@ func (j *journal) load() error {
 	}
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
+	j.closed = false
 	j.mu.Lock()
 	j.next = st.next
 	j.pending = st.pending
