@@ -65,6 +65,7 @@ type harness struct {
 
 	replies replyRouter
 	polls   pollWatch
+	pin     *pinning // nil: the gateway runs where the scheduler puts it
 }
 
 // newHarness prepares a run in a fresh temporary directory: fakes started,
@@ -185,7 +186,17 @@ func (h *harness) start(pprofAddr string) error {
 	h.tg.PushUpdate(models.Update{})
 	h.started = time.Now()
 	h.polls.reset(h.started)
-	if err := cmd.Start(); err != nil {
+	if h.pin != nil {
+		err := h.pin.startPinned(cmd.Start)
+		if err != nil {
+			return fmt.Errorf("start %s: %w", h.bin, err)
+		}
+		if n, err := gatewayCPUs(cmd.Process.Pid); err != nil || n != 1 {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return fmt.Errorf("gateway not pinned to one CPU (%d CPUs): %v", n, err)
+		}
+	} else if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", h.bin, err)
 	}
 	h.cmd = cmd

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&jsonPath, "json", "", "also write every run's raw results to this file")
 	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window to this directory (builds the binary with -tags nanobot_pprof)")
 	fs.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, workspace, gateway.log)")
+	var pin bool
+	fs.BoolVar(&pin, "pin", false, "pin the gateway to CPU 0 (it then runs with GOMAXPROCS 1) and the bench — fakes and load generator — to CPU 1")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,6 +72,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("-runs, -history-chats, -history-turns and -stream-turns must be at least 1")
 	}
 
+	if pin {
+		if runtime.NumCPU() < 2 {
+			return errors.New("-pin needs two CPUs")
+		}
+		o.pin = &pinning{gateway: 0, bench: 1}
+		if err := o.pin.pinBench(); err != nil {
+			return err
+		}
+	}
 	rep := report{Started: time.Now(), Machine: describeMachine(), Options: o.describe()}
 	if o.profileDir != "" {
 		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
@@ -196,8 +208,8 @@ func intList(s string) ([]int, error) {
 }
 
 func (o options) describe() string {
-	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v",
-		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think)
+	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v",
+		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think, o.pin != nil)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -33,6 +33,7 @@ type options struct {
 	pprofAddr  string
 	profileDir string
 	readyLimit time.Duration
+	pin        *pinning // -pin: gateway and bench on a CPU each
 }
 
 // withGateway prepares a harness, starts the gateway and waits until it is
@@ -43,6 +44,7 @@ func withGateway(ctx context.Context, o options, s setup, fn func(h *harness, r 
 		return err
 	}
 	defer h.Close()
+	h.pin = o.pin
 	if err := h.start(o.pprofAddr); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
@@ -237,17 +237,11 @@ func (e *gatewayEnv) waitVisible(chat int64, want string) {
 
 // pendingUpdates is how many updates the journal still holds.
 func (e *gatewayEnv) pendingUpdates() int {
-	data, err := os.ReadFile(filepath.Join(e.home, ".nanobot", "telegram-updates.json"))
+	_, pending, err := telegram.ReadJournal(filepath.Join(e.home, ".nanobot", "telegram-updates.json"))
 	if err != nil {
 		return -1
 	}
-	var j struct {
-		Pending []json.RawMessage `json:"pending"`
-	}
-	if json.Unmarshal(data, &j) != nil {
-		return -1
-	}
-	return len(j.Pending)
+	return len(pending)
 }
 
 // sessionRoles reads a chat's session as a restarted store would.
@@ -446,5 +440,63 @@ func TestKill9MidTurnOnDiscordThenRestart(t *testing.T) {
 		}) {
 			t.Errorf("the resumed turn does not show the model the first message: %+v", r.Messages)
 		}
+	}
+}
+
+// SIGKILL, and on disk what a crash in the middle of a journal write leaves:
+// a last line cut short (an append that never finished, so the batch in it
+// was never confirmed to Telegram) and the temp file of a compaction that
+// never reached its rename. The restart drops the torn line, removes the
+// temp file, answers the message that was pending exactly once, and does
+// not answer again the one already acknowledged; Telegram redelivers the
+// update whose append was torn, which is then answered once.
+func TestKill9WithATornJournalAppend(t *testing.T) {
+	e := newGatewayEnv(t, "")
+	e.script.Func = hangOnceOn("second")
+	e.start()
+	e.say(alice, "first")
+	e.waitVisible(alice, "answer to first")
+	e.waitUntil("the journal to record the answer", func() bool { return e.pendingUpdates() == 0 })
+	e.say(bob, "second")
+	e.waitUntil("the model to be asked", func() bool { return e.requestsFor("second") == 1 })
+	e.kill9()
+
+	path := filepath.Join(e.home, ".nanobot", "telegram-updates.json")
+	// A batch Telegram still holds (never confirmed: its append was torn).
+	third := e.say(alice, "third")
+	torn := fmt.Sprintf(`{"next_offset":%d,"add":[{"update_id":%d,"message":{"message_id":9`, third+1, third)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(torn); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	stale := filepath.Join(filepath.Dir(path), ".telegram-updates.json.tmp-1")
+	if err := os.WriteFile(stale, []byte(`{"next_offset":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	e.start()
+	e.waitVisible(bob, "answer to second")
+	e.waitVisible(alice, "answer to first|answer to third")
+	e.waitUntil("the journal to record the answers", func() bool { return e.pendingUpdates() == 0 })
+	e.stop()
+
+	if !strings.Contains(e.stderr.String(), "cut short by a crash") {
+		t.Error("the torn line was not reported in the log")
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("the compaction's temp file was left")
+	}
+	if n, m := e.requestsFor("second"), e.requestsFor("third"); n != 2 || m != 1 {
+		t.Errorf("model asked %d times about second (want 2: killed, resumed) and %d about third (want 1)", n, m)
+	}
+	if r := e.sessionRoles(alice); r != "user,assistant,user,assistant" {
+		t.Errorf("alice's session roles = %s, want each message once", r)
+	}
+	if r := e.sessionRoles(bob); r != "user,assistant" {
+		t.Errorf("bob's session roles = %s, want each message once", r)
 	}
 }

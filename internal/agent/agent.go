@@ -37,6 +37,10 @@ type Model interface {
 type Sessions interface {
 	Get(key string) (session.Snapshot, error)
 	Append(key string, msgs ...llm.Message) (session.Snapshot, error)
+	// Stage appends without waiting for the disk; the next Append or Sync
+	// of the session makes it durable.
+	Stage(key string, msgs ...llm.Message) (session.Snapshot, error)
+	Sync(key string) error
 	SetMeta(key string, u session.MetaUpdate) error
 	Archive(key string) (string, error)
 }

@@ -129,6 +129,13 @@ func (s *memSessions) Append(_ string, msgs ...llm.Message) (session.Snapshot, e
 	return s.snap, nil
 }
 
+// Stage is Append: there is no disk to wait for.
+func (s *memSessions) Stage(key string, msgs ...llm.Message) (session.Snapshot, error) {
+	return s.Append(key, msgs...)
+}
+
+func (s *memSessions) Sync(string) error { return nil }
+
 func (s *memSessions) SetMeta(string, session.MetaUpdate) error { return nil }
 
 func (s *memSessions) Archive(string) (string, error) { return "", nil }

@@ -99,7 +99,10 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 			// ignored.
 			msgs = append(seed(origin.History), user)
 		}
-		snap, err = t.store.Append(key, msgs...)
+		// Not fsync'd yet: the channel keeps the message until the turn is
+		// answered, and persist's fsync covers it before the answer goes
+		// out — one fsync a turn instead of two.
+		snap, err = t.store.Stage(key, msgs...)
 		if err != nil {
 			t.log.Error("persist user message", zap.Error(err))
 			outcome = OutcomeFailed
@@ -237,11 +240,12 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, route s
 	return note, nil
 }
 
-// persist writes the turn's messages with one append; only complete
-// call/result pairs exist in t.msgs, so a cancelled turn leaves a valid history.
+// persist writes the turn's messages with one append, fsync'd with the
+// user message staged before the loop; only complete call/result pairs exist
+// in t.msgs, so a cancelled turn leaves a valid history.
 func (a *Agent) persist(t *turn) error {
 	if len(t.msgs) == 0 {
-		return nil
+		return t.store.Sync(t.key)
 	}
 	_, err := t.store.Append(t.key, t.msgs...)
 	return err

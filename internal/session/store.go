@@ -65,6 +65,10 @@ type entry struct {
 	dead   bool // the store was closed
 	loaded bool
 	f      *os.File // nil while the session has no file
+	// unsynced is set while the file holds a Stage write not yet fsync'd;
+	// the next fsync of the file (Append, Sync, closing it) covers it.
+	unsynced bool
+	sync     func(*os.File) error // the store's
 	state
 }
 
@@ -155,15 +159,47 @@ func (s *Store) Get(key string) (Snapshot, error) {
 // the file are cut off again, and the session is reloaded from the file on
 // the next call.
 func (s *Store) Append(key string, msgs ...llm.Message) (Snapshot, error) {
+	return s.appendOp(key, "append", true, msgs)
+}
+
+// Stage appends msgs like Append, with one write, but does not wait for the
+// disk: the session's next Append (or Sync, or the file being closed)
+// fsyncs the file, and with it these bytes. It is for a message that is
+// safe elsewhere until then — a user message the channel keeps (Telegram's
+// update journal, Discord's cursor) until the turn's answer, whose Append
+// makes both durable before the answer is sent. A process crash keeps the
+// write (it is in the page cache); only a power loss before the next fsync
+// can take it, and then the channel delivers the message again. A new
+// session file is always fsync'd, with its directory.
+func (s *Store) Stage(key string, msgs ...llm.Message) (Snapshot, error) {
+	return s.appendOp(key, "stage", false, msgs)
+}
+
+// Sync makes whatever Stage wrote to the session durable; it does nothing
+// when there is nothing to sync.
+func (s *Store) Sync(key string) error {
+	return s.locked(key, "sync", func(e *entry) error {
+		if e.f == nil || !e.unsynced {
+			return nil
+		}
+		if err := s.sync(e.f); err != nil {
+			return err
+		}
+		e.unsynced = false
+		return nil
+	})
+}
+
+func (s *Store) appendOp(key, op string, durable bool, msgs []llm.Message) (Snapshot, error) {
 	for i, m := range msgs {
 		if err := m.Validate(); err != nil {
 			return Snapshot{}, fmt.Errorf("session %s: append: message %d: %w", key, i, err)
 		}
 	}
 	var snap Snapshot
-	err := s.with(key, "append", func(e *entry) error {
+	err := s.with(key, op, func(e *entry) error {
 		if len(msgs) > 0 {
-			if err := s.appendMessages(e, msgs); err != nil {
+			if err := s.appendMessages(e, msgs, durable); err != nil {
 				return err
 			}
 		}
@@ -202,7 +238,7 @@ func (s *Store) SetMeta(key string, u MetaUpdate) error {
 		if err := enc.record(r); err != nil {
 			return err
 		}
-		if err := s.write(e, enc.buf.Bytes(), created); err != nil {
+		if err := s.write(e, enc.buf.Bytes(), created, true); err != nil {
 			return err
 		}
 		e.applyMeta(r)
@@ -252,8 +288,8 @@ func (s *Store) List() ([]Info, error) {
 }
 
 // Close closes every cached file. It waits for calls in progress; later calls
-// fail with ErrClosed. Everything appended was already fsync'd, so Close
-// loses nothing.
+// fail with ErrClosed. Everything appended was already fsync'd, and what
+// Stage wrote is fsync'd as the file is closed, so Close loses nothing.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -325,7 +361,7 @@ func (s *Store) acquire(key string) (*entry, error) {
 	}
 	e := s.entries[key]
 	if e == nil {
-		e = &entry{key: key}
+		e = &entry{key: key, sync: s.sync}
 		e.elem = s.lru.PushFront(e)
 		s.entries[key] = e
 	} else {
@@ -421,7 +457,12 @@ func (e *entry) closeFile() error {
 	if e.f == nil {
 		return nil
 	}
-	err := e.f.Close()
+	var err error
+	if e.unsynced {
+		err = e.sync(e.f)
+		e.unsynced = false
+	}
+	err = errors.Join(err, e.f.Close())
 	e.f = nil
 	return err
 }

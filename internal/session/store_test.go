@@ -572,3 +572,71 @@ func TestFileAppearedAfterLoad(t *testing.T) {
 		t.Errorf("messages = %s", got)
 	}
 }
+
+// Stage writes without an fsync; the session's next Append fsyncs the file
+// and so both writes, Sync does it alone, and closing the file (Close, an
+// eviction, an archive) does it too. A new file is always fsync'd.
+func TestStageIsMadeDurableByTheNextSync(t *testing.T) {
+	tests := []struct {
+		name  string
+		after func(t *testing.T, s *Store, key string)
+		syncs int // fsyncs after the Stage, by the step under test
+	}{
+		{"append", func(t *testing.T, s *Store, key string) { mustAppend(t, s, key, userText("answer")) }, 1},
+		{"sync", func(t *testing.T, s *Store, key string) {
+			if err := s.Sync(key); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Sync(key); err != nil { // nothing left: no second fsync
+				t.Fatal(err)
+			}
+		}, 1},
+		{"close", func(t *testing.T, s *Store, key string) {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}, 1},
+		{"eviction", func(t *testing.T, s *Store, key string) { mustAppend(t, s, "chat:other", userText("x")) }, 1 + 2}, // other: new file + dir
+		{"archive", func(t *testing.T, s *Store, key string) {
+			if _, err := s.Archive(key); err != nil {
+				t.Fatal(err)
+			}
+		}, 1 + 1}, // and the directory, for the rename
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newStore(t, dir, Options{CacheSize: 1}, zaptest.NewLogger(t))
+			var syncs []string
+			s.sync = func(f *os.File) error {
+				syncs = append(syncs, filepath.Base(f.Name()))
+				return f.Sync()
+			}
+			const key = "chat:staged"
+			mustAppend(t, s, key, userText("first")) // creates the file: fsync'd
+			syncs = nil
+			snap, err := s.Stage(key, userText("question"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(snap.Messages) != 2 || len(syncs) != 0 {
+				t.Fatalf("Stage: %d messages, fsyncs %v; want 2 and none", len(snap.Messages), syncs)
+			}
+			tt.after(t, s, key)
+			if len(syncs) != tt.syncs || syncs[0] != EncodeKey(key)+liveExt {
+				t.Fatalf("fsyncs after the Stage: %v, want %d starting with the staged session's file", syncs, tt.syncs)
+			}
+		})
+	}
+	t.Run("new file", func(t *testing.T) {
+		s := newStore(t, t.TempDir(), Options{}, zaptest.NewLogger(t))
+		n := 0
+		s.sync = func(f *os.File) error { n++; return f.Sync() }
+		if _, err := s.Stage("chat:new", userText("hello")); err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 {
+			t.Fatalf("%d fsyncs for a staged new file, want 2 (file and directory)", n)
+		}
+	})
+}

@@ -40,9 +40,10 @@ func (s *Store) begin(e *entry) (enc *encoder, created time.Time, err error) {
 	return enc, created, err
 }
 
-// appendMessages encodes msgs into one buffer, writes it and adds the
-// messages, as read back from their encoding, to e.
-func (s *Store) appendMessages(e *entry, msgs []llm.Message) error {
+// appendMessages encodes msgs into one buffer, writes it (fsync'd if
+// durable, see Stage) and adds the messages, as read back from their
+// encoding, to e.
+func (s *Store) appendMessages(e *entry, msgs []llm.Message, durable bool) error {
 	enc, created, err := s.begin(e)
 	if err != nil {
 		return err
@@ -59,7 +60,7 @@ func (s *Store) appendMessages(e *entry, msgs []llm.Message) error {
 		}
 		back = append(back, got)
 	}
-	if err := s.write(e, enc.buf.Bytes(), created); err != nil {
+	if err := s.write(e, enc.buf.Bytes(), created, durable); err != nil {
 		return err
 	}
 	// Snapshots hold e.msgs with clipped capacity, so appending never
@@ -68,9 +69,10 @@ func (s *Store) appendMessages(e *entry, msgs []llm.Message) error {
 	return nil
 }
 
-// write appends buf to e's file with one write(2) and makes it durable before
-// returning, creating the file (0600, directory 0700) on first use.
-func (s *Store) write(e *entry, buf []byte, created time.Time) error {
+// write appends buf to e's file with one write(2) and, if durable, makes it
+// (and any earlier Stage write) durable before returning, creating the file
+// (0600, directory 0700) on first use, which is always made durable.
+func (s *Store) write(e *entry, buf []byte, created time.Time, durable bool) error {
 	newFile := e.f == nil
 	if newFile {
 		if err := os.MkdirAll(s.dir, 0o700); err != nil {
@@ -86,7 +88,8 @@ func (s *Store) write(e *entry, buf []byte, created time.Time) error {
 		e.f = f
 	}
 	n, err := e.f.Write(buf)
-	if err == nil {
+	durable = durable || newFile
+	if err == nil && durable {
 		err = s.sync(e.f)
 	}
 	if err == nil && newFile {
@@ -97,6 +100,7 @@ func (s *Store) write(e *entry, buf []byte, created time.Time) error {
 		return err
 	}
 	e.size += int64(n)
+	e.unsynced = !durable
 	if !created.IsZero() {
 		e.created = created
 	}

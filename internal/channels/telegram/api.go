@@ -38,6 +38,9 @@ func (e *errAfterWrite) Unwrap() error { return e.err }
 type traceClient struct{ c *http.Client }
 
 func (t traceClient) Do(req *http.Request) (*http.Response, error) {
+	if err := fixLength(req); err != nil {
+		return nil, err // nothing was sent
+	}
 	var wrote atomic.Bool
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
@@ -55,6 +58,44 @@ func (t traceClient) Do(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, nil
+}
+
+// smallBody is the size up to which a request body of unknown length is
+// read before sending.
+const smallBody = 64 << 10
+
+// fixLength reads a small body of unknown length before it is sent. The bot
+// library streams every form through a pipe, so net/http sends it chunked
+// and flushes each chunk: a sendMessage took a dozen write calls and as many
+// goroutine hand-offs; with its length known it goes out in one. A larger
+// body (a file upload) is sent as it comes, its first part read already.
+func fixLength(req *http.Request) error {
+	if req.Body == nil || req.Body == http.NoBody || req.ContentLength > 0 {
+		return nil
+	}
+	head, err := io.ReadAll(io.LimitReader(req.Body, smallBody+1))
+	if err != nil {
+		req.Body.Close()
+		return err
+	}
+	if len(head) > smallBody {
+		req.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), req.Body), req.Body}
+		return nil
+	}
+	req.Body.Close()
+	req.ContentLength = int64(len(head))
+	if len(head) == 0 {
+		// A zero length with a body would mean "unknown" to net/http.
+		req.Body = http.NoBody
+		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		return nil
+	}
+	req.Body = io.NopCloser(bytes.NewReader(head))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(head)), nil }
+	return nil
 }
 
 // newHTTPClient builds the client for all Bot API traffic, through proxy

@@ -207,21 +207,18 @@ func (e *env) waitAcked(t *testing.T, id int64) {
 	path := filepath.Join(e.data, "telegram-updates.json")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var j struct {
-			Next    int64             `json:"next_offset"`
-			Pending []json.RawMessage `json:"pending"`
-		}
-		data, err := os.ReadFile(path)
-		if err == nil && json.Unmarshal(data, &j) == nil && j.Next > id {
-			pending := false
-			for _, raw := range j.Pending {
-				pending = pending || bytes.Contains(raw, []byte(fmt.Sprintf(`"update_id":%d`, id)))
+		next, pending, err := telegram.ReadJournal(path)
+		if err == nil && next > id {
+			found := false
+			for _, raw := range pending {
+				found = found || bytes.Contains(raw, []byte(fmt.Sprintf(`"update_id":%d`, id)))
 			}
-			if !pending {
+			if !found {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
+			data, _ := os.ReadFile(path)
 			t.Fatalf("update %d never acknowledged; journal: %s", id, data)
 		}
 		time.Sleep(5 * time.Millisecond) // polling a file for an async condition

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -235,4 +237,250 @@ func TestNewValidatesConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// journalLines is the journal file's lines.
+func journalLines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+}
+
+// replayIDs loads the journal at path as a restart does and lists the
+// pending update ids.
+func replayIDs(t *testing.T, path string) (next int64, ids []int64) {
+	t.Helper()
+	k := newJournal(path, zaptest.NewLogger(t))
+	if err := k.load(); err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range k.replay() {
+		ids = append(ids, peekID(raw))
+	}
+	return k.nextOffset(), ids
+}
+
+// A batch and a burst of acks each append one line; the log is compacted
+// into one snapshot line once it outgrows the threshold, and reads back the
+// same before and after.
+func TestJournalAppendsThenCompacts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.json")
+	j := newJournal(path, zaptest.NewLogger(t))
+	j.compactAt = 1 << 20
+	if _, err := j.received([]json.RawMessage{upd(10, "a"), upd(11, "b")}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.received([]json.RawMessage{upd(12, "c")}, true); err != nil {
+		t.Fatal(err)
+	}
+	j.ack(10)
+	j.ack(12)
+	if err := j.save(false); err != nil {
+		t.Fatal(err)
+	}
+	lines := journalLines(t, path)
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], `{"next_offset":12,"pending":[`) ||
+		!strings.HasPrefix(lines[1], `{"next_offset":13,"add":[`) || lines[2] != `{"ack":[10,12]}` {
+		t.Fatalf("journal lines:\n%s", strings.Join(lines, "\n"))
+	}
+	if next, ids := replayIDs(t, path); next != 13 || fmt.Sprint(ids) != "[11]" {
+		t.Fatalf("log reads back next %d, pending %v; want 13, [11]", next, ids)
+	}
+
+	j.compactAt = 1 // any growth past twice a snapshot compacts
+	for id := int64(13); id < 40; id++ {
+		if _, err := j.received([]json.RawMessage{upd(id, "more")}, true); err != nil {
+			t.Fatal(err)
+		}
+		j.ack(id)
+		if err := j.save(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(journalLines(t, path)); n > 8 {
+		t.Fatalf("journal has %d lines: never compacted", n)
+	}
+	if next, ids := replayIDs(t, path); next != 40 || fmt.Sprint(ids) != "[11]" {
+		t.Fatalf("compacted log reads back next %d, pending %v; want 40, [11]", next, ids)
+	}
+	if err := j.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if lines := journalLines(t, path); len(lines) != 1 {
+		t.Fatalf("after finish the journal has %d lines, want one snapshot", len(lines))
+	}
+	var f journalFile // the format before the log still reads it
+	data, _ := os.ReadFile(path)
+	if err := json.Unmarshal(data, &f); err != nil || f.NextOffset != 40 || len(f.Pending) != 1 {
+		t.Fatalf("snapshot = %+v, %v", f, err)
+	}
+}
+
+// What a crash leaves behind: a last line cut short (dropped; a batch cut
+// short was never confirmed to Telegram, an ack cut short only replays a
+// message the agent recognises), a whole last line without its newline
+// (kept), the single-document file of earlier versions, a stale temp file of
+// a compaction. A damaged line that is not the last is corruption.
+func TestJournalReadsWhatACrashLeaves(t *testing.T) {
+	snap := `{"next_offset":11,"pending":[` + string(upd(10, "a")) + `]}`
+	add := `{"next_offset":12,"add":[` + string(upd(11, "b")) + `]}`
+	tests := []struct {
+		name     string
+		file     string
+		wantNext int64
+		wantIDs  string
+		wantErr  bool
+	}{
+		{"whole log", snap + "\n" + add + "\n" + `{"ack":[10]}` + "\n", 12, "[11]", false},
+		{"torn batch", snap + "\n" + add[:len(add)/2], 11, "[10]", false},
+		{"torn ack", snap + "\n" + add + "\n" + `{"ack":[1`, 12, "[10 11]", false},
+		{"last line without newline", snap + "\n" + add, 12, "[10 11]", false},
+		{"earlier format, indented", "{\n  \"next_offset\": 11,\n  \"pending\": [\n    {\"update_id\": 10,\n \"message\": {\"message_id\": 10}}\n  ]\n}", 11, "[10]", false},
+		{"damaged line in the middle", snap + "\n" + add[:20] + "\n" + `{"ack":[10]}` + "\n", 0, "", true},
+		{"damaged first line", `{"next_offset":`, 0, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "telegram-updates.json")
+			if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			stale := filepath.Join(dir, ".telegram-updates.json.tmp-123")
+			if err := os.WriteFile(stale, []byte(snap[:9]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j := newJournal(path, zaptest.NewLogger(t))
+			err := j.load()
+			if tt.wantErr {
+				if err == nil || !errors.Is(err, channels.ErrCorruptState) {
+					t.Fatalf("load = %v, want a corrupt-state error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []int64
+			for _, raw := range j.replay() {
+				ids = append(ids, peekID(raw))
+			}
+			if j.nextOffset() != tt.wantNext || fmt.Sprint(ids) != tt.wantIDs {
+				t.Fatalf("next %d, pending %v; want %d, %s", j.nextOffset(), ids, tt.wantNext, tt.wantIDs)
+			}
+			if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+				t.Error("the stale temp file of a compaction was left")
+			}
+			// load compacted: the next append starts on a whole line.
+			if _, err := j.received([]json.RawMessage{upd(50, "after")}, true); err != nil {
+				t.Fatal(err)
+			}
+			if _, got := replayIDs(t, path); fmt.Sprint(got) != strings.TrimSuffix(tt.wantIDs, "]")+" 50]" {
+				t.Fatalf("after an append the journal reads %v", got)
+			}
+		})
+	}
+}
+
+// A failed append may leave a partial line; the next write does not append
+// after it but rewrites the file whole.
+func TestJournalWriteAfterAFailedAppendCompacts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.json")
+	j := newJournal(path, zaptest.NewLogger(t))
+	if _, err := j.received([]json.RawMessage{upd(10, "a")}, true); err != nil {
+		t.Fatal(err)
+	}
+	// What a failed write leaves: half a line, and the file handle dropped.
+	if _, err := j.f.WriteString(`{"next_offset":99,"add":[{"upd`); err != nil {
+		t.Fatal(err)
+	}
+	j.f.Close()
+	j.f = nil
+	if _, err := j.received([]json.RawMessage{upd(11, "b")}, true); err != nil {
+		t.Fatal(err)
+	}
+	if lines := journalLines(t, path); len(lines) != 1 {
+		t.Fatalf("journal lines after the failed append: %q", lines)
+	}
+	if next, ids := replayIDs(t, path); next != 12 || fmt.Sprint(ids) != "[10 11]" {
+		t.Fatalf("next %d, pending %v; want 12, [10 11]", next, ids)
+	}
+}
+
+// Webhook bodies may be indented; the journal keeps each update on one line.
+func TestJournalKeepsIndentedUpdatesOnOneLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.json")
+	j := newJournal(path, zaptest.NewLogger(t))
+	j.compactAt = 1 << 20
+	if _, err := j.received([]json.RawMessage{upd(1, "a")}, false); err != nil {
+		t.Fatal(err)
+	}
+	body := json.RawMessage("{\n  \"update_id\": 7,\n  \"message\": {\"message_id\": 7, \"text\": \"two\\nlines\"}\n}")
+	if _, err := j.received([]json.RawMessage{body}, false); err != nil {
+		t.Fatal(err)
+	}
+	if lines := journalLines(t, path); len(lines) != 2 {
+		t.Fatalf("journal lines: %q", lines)
+	}
+	if _, ids := replayIDs(t, path); fmt.Sprint(ids) != "[1 7]" {
+		t.Fatalf("pending %v, want [1 7]", ids)
+	}
+}
+
+// The bot library streams forms through a pipe; a small one is sent with
+// its length (one write), a large one (an upload) as it comes, and either
+// arrives whole.
+func TestFixLengthSendsSmallFormsWhole(t *testing.T) {
+	tests := []struct {
+		name      string
+		size      int
+		wantFixed bool
+	}{
+		{"empty", 0, true},
+		{"small form", 900, true},
+		{"at the bound", smallBody, true},
+		{"upload", smallBody*3 + 17, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := strings.Repeat("x", tt.size)
+			var got string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				got = string(b)
+				if tt.wantFixed && (r.ContentLength != int64(tt.size) || len(r.TransferEncoding) > 0) {
+					t.Errorf("sent with length %d, encoding %v; want length %d", r.ContentLength, r.TransferEncoding, tt.size)
+				}
+			}))
+			defer srv.Close()
+			pr, pw := io.Pipe()
+			go func() {
+				for i := 0; i < len(want); i += 1000 {
+					_, _ = pw.Write([]byte(want[i:min(i+1000, len(want))]))
+				}
+				pw.Close()
+			}()
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, pr)
+			resp, err := traceClient{srv.Client()}.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got != want {
+				t.Fatalf("server got %d bytes, want %d", len(got), len(want))
+			}
+		})
+	}
+	t.Run("form that fails to build", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		pw.CloseWithError(errors.New("bad form"))
+		req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/", pr)
+		var ae *errAfterWrite
+		if _, err := (traceClient{http.DefaultClient}).Do(req); err == nil || errors.As(err, &ae) {
+			t.Fatalf("err = %v, want a plain error (nothing sent)", err)
+		}
+	})
 }

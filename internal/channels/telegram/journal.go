@@ -1,10 +1,13 @@
 package telegram
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,8 +21,8 @@ import (
 
 // journal keeps every update received but not yet acknowledged by the agent
 // (Ack: the turn's answer was delivered, or the message was deliberately
-// dropped), and the next offset to poll. It is written to disk before
-// Telegram is told an update was received, so after a crash the updates
+// dropped), and the next offset to poll. A batch is written and fsync'd
+// before Telegram is told it was received, so after a crash the updates
 // still pending are replayed (nothing lost) and the acknowledged ones are
 // not; the agent recognises a replayed message it had already recorded, so
 // it finishes that turn or resends its answer rather than answering twice.
@@ -27,15 +30,40 @@ import (
 // answer and this file recording the ack, and a power loss soon after an
 // ack: ack writes are not fsync'd (a process crash keeps them), receive
 // writes are, because they guard against loss.
+//
+// The file is a log of JSON lines, appended to (one write per batch, one
+// per burst of acks) and compacted now and then:
+//
+//	{"next_offset":N,"pending":[update,...]}   a snapshot: the whole state (always the first line)
+//	{"next_offset":N,"add":[update,...]}       a batch received
+//	{"ack":[id,...]}                           updates acknowledged
+//
+// Compaction rewrites the file as one snapshot line through a temp file and
+// a rename (channels.WriteFileAtomic), so a crash leaves either the old log
+// or the new snapshot. A crash during an append can leave a torn last line:
+// reading drops it with a warning. It cannot have been confirmed to Telegram
+// (the fsync had not returned) or it was an ack, which at worst replays a
+// message the agent then recognises. The file was one snapshot document
+// before; such a file reads as a log of one line.
 type journal struct {
 	path string
 	wmu  sync.Mutex // serialises file writes; taken before mu
+	// Under wmu: the file appended to (nil until the first write or after
+	// a failed one, which compacts instead), and the bytes appended since
+	// the last compaction.
+	f        *os.File
+	appended int64
+	closed   bool // set by finish: no file is kept open
+	// compactAt is the least the log grows by before it is compacted
+	// (compactMin; tests lower it).
+	compactAt int64
 
 	mu      sync.Mutex
 	next    int64                     // offset for the next getUpdates
 	pending map[int64]json.RawMessage // received, not acknowledged
+	live    int64                     // bytes of the pending updates: the size of a snapshot
 	recent  map[int64]struct{}        // acknowledged ids > next-1 seen via webhook, bounded
-	dirty   bool
+	acked   []int64                   // acknowledged, not yet written
 	wake    chan struct{}
 	// direct is set once the writer has stopped (the channel stopped taking
 	// updates): acks of turns finishing during the daemon's shutdown drain
@@ -45,37 +73,155 @@ type journal struct {
 	log    *zap.Logger
 }
 
+// compactMin is the least a log grows by before it is compacted; past it,
+// it is compacted once the appended records outweigh twice a snapshot. At
+// ~400 bytes a turn that is one rewrite every few hundred turns.
+const compactMin = 256 << 10
+
 type journalFile struct {
 	NextOffset int64             `json:"next_offset"`
 	Pending    []json.RawMessage `json:"pending"`
 }
 
-func newJournal(path string, log *zap.Logger) *journal {
-	return &journal{path: path, pending: map[int64]json.RawMessage{}, recent: map[int64]struct{}{}, wake: make(chan struct{}, 1), log: log}
+// journalRecord is one line of the file: a snapshot (Pending set), a batch
+// (Add) or acknowledgements (Ack).
+type journalRecord struct {
+	NextOffset *int64            `json:"next_offset"`
+	Pending    []json.RawMessage `json:"pending"`
+	Add        []json.RawMessage `json:"add"`
+	Ack        []int64           `json:"ack"`
 }
 
+func newJournal(path string, log *zap.Logger) *journal {
+	return &journal{path: path, pending: map[int64]json.RawMessage{}, recent: map[int64]struct{}{}, wake: make(chan struct{}, 1), compactAt: compactMin, log: log}
+}
+
+// ReadJournal reads the update journal at path (<data dir>/telegram-updates.json)
+// as a restart would: the next offset to poll and the updates still pending,
+// in id order. A missing file is an empty journal. It is for tools and tests
+// that look at a daemon's state; the file may be read while the daemon runs.
+func ReadJournal(path string) (next int64, pending []json.RawMessage, err error) {
+	st, _, err := readJournal(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, id := range slices.Sorted(maps.Keys(st.pending)) {
+		pending = append(pending, st.pending[id])
+	}
+	return st.next, pending, nil
+}
+
+type journalState struct {
+	next    int64
+	pending map[int64]json.RawMessage
+}
+
+// readJournal replays the log at path. torn is set when the last line was
+// cut short and dropped.
+func readJournal(path string) (st journalState, torn bool, err error) {
+	st.pending = map[int64]json.RawMessage{}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	all := data
+	for n := 1; len(data) > 0; n++ {
+		line, rest, _ := bytes.Cut(data, []byte{'\n'})
+		data = rest
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var r journalRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			switch {
+			case n == 1:
+				// The first line is a snapshot, written whole by a rename, so
+				// it is never torn; it may be the single document of the
+				// format before the log, with line breaks inside.
+				return readSnapshot(path, all)
+			case len(bytes.TrimSpace(rest)) == 0:
+				// The last line, cut short by a crash during its append.
+				return st, true, nil
+			}
+			return st, false, fmt.Errorf("%w %s: line %d: %w", channels.ErrCorruptState, path, n, err)
+		}
+		if r.Pending != nil {
+			clear(st.pending)
+		}
+		if r.NextOffset != nil {
+			st.next = max(st.next, *r.NextOffset)
+		}
+		for _, raws := range [][]json.RawMessage{r.Pending, r.Add} {
+			for _, raw := range raws {
+				if id := peekID(raw); id != 0 {
+					st.pending[id] = oneLine(raw)
+				}
+			}
+		}
+		for _, id := range r.Ack {
+			delete(st.pending, id)
+		}
+	}
+	return st, false, nil
+}
+
+// readSnapshot reads a file holding one journalFile document.
+func readSnapshot(path string, data []byte) (st journalState, torn bool, err error) {
+	var f journalFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return st, false, fmt.Errorf("%w %s: %w", channels.ErrCorruptState, path, err)
+	}
+	st.next = f.NextOffset
+	st.pending = map[int64]json.RawMessage{}
+	for _, raw := range f.Pending {
+		if id := peekID(raw); id != 0 {
+			st.pending[id] = oneLine(raw)
+		}
+	}
+	return st, false, nil
+}
+
+// load reads the journal and compacts it, so appends start on a whole file
+// (a torn last line is gone) in the current format.
 func (j *journal) load() error {
 	if j.path == "" {
 		return nil
 	}
-	var f journalFile
-	found, err := channels.ReadStateFile(j.path, &f)
+	st, torn, err := readJournal(j.path)
 	if errors.Is(err, channels.ErrCorruptState) {
-		// A corrupt journal must not stop the bot; start over, loudly.
+		// A corrupt journal must not stop the bot silently; start over, loudly.
 		return fmt.Errorf("update journal is corrupt (move it away to start over): %w", err)
 	}
-	if err != nil || !found {
+	if err != nil {
 		return err
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.next = f.NextOffset
-	for _, raw := range f.Pending {
-		if id := peekID(raw); id != 0 {
-			j.pending[id] = raw
-		}
+	if torn {
+		j.log.Warn("update journal: dropped a last line cut short by a crash (a batch never confirmed to Telegram, or acknowledgements)",
+			zap.String("path", j.path))
 	}
-	return nil
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	j.closed = false
+	j.mu.Lock()
+	j.next = st.next
+	j.pending = st.pending
+	j.live = 0
+	for _, raw := range st.pending {
+		j.live += int64(len(raw)) + 1
+	}
+	j.mu.Unlock()
+	// A crash during a compaction leaves its temp file behind.
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(j.path), "."+filepath.Base(j.path)+".tmp-*"))
+	for _, p := range stale {
+		_ = os.Remove(p)
+	}
+	if _, err := os.Stat(j.path); errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing to compact; the first write creates the file
+	}
+	return j.compact()
 }
 
 // nextOffset is where polling resumes.
@@ -102,14 +248,16 @@ func (j *journal) replay() []json.RawMessage {
 }
 
 // received journals a batch and returns the updates not seen before. It
-// writes (and fsyncs) the file before returning. ordered is true for
-// getUpdates, whose offset also tells redeliveries apart; webhook calls may
-// arrive out of order, so only the pending and recent sets are used for them.
+// appends them to the file and fsyncs it before returning. ordered is true
+// for getUpdates, whose offset also tells redeliveries apart; webhook calls
+// may arrive out of order, so only the pending and recent sets are used for
+// them.
 func (j *journal) received(batch []json.RawMessage, ordered bool) ([]json.RawMessage, error) {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
 	j.mu.Lock()
 	var fresh []json.RawMessage
+	var ids []int64
 	next := j.next
 	for _, raw := range batch {
 		id := peekID(raw)
@@ -118,8 +266,11 @@ func (j *journal) received(batch []json.RawMessage, ordered bool) ([]json.RawMes
 		if (ordered && id < j.next) || pending || recent {
 			continue // a redelivery
 		}
+		raw = oneLine(raw)
 		j.pending[id] = raw
+		j.live += int64(len(raw)) + 1
 		fresh = append(fresh, raw)
+		ids = append(ids, id)
 		if ordered {
 			next = max(next, id+1)
 		}
@@ -130,15 +281,14 @@ func (j *journal) received(batch []json.RawMessage, ordered bool) ([]json.RawMes
 	}
 	prev := j.next
 	j.next = next
-	data, err := j.snapshotLocked()
 	j.mu.Unlock()
-	if err == nil {
-		err = j.write(data, true)
-	}
+
+	err := j.appendLocked(batchRecord(next, fresh), true)
 	if err != nil {
 		j.mu.Lock()
-		for _, raw := range fresh {
-			delete(j.pending, peekID(raw))
+		for i, id := range ids {
+			delete(j.pending, id)
+			j.live -= int64(len(fresh[i])) + 1
 		}
 		j.next = prev
 		j.mu.Unlock()
@@ -147,12 +297,27 @@ func (j *journal) received(batch []json.RawMessage, ordered bool) ([]json.RawMes
 	return fresh, nil
 }
 
-// ack forgets an update; the file is rewritten by the writer goroutine
+// oneLine returns raw without line breaks, so it fits on one line of the
+// log: a getUpdates answer is compact, a webhook body may be indented.
+func oneLine(raw json.RawMessage) json.RawMessage {
+	if bytes.IndexByte(raw, '\n') < 0 {
+		return raw
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw // checked valid before; cannot happen
+	}
+	return b.Bytes()
+}
+
+// ack forgets an update; the record is appended by the writer goroutine
 // (acks in a burst share one write).
 func (j *journal) ack(id int64) {
 	j.mu.Lock()
-	if _, ok := j.pending[id]; ok {
+	if raw, ok := j.pending[id]; ok {
 		delete(j.pending, id)
+		j.live -= int64(len(raw)) + 1
+		j.acked = append(j.acked, id)
 		j.recent[id] = struct{}{}
 		if len(j.recent) > 4096 {
 			for old := range j.recent {
@@ -161,7 +326,6 @@ func (j *journal) ack(id int64) {
 				}
 			}
 		}
-		j.dirty = true
 	}
 	direct := j.direct
 	j.mu.Unlock()
@@ -177,7 +341,8 @@ func (j *journal) ack(id int64) {
 	}
 }
 
-// writer persists acks until ctx ends; from then on ack writes itself.
+// writer persists acks, and compacts the file when it has grown, until ctx
+// ends; from then on ack writes itself.
 func (j *journal) writer(ctx context.Context) {
 	defer func() {
 		j.mu.Lock()
@@ -196,36 +361,144 @@ func (j *journal) writer(ctx context.Context) {
 	}
 }
 
-// save writes the journal if acks changed it; sync makes it durable (at
-// shutdown), otherwise it is not fsync'd.
+// save appends the acks not yet written; sync makes the file durable (at
+// shutdown and after), otherwise it is not fsync'd. It compacts the file
+// when the log has outgrown its snapshot.
 func (j *journal) save(sync bool) error {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
 	j.mu.Lock()
-	if !j.dirty {
-		j.mu.Unlock()
-		return nil
-	}
-	j.dirty = false
-	data, err := j.snapshotLocked()
+	acked := j.acked
+	j.acked = nil
+	live := j.live
 	j.mu.Unlock()
-	if err == nil {
-		err = j.write(data, sync)
+	if len(acked) > 0 {
+		if err := j.appendLocked(ackRecord(acked), sync); err != nil {
+			j.mu.Lock()
+			j.acked = append(acked, j.acked...)
+			j.mu.Unlock()
+			return err
+		}
 	}
-	if err != nil {
-		j.mu.Lock()
-		j.dirty = true
-		j.mu.Unlock()
+	if j.f != nil && j.appended > max(j.compactAt, 2*live) {
+		return j.compact()
 	}
-	return err
+	return nil
 }
 
-// snapshotLocked encodes the journal as journalFile does. It writes the
-// JSON itself: every pending update is already valid JSON (decoded from a
-// getUpdates answer, checked with json.Valid on a webhook, or read back from
-// this file), and json.Marshal would re-validate and copy each one on every
-// write, which was a twentieth of the gateway's CPU under load.
-func (j *journal) snapshotLocked() ([]byte, error) {
+// finish writes what is left and leaves the file as one snapshot, fsync'd,
+// when the channel stops. Acks that come later (turns finishing during the
+// shutdown drain) are each written durably.
+func (j *journal) finish() error {
+	if err := j.save(true); err != nil {
+		return err
+	}
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	if j.path == "" {
+		return nil
+	}
+	j.closed = true
+	if err := j.compact(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// appendLocked appends one record (a line) to the file, fsync'd if sync.
+// Without an open file (the first write, or after a failure that may have
+// left a partial line) it compacts instead, which writes the whole state,
+// this record's change included, durably. The caller holds wmu.
+func (j *journal) appendLocked(rec []byte, sync bool) error {
+	if j.path == "" {
+		return nil
+	}
+	if j.f == nil {
+		return j.compact()
+	}
+	_, err := j.f.Write(rec)
+	if err == nil && sync {
+		err = j.f.Sync()
+	}
+	if err != nil {
+		// The file may end in a partial line now: the next write starts a
+		// fresh file rather than append to it.
+		_ = j.f.Close()
+		j.f = nil
+		return fmt.Errorf("update journal: %w", err)
+	}
+	j.appended += int64(len(rec))
+	return nil
+}
+
+// compact replaces the file with one snapshot of the current state, written
+// and fsync'd through a temp file and a rename, and reopens it for appends
+// (unless the journal is closed).
+// The caller holds wmu.
+func (j *journal) compact() error {
+	j.mu.Lock()
+	data := append(j.snapshotLocked(), '\n')
+	j.mu.Unlock()
+	if j.f != nil {
+		_ = j.f.Close()
+		j.f = nil
+	}
+	if err := os.MkdirAll(filepath.Dir(j.path), 0o700); err != nil {
+		return fmt.Errorf("update journal: %w", err)
+	}
+	if err := channels.WriteFileAtomic(j.path, data, 0o600); err != nil {
+		return fmt.Errorf("update journal: %w", err)
+	}
+	j.appended = 0
+	if j.closed {
+		return nil // stopped: a later write compacts again rather than keep a file open
+	}
+	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("update journal: %w", err)
+	}
+	j.f = f
+	return nil
+}
+
+// batchRecord is the line for a batch received. Every update is already
+// valid JSON on one line (decoded from a getUpdates answer, checked with
+// json.Valid on a webhook and passed through oneLine), so it is written as
+// is rather than re-validated by json.Marshal.
+func batchRecord(next int64, fresh []json.RawMessage) []byte {
+	size := len(`{"next_offset":,"add":[]}`) + 21
+	for _, raw := range fresh {
+		size += len(raw) + 1
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, `{"next_offset":`...)
+	buf = strconv.AppendInt(buf, next, 10)
+	buf = append(buf, `,"add":[`...)
+	for i, raw := range fresh {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, raw...)
+	}
+	return append(buf, "]}\n"...)
+}
+
+// ackRecord is the line for acknowledged updates.
+func ackRecord(ids []int64) []byte {
+	buf := make([]byte, 0, 10+len(ids)*11)
+	buf = append(buf, `{"ack":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendInt(buf, id, 10)
+	}
+	return append(buf, "]}\n"...)
+}
+
+// snapshotLocked encodes the journal as journalFile does, without
+// re-validating the updates (see batchRecord).
+func (j *journal) snapshotLocked() []byte {
 	ids := make([]int64, 0, len(j.pending))
 	size := len(`{"next_offset":,"pending":[]}`) + 20
 	for id, raw := range j.pending {
@@ -233,7 +506,7 @@ func (j *journal) snapshotLocked() ([]byte, error) {
 		size += len(raw) + 1
 	}
 	slices.Sort(ids)
-	buf := make([]byte, 0, size)
+	buf := make([]byte, 0, size+1)
 	buf = append(buf, `{"next_offset":`...)
 	buf = strconv.AppendInt(buf, j.next, 10)
 	buf = append(buf, `,"pending":[`...)
@@ -243,41 +516,5 @@ func (j *journal) snapshotLocked() ([]byte, error) {
 		}
 		buf = append(buf, j.pending[id]...)
 	}
-	return append(buf, "]}"...), nil
-}
-
-// write replaces the file atomically; sync also makes it durable.
-func (j *journal) write(data []byte, sync bool) error {
-	if j.path == "" {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(j.path), 0o700); err != nil {
-		return fmt.Errorf("update journal: %w", err)
-	}
-	if sync {
-		if err := channels.WriteFileAtomic(j.path, data, 0o600); err != nil {
-			return fmt.Errorf("update journal: %w", err)
-		}
-		return nil
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(j.path), ".telegram-updates.tmp-*")
-	if err != nil {
-		return fmt.Errorf("update journal: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("update journal: %w", err)
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("update journal: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("update journal: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), j.path); err != nil {
-		return fmt.Errorf("update journal: %w", err)
-	}
-	return nil
+	return append(buf, "]}"...)
 }

@@ -261,7 +261,7 @@ func (c *Channel) Run(ctx context.Context) error {
 	lanes.Close()
 	stopJournal()
 	bg.Wait()
-	if err := c.journal.save(true); err != nil {
+	if err := c.journal.finish(); err != nil {
 		c.log.Error("update journal not written", zap.Error(err))
 	}
 	c.setHealth(errors.New("telegram: stopped"))

@@ -23,6 +23,7 @@ import (
 type doer struct {
 	client *http.Client
 	extra  map[string]string
+	splice *splice // the request's cached parts, put into go-openai's envelope
 	called bool
 	header http.Header
 	body   io.Closer
@@ -37,6 +38,11 @@ func (d *doer) closeBody() {
 }
 
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
+	if d.splice != nil {
+		if err := d.splice.apply(req); err != nil {
+			return nil, err
+		}
+	}
 	d.called = true
 	for k, v := range d.extra {
 		req.Header.Set(k, v)

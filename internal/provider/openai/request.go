@@ -238,6 +238,11 @@ func userMessage(parts []llm.Part) (goopenai.ChatCompletionMessage, bool) {
 // joinText joins the text parts (and file notes) of a message with newlines;
 // separate parts are separate inputs and must not run together.
 func joinText(parts []llm.Part) string {
+	if len(parts) == 1 && parts[0].Kind == llm.PartText {
+		// Nearly every message: no copy, and the string stays the one the
+		// session holds, which the encoder's cache compares by pointer first.
+		return parts[0].Text
+	}
 	var b strings.Builder
 	for _, pt := range parts {
 		var s string
