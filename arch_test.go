@@ -34,6 +34,7 @@ var allowed = []struct {
 	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels"}},
 	{"internal/fakes", []string{"internal/llm", "internal/fakes"}},
 	{"internal/golden", nil},
+	{"internal/web", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/session", "internal/history", "internal/logging", "internal/workspace"}},
 	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/channels/clock"}},
 }
 
