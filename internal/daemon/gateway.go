@@ -19,6 +19,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/health"
 	"github.com/nanobot-go/nanobot/internal/logging"
+	"github.com/nanobot-go/nanobot/internal/web"
 )
 
 // PairingFile is the pairing store's file name in the data dir.
@@ -44,6 +45,8 @@ type Gateway struct {
 	manager  *channels.Manager
 	mux      *http.ServeMux
 	health   *health.Checker
+	// web is the browser chat and control panel; nil when not served.
+	web *web.Server
 
 	// schedulers publish cron runs and heartbeat work (schedule.go).
 	schedulers []scheduler
@@ -62,6 +65,10 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 		DrainTimeout: outboundDrain, Observer: core.Metrics,
 	}, log.Named("channels"))
 	if err := g.buildChannels(); err != nil {
+		_ = core.Close()
+		return nil, err
+	}
+	if err := g.buildWeb(); err != nil {
 		_ = core.Close()
 		return nil, err
 	}
@@ -153,6 +160,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 	}
 	srv := &http.Server{Handler: g.mux, ReadHeaderTimeout: 10 * time.Second}
+	if g.web != nil {
+		// Open event streams would hold Shutdown for its whole timeout.
+		srv.RegisterOnShutdown(g.web.CloseStreams)
+	}
+	g.startWeb(ln.Addr())
 	names := make([]string, 0, len(g.channels))
 	for _, c := range g.channels {
 		names = append(names, c.Name())

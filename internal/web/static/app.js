@@ -164,7 +164,7 @@ function setHTML(d, html) {
 function userBubble(text, files, cls) {
   const d = bubble('user', cls);
   d.textContent = text;
-  if (files && files.length) d.append(el('div', 'files', '📎 ' + files.join(', ')));
+  if (files && files.length) d.append(el('div', 'files', 'Attached: ' + files.join(', ')));
   return d;
 }
 
@@ -186,7 +186,7 @@ function setBusy(b) {
 
 function setStatus(text) {
   $('status-line').hidden = !text;
-  $('status-line').textContent = text ? '🔧 ' + text : '';
+  $('status-line').textContent = text ? '⋯ ' + text : '';
 }
 
 function handle(ev) {
@@ -202,7 +202,7 @@ function handle(ev) {
         } else {
           const d = bubble('assistant');
           if (m.html) setHTML(d, m.html);
-          if (m.tools && m.tools.length) d.append(el('div', 'tools', '🔧 ' + m.tools.join(', ')));
+          if (m.tools && m.tools.length) d.append(el('div', 'tools', 'Used: ' + m.tools.join(', ')));
         }
       }
       shown = ev.n;
@@ -258,7 +258,7 @@ function newID() {
 
 function showAttachments() {
   const names = Array.from($('file').files, (f) => f.name);
-  $('attachments').textContent = names.length ? '📎 ' + names.join(', ') : '';
+  $('attachments').textContent = names.length ? 'Attached: ' + names.join(', ') : '';
 }
 $('file').addEventListener('change', showAttachments);
 
