@@ -53,6 +53,8 @@ type Core struct {
 	Metrics *metrics.Metrics
 	// ModelHealth is the outcome of the last model call, for /readyz.
 	ModelHealth *health.ModelHealth
+	// usage counts tokens per model for the web control panel.
+	usage *usageTally
 	root        *workspace.Root
 	log         *zap.Logger
 }
@@ -117,6 +119,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	m.WatchQueues(b.InboundLen, b.OutboundLen)
 	m.WatchSessions(store.Cached)
 	modelHealth := &health.ModelHealth{}
+	usage := newUsageTally(time.Now)
 	reg := tools.NewRegistry(tools.RegistryOptions{
 		Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput, Redact: redact, Observer: m,
 	}, log.Named("tools"))
@@ -138,7 +141,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		MemoryWindow:       cfg.Agents.MemoryWindow,
 		Version:            opts.Version,
 	}, agent.Deps{
-		Model:    observedModel{Model: router, metrics: m, health: modelHealth},
+		Model:    observedModel{Model: router, metrics: m, health: modelHealth, usage: usage},
 		Sessions: store, Tools: reg, Out: b, StatusLines: mcpServers.StatusLines, Redact: redact, Observer: m,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
 			Skills: skills.Loader{Builtin: builtin.FS()}},
@@ -152,7 +155,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		return nil, fmt.Errorf("register tool spawn: %w", err)
 	}
 	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
-		Metrics: m, ModelHealth: modelHealth, root: root, log: log}, nil
+		Metrics: m, ModelHealth: modelHealth, usage: usage, root: root, log: log}, nil
 }
 
 // RunAgent serves the bus until its inbound side closes or ctx ends.

@@ -19,6 +19,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/health"
 	"github.com/nanobot-go/nanobot/internal/logging"
+	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/web"
 )
 
@@ -46,10 +47,13 @@ type Gateway struct {
 	mux      *http.ServeMux
 	health   *health.Checker
 	// web is the browser chat and control panel; nil when not served.
-	web *web.Server
+	web     *web.Server
+	pairing *channels.PairingStore
+	started time.Time
 
 	// schedulers publish cron runs and heartbeat work (schedule.go).
 	schedulers []scheduler
+	cron       *schedule.Cron
 }
 
 // NewGateway builds the gateway. Its only I/O is Build's.
@@ -59,7 +63,7 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 		return nil, err
 	}
 	secrets := cfg.Secrets()
-	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux(),
+	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux(), started: time.Now(),
 		health: health.New(func(s string) string { return logging.Redact(s, secrets) })}
 	g.manager = channels.NewManager(core.Bus.Outbound(), channels.ManagerConfig{
 		DrainTimeout: outboundDrain, Observer: core.Metrics,
@@ -68,11 +72,11 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 		_ = core.Close()
 		return nil, err
 	}
-	if err := g.buildWeb(); err != nil {
+	if err := g.buildSchedule(); err != nil {
 		_ = core.Close()
 		return nil, err
 	}
-	if err := g.buildSchedule(); err != nil {
+	if err := g.buildWeb(); err != nil {
 		_ = core.Close()
 		return nil, err
 	}
@@ -92,6 +96,7 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 func (g *Gateway) buildChannels() error {
 	cfg, ws := g.cfg, g.cfg.Agents.Workspace
 	pairing := channels.NewPairingStore(filepath.Join(g.opts.DataDir, PairingFile))
+	g.pairing = pairing
 	limits := func(a config.Access) channels.IntakeConfig {
 		return channels.IntakeConfig{MaxChars: cfg.Agents.MaxInputChars, RatePerMinute: a.RatePerMinute}
 	}

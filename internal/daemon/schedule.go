@@ -32,6 +32,7 @@ func (g *Gateway) buildSchedule() error {
 		return fmt.Errorf("register tool cron: %w", err)
 	}
 	g.schedulers = append(g.schedulers, cron)
+	g.cron = cron
 	if hb := g.cfg.Gateway.Heartbeat; hb.Enabled {
 		g.schedulers = append(g.schedulers, schedule.NewHeartbeat(schedule.HeartbeatConfig{
 			Interval:  hb.Interval,

@@ -8,7 +8,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/logging"
+	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/web"
 )
 
@@ -35,6 +38,7 @@ func (g *Gateway) buildWeb() error {
 		Bus: g.core.Bus, Sessions: g.core.Sessions, Workspace: g.cfg.Agents.Workspace,
 		StateFile: filepath.Join(g.opts.DataDir, webConversationsFile),
 		TokenFile: filepath.Join(g.opts.DataDir, WebTokenFile),
+		Panel:     g.panel(),
 	}, g.log.Named("web"))
 	if err := g.manager.RegisterReceiver(web.Channel, srv); err != nil {
 		return fmt.Errorf("channels.web: %w", err)
@@ -73,4 +77,83 @@ func (g *Gateway) startWeb(addr net.Addr) {
 		g.log.Warn("the web page is served on a non-loopback address without TLS: tokens and cookies cross the network in clear; " +
 			"put it behind a TLS reverse proxy and set channels.web.public_url to its https:// address (docs/web.md)")
 	}
+}
+
+// panel gathers what the control panel shows from the gateway's parts.
+func (g *Gateway) panel() *web.Panel {
+	cfg := g.cfg
+	routes := make(map[string]string, len(cfg.Routes))
+	for name, r := range cfg.Routes {
+		routes[name] = r.Model
+	}
+	p := &web.Panel{
+		Version: g.opts.Version, Started: g.started,
+		Model: cfg.Agents.Model, Fallbacks: cfg.Agents.Fallbacks, Routes: routes,
+		Budget:    cfg.Agents.ContextWindow - cfg.Agents.MaxTokens,
+		Workspace: cfg.Agents.Workspace,
+		Channels:  g.channelStates,
+		MCP:       g.mcpStates,
+		Usage:     g.core.usage.snapshot,
+		Pairing:   g.pairing,
+	}
+	if g.cron != nil {
+		p.Cron = cronJobs{g.cron}
+	}
+	return p
+}
+
+func (g *Gateway) channelStates() []web.ChannelState {
+	out := make([]web.ChannelState, 0, len(g.channels)+1)
+	for _, c := range g.channels {
+		st := web.ChannelState{Name: c.Name(), Up: true}
+		if h, ok := c.(channels.Healther); ok {
+			if err := h.Healthy(); err != nil {
+				st.Up, st.Error = false, logging.Redact(err.Error(), g.cfg.Secrets())
+			}
+		}
+		out = append(out, st)
+	}
+	return append(out, web.ChannelState{Name: web.Channel, Up: true})
+}
+
+func (g *Gateway) mcpStates() []web.MCPState {
+	sts := g.core.MCP.Status()
+	out := make([]web.MCPState, 0, len(sts))
+	for _, s := range sts {
+		out = append(out, web.MCPState{Name: s.Name, Transport: s.Transport, State: string(s.State), Tools: s.Tools,
+			Error: logging.Redact(s.LastError, g.cfg.Secrets())})
+	}
+	return out
+}
+
+// cronJobs shows the scheduler's jobs to the panel.
+type cronJobs struct{ c *schedule.Cron }
+
+func (j cronJobs) All() ([]web.CronJob, error) {
+	jobs, err := j.c.All()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.CronJob, 0, len(jobs))
+	for _, job := range jobs {
+		out = append(out, web.CronJob{ID: job.ID, Session: job.Chat.Key(), Schedule: job.Schedule.Describe(),
+			Message: job.Message, NextRun: job.NextRun, Runs: job.Runs})
+	}
+	return out, nil
+}
+
+func (j cronJobs) Remove(id string) (bool, error) {
+	jobs, err := j.c.All()
+	if err != nil {
+		return false, err
+	}
+	for _, job := range jobs {
+		if job.ID == id {
+			if _, err := j.c.Remove(job.Chat.Key(), id); err != nil {
+				return false, err
+			}
+			return true, nil
+		}
+	}
+	return false, nil
 }

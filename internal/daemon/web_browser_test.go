@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/web"
 )
@@ -154,7 +155,19 @@ func webToken(g *gw) string {
 }
 
 func TestWebPageInBrowser(t *testing.T) {
-	g := startWith(t, setup{})
+	g := newGW(t, setup{})
+	g.writeConfig(setup{}, "")
+	// A reminder of a Telegram chat, for the panel to list and remove.
+	next := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	jobs := `{"version": 1, "jobs": [{"id": "water1", "message": "water the plants", "schedule": {"kind": "every", "every": "24h0m0s"}, ` +
+		`"chat": {"channel": "telegram", "chat_id": "100", "session_key": "telegram:100"}, "created_at": "` + next + `", "next_run": "` + next + `"}]}`
+	if err := os.MkdirAll(filepath.Join(g.home, "workspace", "cron"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(g.home, "workspace", "cron", "jobs.json"), []byte(jobs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.start()
 	b := newBrowser(t)
 	tok := webToken(g)
 
@@ -167,14 +180,23 @@ func TestWebPageInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#login-form button")), chromedp.WaitVisible(chromedp.CSS("#input")))
 
 	// A reply streams in: a draft bubble grows before the final replaces it.
+	// An observer in the page records every draft it shows, and whether
+	// Stop was enabled meanwhile, so no poll can miss them.
+	b.until("the stream", `document.querySelector('#transcript').dataset.ready === '1'`)
+	eval[bool](b, `(() => { window.drafts = []; window.stopEnabled = false;
+		new MutationObserver(() => { const d = document.querySelector('#transcript .msg.draft');
+			if (d && d.textContent) { window.drafts.push(d.textContent); window.stopEnabled ||= !document.querySelector('#stop').disabled; } })
+		.observe(document.querySelector('#transcript'), {subtree: true, childList: true, characterData: true}); return true })()`)
 	answer := "Hello from the **fake** model. It streams in small pieces, so the page shows it growing word by word."
 	g.script.Push(fakellm.Reply{Text: answer, Chunk: 6, ChunkDelay: 40 * time.Millisecond})
 	b.send("hi there")
-	b.until("a draft", `(() => { const d = document.querySelector('#transcript .msg.draft'); return d && d.textContent.length > 0 })()`)
-	if !eval[bool](b, `!document.querySelector('#stop').disabled`) {
+	b.until("the final answer", `!document.querySelector('#transcript .msg.draft') && `+lastAssistant+`.includes('word by word')`)
+	if n := eval[int](b, `new Set(window.drafts).size`); n < 2 {
+		t.Errorf("the page showed %d different drafts, want the reply growing", n)
+	}
+	if !eval[bool](b, `window.stopEnabled`) {
 		t.Error("Stop is not enabled while a reply streams")
 	}
-	b.until("the final answer", `!document.querySelector('#transcript .msg.draft') && `+lastAssistant+`.includes('word by word')`)
 	if got := eval[string](b, `document.querySelector('#transcript .msg.assistant strong').textContent`); got != "fake" {
 		t.Errorf("Markdown not rendered: <strong> holds %q", got)
 	}
@@ -244,6 +266,60 @@ func TestWebPageInBrowser(t *testing.T) {
 		t.Errorf("after reload the first answer shows %d times, want 1", n)
 	}
 	b.screenshot("web-chat.png")
+
+	// The control panel: status, then memory, cron and pairing.
+	pairing := channels.NewPairingStore(filepath.Join(g.home, PairingFile))
+	code, err := pairing.Request("telegram", "4242", "@carol", "4242")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.do("open the panel", chromedp.Click(chromedp.CSS("#open-panel")), chromedp.WaitVisible(chromedp.CSS("#tab-status")))
+	b.until("the status", `document.querySelector('#panel-body').textContent.includes('openai/gpt-4o-mini')`)
+	if !eval[bool](b, `document.querySelector('#panel-body').textContent.includes('telegram')`) {
+		t.Error("status does not list the telegram channel")
+	}
+	b.screenshot("web-panel.png")
+
+	// Memory: an edit is saved; an edit of a version the assistant has
+	// since replaced is refused.
+	mem := filepath.Join(g.home, "workspace", "memory", "MEMORY.md")
+	b.do("open memory", chromedp.Click(chromedp.CSS("#tab-memory")), chromedp.WaitVisible(chromedp.CSS("#file-editor")))
+	eval[bool](b, `(document.querySelector('#file-editor').value = '# Memory\n- The user waters plants on Sundays.\n') !== ''`)
+	b.do("save memory", chromedp.Click(chromedp.CSS("#file-save")))
+	b.until("saved", `document.querySelector('#file-msg').textContent.startsWith('Saved')`)
+	if got, _ := os.ReadFile(mem); !strings.Contains(string(got), "waters plants on Sundays") {
+		t.Fatalf("MEMORY.md = %q", got)
+	}
+	if err := os.WriteFile(mem, []byte("# Memory\n- written by the assistant meanwhile\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eval[bool](b, `(document.querySelector('#file-editor').value += '- one more\n') !== ''`)
+	b.do("save over a changed file", chromedp.Click(chromedp.CSS("#file-save")))
+	b.until("the conflict", `document.querySelector('#file-msg').textContent.includes('changed since you opened it')`)
+	if got, _ := os.ReadFile(mem); !strings.Contains(string(got), "meanwhile") {
+		t.Fatalf("the assistant's version was overwritten: %q", got)
+	}
+
+	// Cron: the job is listed and removed (confirm() answered yes).
+	eval[bool](b, `(window.confirm = () => true) !== null`)
+	b.do("open cron", chromedp.Click(chromedp.CSS("#tab-cron")))
+	b.until("the job", `document.querySelector('#panel-body').textContent.includes('water the plants')`)
+	b.do("remove the job", chromedp.Click(chromedp.CSS(`button.remove[data-id="water1"]`)))
+	b.until("no jobs", `document.querySelector('#panel-body').textContent.includes('No scheduled jobs')`)
+	g.waitUntil("the job gone from jobs.json", func() bool {
+		data, _ := os.ReadFile(filepath.Join(g.home, "workspace", "cron", "jobs.json"))
+		return !strings.Contains(string(data), "water1")
+	})
+
+	// Pairing: the pending code is approved.
+	b.do("open pairing", chromedp.Click(chromedp.CSS("#tab-pairing")))
+	b.until("the code", `!!document.querySelector('button.approve[data-code="`+code+`"]')`)
+	b.screenshot("web-panel-pairing.png")
+	b.do("approve", chromedp.Click(chromedp.CSS(`button.approve[data-code="`+code+`"]`)))
+	b.until("approved", `document.querySelector('#panel-body').textContent.includes('No pending codes')`)
+	if ok, _ := pairing.IsApproved("telegram", "4242"); !ok {
+		t.Fatal("the sender is not approved")
+	}
 }
 
 // tinyPNG is a 1×1 picture.

@@ -35,6 +35,8 @@ type Publisher interface {
 	PublishInbound(ctx context.Context, m bus.InboundMessage) error
 }
 
+type sessionInfo = session.Info
+
 // Sessions is the part of the session store the page reads.
 type Sessions interface {
 	Get(key string) (session.Snapshot, error)
@@ -87,6 +89,9 @@ func New(cfg config.WebChannelConfig, deps Deps, log *zap.Logger) *Server {
 		hub:   newHub(deps.Sessions),
 		convs: newConversations(deps.StateFile, deps.Now),
 		mux:   http.NewServeMux()}
+	if p := deps.Panel; p != nil {
+		p.sessions, p.now, p.log = deps.Sessions, deps.Now, log.Named("panel")
+	}
 	s.routes()
 	return s
 }

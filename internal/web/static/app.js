@@ -12,8 +12,8 @@ let shown = 0;        // messages of the session the transcript holds (hello's n
 let busy = false;
 const pending = new Map(); // id -> {text, files, at}: sent, not yet seen stored
 
-export async function api(method, url, body) {
-  const opts = { method, headers: {}, credentials: 'same-origin' };
+export async function api(method, url, body, headers) {
+  const opts = { method, headers: { ...headers }, credentials: 'same-origin' };
   if (method !== 'GET') opts.headers['X-CSRF-Token'] = csrf;
   if (body instanceof FormData) opts.body = body;
   else if (body !== undefined) { opts.headers['Content-Type'] = 'application/json'; opts.body = JSON.stringify(body); }
@@ -107,6 +107,7 @@ function open(id) {
   $('panel').hidden = true;
   $('chat').hidden = false;
   $('transcript').replaceChildren();
+  delete $('transcript').dataset.ready;
   setBusy(false);
   setStatus('');
   markActive();
@@ -213,6 +214,7 @@ function handle(ev) {
       }
       setBusy(!!ev.turn);
       setStatus(ev.status || '');
+      t.dataset.ready = '1'; // the stream is live (tests wait for it)
       if (ev.turn && ev.draft) setHTML(draftFor(ev.turn), ev.draft);
       break;
     }
