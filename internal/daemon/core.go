@@ -55,8 +55,8 @@ type Core struct {
 	ModelHealth *health.ModelHealth
 	// usage counts tokens per model for the web control panel.
 	usage *usageTally
-	root        *workspace.Root
-	log         *zap.Logger
+	root  *workspace.Root
+	log   *zap.Logger
 }
 
 // Options are what the command line adds to the configuration.
