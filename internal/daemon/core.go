@@ -70,6 +70,10 @@ type Options struct {
 	// Listener replaces listening on gateway.listen: an already open
 	// listener (tests on port 0, socket activation). Run closes it.
 	Listener net.Listener
+
+	// commands are chat commands the gateway answers outside the agent
+	// (/web); see agent.Deps.Commands.
+	commands map[string]agent.Command
 }
 
 // Build builds the core from cfg. Its only I/O is making sure the workspace
@@ -149,6 +153,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		// Subagents may not talk to the chat, start subagents or schedule jobs.
 		SubagentTools: reg.Without("message", agent.SpawnToolName, "cron"),
 		In:            b,
+		Commands:      opts.commands,
 	}, log.Named("agent"))
 	if err := reg.Register(ag.SpawnTool()); err != nil {
 		_ = root.Close()

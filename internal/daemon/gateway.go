@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
@@ -50,6 +51,7 @@ type Gateway struct {
 	web     *web.Server
 	pairing *channels.PairingStore
 	started time.Time
+	links   *webLinks
 
 	// schedulers publish cron runs and heartbeat work (schedule.go).
 	schedulers []scheduler
@@ -58,12 +60,17 @@ type Gateway struct {
 
 // NewGateway builds the gateway. Its only I/O is Build's.
 func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, error) {
+	links := &webLinks{cfg: cfg}
+	opts.commands = map[string]agent.Command{"web": {
+		Description: "get a one-time link that logs a browser into the web page (valid 10 minutes)",
+		Answer:      links.answer,
+	}}
 	core, err := Build(cfg, opts, log)
 	if err != nil {
 		return nil, err
 	}
 	secrets := cfg.Secrets()
-	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux(), started: time.Now(),
+	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux(), started: time.Now(), links: links,
 		health: health.New(func(s string) string { return logging.Redact(s, secrets) })}
 	g.manager = channels.NewManager(core.Bus.Outbound(), channels.ManagerConfig{
 		DrainTimeout: outboundDrain, Observer: core.Metrics,

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/logging"
@@ -45,6 +47,7 @@ func (g *Gateway) buildWeb() error {
 	}
 	g.mux.Handle("/", srv.Handler())
 	g.web = srv
+	g.links.srv, g.links.pairing = srv, g.pairing
 	return nil
 }
 
@@ -67,11 +70,12 @@ func (g *Gateway) startWeb(addr net.Addr) {
 			g.log.Info("web login token created; `nanobot web token` shows it", zap.String("path", path))
 		}
 	}
-	url := wc.PublicURL
+	url := strings.TrimSuffix(wc.PublicURL, "/")
 	if url == "" {
-		url = "http://" + addr.String() + "/"
+		url = "http://" + addr.String()
 	}
-	g.log.Info("web page", zap.String("url", url))
+	g.links.base = url
+	g.log.Info("web page", zap.String("url", url+"/"))
 	host, _, _ := net.SplitHostPort(g.cfg.Gateway.Listen)
 	if !config.IsLoopback(host) && !strings.HasPrefix(wc.PublicURL, "https://") {
 		g.log.Warn("the web page is served on a non-loopback address without TLS: tokens and cookies cross the network in clear; " +
@@ -156,4 +160,48 @@ func (j cronJobs) Remove(id string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// webLinks answers /web: a one-time login link for an allowed user, in a
+// direct message only (a link posted in a group would let the group in).
+// srv and base are set before the agent runs and never change after.
+type webLinks struct {
+	cfg     *config.Config
+	srv     *web.Server
+	pairing *channels.PairingStore
+	base    string
+}
+
+func (l *webLinks) answer(m bus.InboundMessage) string {
+	switch {
+	case l.srv == nil || l.base == "":
+		return "The web page is not served by this gateway (see channels.web in docs/web.md)."
+	case m.Channel == web.Channel:
+		return "You are already in the web page."
+	case m.Group != "":
+		return "For safety I send login links only in a direct message: write /web to me privately."
+	case !l.allowed(m):
+		return "Only users listed in allow_from (or approved by pairing) get a web login link."
+	}
+	return fmt.Sprintf("Open this link within 10 minutes to log in to the web page (it works once):\n%s/#login=%s",
+		l.base, l.srv.IssueLink())
+}
+
+// allowed reports whether m's sender is let in by name: listed in the
+// channel's allow_from (not merely by "*") or approved by pairing.
+func (l *webLinks) allowed(m bus.InboundMessage) bool {
+	var list []string
+	switch m.Channel {
+	case "telegram":
+		list = l.cfg.Channels.Telegram.AllowFrom
+	case "discord":
+		list = l.cfg.Channels.Discord.AllowFrom
+	default:
+		return false
+	}
+	if slices.Contains(list, m.SenderID) {
+		return true
+	}
+	ok, err := l.pairing.IsApproved(m.Channel, m.SenderID)
+	return err == nil && ok
 }
