@@ -1,12 +1,15 @@
 package web
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"embed"
 	"errors"
 	"io/fs"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -150,14 +153,7 @@ func (s *Server) CloseStreams() { s.hub.close() }
 func (s *Server) IssueLink() string { return s.auth.IssueLink() }
 
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
-	data, err := staticFS.ReadFile("static/index.html")
-	if err != nil {
-		http.Error(w, "page missing from the build", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	_, _ = w.Write(data)
+	serveStatic(w, r, "index.html", "text/html; charset=utf-8")
 }
 
 var assetTypes = map[string]string{
@@ -174,14 +170,63 @@ func (s *Server) asset(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	serveStatic(w, r, name, typ)
+}
+
+// staticFile is an embedded file and its gzip encoding, made once.
+type staticFile struct {
+	plain, gz []byte
+}
+
+var (
+	staticMu    sync.Mutex
+	staticCache = map[string]*staticFile{}
+)
+
+func loadStatic(name string) (*staticFile, error) {
+	staticMu.Lock()
+	defer staticMu.Unlock()
+	if f, ok := staticCache[name]; ok {
+		return f, nil
+	}
 	data, err := fs.ReadFile(staticFS, "static/"+name)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression) // a valid level: no error
+	_, _ = zw.Write(data)
+	_ = zw.Close()
+	f := &staticFile{plain: data, gz: b.Bytes()}
+	staticCache[name] = f
+	return f, nil
+}
+
+// serveStatic sends an embedded file, gzipped when the browser takes it.
+// no-cache makes the browser revalidate (the files change with the
+// binary); the ETag makes that cheap.
+func serveStatic(w http.ResponseWriter, r *http.Request, name, typ string) {
+	f, err := loadStatic(name)
 	if err != nil {
 		http.NotFound(w, r)
 		return
 	}
-	w.Header().Set("Content-Type", typ)
-	w.Header().Set("Cache-Control", "no-cache")
-	_, _ = w.Write(data)
+	h := w.Header()
+	h.Set("Content-Type", typ)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Vary", "Accept-Encoding")
+	tag := etagOf(f.plain)
+	h.Set("ETag", tag)
+	if r.Header.Get("If-None-Match") == tag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		h.Set("Content-Encoding", "gzip")
+		_, _ = w.Write(f.gz)
+		return
+	}
+	_, _ = w.Write(f.plain)
 }
 
 func (s *Server) session(w http.ResponseWriter, r *http.Request) {

@@ -501,3 +501,26 @@ func TestConcurrentSendsAllArrive(t *testing.T) {
 		t.Fatalf("%d distinct messages, want %d", len(seen), n)
 	}
 }
+
+func TestStaticGzipAndRevalidation(t *testing.T) {
+	e := newEnv(t)
+	req, _ := http.NewRequest("GET", e.http.URL+"/assets/app.js", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != "gzip" || resp.Header.Get("ETag") == "" {
+		t.Fatalf("headers %v", resp.Header)
+	}
+	req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
+	resp, err = http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotModified {
+		t.Fatalf("revalidation: %d, want 304", resp.StatusCode)
+	}
+}
