@@ -39,6 +39,9 @@ type setup struct {
 	MemoryWindow int
 	// Seed runs before the gateway starts, on the fresh workspace.
 	Seed func(workspace string) error
+	// WebToken sets channels.web.token (the page is served on loopback
+	// by default; the token only matters to who logs in).
+	WebToken string
 }
 
 // harness is one gateway run: a fresh HOME with a config, the fakes it
@@ -135,6 +138,9 @@ func (h *harness) config(s setup, ws string) []byte {
 		channels["discord"] = map[string]any{
 			"enabled": true, "token": h.dc.Token(), "api_url": h.dc.URL(), "allow_from": []string{"*"},
 		}
+	}
+	if s.WebToken != "" {
+		channels["web"] = map[string]any{"token": s.WebToken}
 	}
 	cfg := map[string]any{
 		"agents":    agents,

@@ -32,6 +32,8 @@ type options struct {
 	pprofAddr  string
 	profileDir string
 	readyLimit time.Duration
+	webTurns   int
+	webClients int
 }
 
 // withGateway prepares a harness, starts the gateway and waits until it is
