@@ -119,8 +119,8 @@ func (c *conversations) create(title string) (conversation, error) {
 	return v, c.save(list)
 }
 
-// update changes a conversation's title (when cond allows it); it reports
-// whether the conversation exists.
+// update applies fn to conversation id and saves the list when fn reports
+// a change; it reports whether the conversation exists.
 func (c *conversations) update(id string, fn func(*conversation) bool) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -34,6 +34,9 @@ type chatState struct {
 	draft  string // its reply so far, rendered
 	status string // its last tool hint
 	subs   map[*subscriber]struct{}
+	// dead marks a state dropped from the hub: whoever locked it late
+	// looks the chat up again.
+	dead bool
 }
 
 type subscriber struct {
@@ -77,15 +80,26 @@ func newHub(s Sessions) *hub {
 	return &hub{sessions: s, chats: map[string]*chatState{}}
 }
 
-func (h *hub) chat(id string, create bool) *chatState {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c, ok := h.chats[id]
-	if !ok && create && !h.closed {
-		c = &chatState{subs: map[*subscriber]struct{}{}}
-		h.chats[id] = c
+// lock returns the chat's state, locked (nil when there is none and create
+// is false, or the hub is closed).
+func (h *hub) lock(id string, create bool) *chatState {
+	for {
+		h.mu.Lock()
+		c, ok := h.chats[id]
+		if !ok && create && !h.closed {
+			c = &chatState{subs: map[*subscriber]struct{}{}}
+			h.chats[id] = c
+		}
+		h.mu.Unlock()
+		if c == nil {
+			return nil
+		}
+		c.mu.Lock()
+		if !c.dead {
+			return c
+		}
+		c.mu.Unlock()
 	}
-	return c
 }
 
 // receive applies one outbound message of the web channel. It never waits
@@ -111,11 +125,10 @@ func (h *hub) receive(m bus.OutboundMessage) {
 		ev.Type, ev.HTML = "message", renderMarkdown(m.Content)
 	}
 	frame := sseFrame(ev)
-	c := h.chat(m.ChatID, true)
+	c := h.lock(m.ChatID, true)
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch m.Kind {
 	case bus.KindStart:
@@ -169,6 +182,7 @@ func textOf(m llm.Message) string {
 
 // forget drops an idle chat's state; c.mu is held.
 func (h *hub) forget(id string, c *chatState) {
+	c.dead = true
 	h.mu.Lock()
 	if h.chats[id] == c {
 		delete(h.chats, id)
@@ -177,16 +191,18 @@ func (h *hub) forget(id string, c *chatState) {
 }
 
 // subscribe registers a page for conversation id and returns its hello
-// frame. It reports false once the hub is closed.
+// frame; after close it returns errClosed.
 func (h *hub) subscribe(id string) (*subscriber, []byte, error) {
-	c := h.chat(id, true)
+	c := h.lock(id, true)
 	if c == nil {
 		return nil, nil, errClosed
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
 	snap, err := h.sessions.Get(key(id))
 	if err != nil {
+		if c.turn == "" && len(c.subs) == 0 {
+			h.forget(id, c)
+		}
 		return nil, nil, err
 	}
 	hl := hello{Type: "hello", N: len(snap.Messages), Messages: wireMessages(snap.Messages)}
@@ -202,11 +218,10 @@ func (h *hub) subscribe(id string) (*subscriber, []byte, error) {
 }
 
 func (h *hub) unsubscribe(id string, s *subscriber) {
-	c := h.chat(id, false)
+	c := h.lock(id, false)
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.subs[s]; ok {
 		delete(c.subs, s)
@@ -226,29 +241,13 @@ func (h *hub) close() {
 	h.mu.Unlock()
 	for _, c := range chats {
 		c.mu.Lock()
+		c.dead = true
 		for s := range c.subs {
 			delete(c.subs, s)
 			close(s.ch)
 		}
 		c.mu.Unlock()
 	}
-}
-
-// subscribers counts open streams, for tests and status.
-func (h *hub) subscribers() int {
-	h.mu.Lock()
-	chats := make([]*chatState, 0, len(h.chats))
-	for _, c := range h.chats {
-		chats = append(chats, c)
-	}
-	h.mu.Unlock()
-	n := 0
-	for _, c := range chats {
-		c.mu.Lock()
-		n += len(c.subs)
-		c.mu.Unlock()
-	}
-	return n
 }
 
 func sseFrame(v any) []byte {

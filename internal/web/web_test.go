@@ -524,3 +524,73 @@ func TestStaticGzipAndRevalidation(t *testing.T) {
 		t.Fatalf("revalidation: %d, want 304", resp.StatusCode)
 	}
 }
+
+// Pages coming and going while turns start and end are always subscribed
+// to the state the hub delivers to, never to one it just dropped.
+func TestHubSubscribeRacesWithForget(t *testing.T) {
+	e := newEnv(t)
+	c := e.login()
+	id := c.newChat()
+	h := e.srv.hub
+	stop := make(chan struct{})
+	var churn sync.WaitGroup
+	churn.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			kind := bus.KindStart
+			if i%2 == 1 {
+				kind = bus.KindFinal
+			}
+			h.receive(bus.OutboundMessage{Channel: "web", ChatID: id, Kind: kind, TurnID: "t"})
+		}
+	})
+	// live reports whether sub is in the hub's current state for id (or
+	// was cut off as too slow, which is not what this test is about).
+	live := func(sub *subscriber) bool {
+		h.mu.Lock()
+		st := h.chats[id]
+		h.mu.Unlock()
+		if st != nil {
+			st.mu.Lock()
+			_, ok := st.subs[sub]
+			st.mu.Unlock()
+			if ok {
+				return true
+			}
+		}
+		for {
+			select {
+			case _, open := <-sub.ch:
+				if !open {
+					return true
+				}
+			default:
+				return false
+			}
+		}
+	}
+	var pages sync.WaitGroup
+	for range 4 {
+		pages.Go(func() {
+			for range 500 {
+				sub, _, err := h.subscribe(id)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !live(sub) {
+					t.Error("a page was subscribed to a dropped state: it would get no events")
+					return
+				}
+				h.unsubscribe(id, sub)
+			}
+		})
+	}
+	pages.Wait()
+	close(stop)
+	churn.Wait()
+}
