@@ -113,13 +113,29 @@ function open(id) {
   markActive();
   stream = new EventSource(`/api/chats/${id}/events`);
   stream.onmessage = (e) => handle(JSON.parse(e.data));
-  stream.onerror = async () => {
-    // EventSource retries by itself; only a lost login stops it for good.
-    if (stream && stream.readyState === EventSource.CLOSED) {
-      try { await api('GET', '/api/session'); open(current); } catch { /* showLogin ran */ }
+  const es = stream;
+  es.onerror = () => {
+    // EventSource retries network errors by itself; an HTTP error (the
+    // conversation deleted in another tab, the gateway restarting, the
+    // login gone) closes it for good: find out why and start again.
+    if (es === stream && es.readyState === EventSource.CLOSED) {
+      stream = null;
+      setTimeout(recover, 1000);
     }
   };
   $('input').focus();
+}
+
+// recover reopens the stream after it closed: the list decides which
+// conversation (the current one, if it still exists); a 401 shows the login.
+async function recover() {
+  if (stream || $('app').hidden || !$('panel').hidden) return;
+  try {
+    await api('GET', '/api/session');
+    await loadChats();
+  } catch {
+    if (!$('app').hidden) setTimeout(recover, 3000);
+  }
 }
 
 $('new-chat').addEventListener('click', async () => {
