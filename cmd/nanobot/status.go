@@ -78,6 +78,14 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	}
 	channel("telegram", cfg.Channels.Telegram.Enabled, cfg.Channels.Telegram.Token, cfg.Channels.Telegram.Access)
 	channel("discord", cfg.Channels.Discord.Enabled, cfg.Channels.Discord.Token, cfg.Channels.Discord.Access)
+	switch served, why := cfg.Channels.Web.WebServed(cfg.Gateway.Listen); {
+	case served:
+		fmt.Fprintf(w, "Channel web	http://%s/ (`nanobot web token` prints the login token)\n", cfg.Gateway.Listen)
+	case why != "":
+		fmt.Fprintf(w, "Channel web	not served: listen address is not loopback and allow_remote is false\n")
+	default:
+		fmt.Fprintf(w, "Channel web	disabled\n")
+	}
 	printMCP(w, cfg)
 	fmt.Fprintln(w)
 	store := session.NewStore(filepath.Join(cfg.Agents.Workspace, "sessions"), session.Options{}, zap.NewNop())
