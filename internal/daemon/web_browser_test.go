@@ -182,6 +182,17 @@ func TestWebPageInBrowser(t *testing.T) {
 	b.do("log in", chromedp.SendKeys(chromedp.CSS("#login-token"), tok),
 		chromedp.Click(chromedp.CSS("#login-form button")), chromedp.WaitVisible(chromedp.CSS("#input")))
 
+	// The CSP is never violated: nothing inline is ever put in the page.
+	const watchCSP = `(() => { window.csp = []; document.addEventListener('securitypolicyviolation',
+		e => window.csp.push(e.violatedDirective + ' ' + e.blockedURI)); return true })()`
+	checkCSP := func(when string) {
+		t.Helper()
+		if v := eval[[]string](b, `window.csp`); len(v) > 0 {
+			t.Errorf("CSP violations %s: %v", when, v)
+		}
+	}
+	eval[bool](b, watchCSP)
+
 	// A reply streams in: a draft bubble grows before the final replaces it.
 	// An observer in the page records every draft it shows, and whether
 	// Stop was enabled meanwhile, so no poll can miss them.
@@ -261,10 +272,13 @@ func TestWebPageInBrowser(t *testing.T) {
 		}
 	}
 
+	checkCSP("in the chat")
+
 	// A reload (like a reconnect after sleep) catches up from the session:
 	// every answer once, none lost.
 	b.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#input")))
 	b.until("the conversation restored", lastAssistant+`.includes('click me')`)
+	eval[bool](b, watchCSP)
 	if n := eval[int](b, `[...document.querySelectorAll('#transcript .msg.assistant')].filter(m => m.textContent.includes('word by word')).length`); n != 1 {
 		t.Errorf("after reload the first answer shows %d times, want 1", n)
 	}
@@ -325,6 +339,7 @@ func TestWebPageInBrowser(t *testing.T) {
 	if ok, _ := pairing.IsApproved("telegram", "4242"); !ok {
 		t.Fatal("the sender is not approved")
 	}
+	checkCSP("in the panel")
 }
 
 // tinyPNG is a 1×1 picture.
