@@ -12,7 +12,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/fakes"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/web"
 )
 
@@ -344,3 +346,38 @@ func TestWebPageInBrowser(t *testing.T) {
 
 // tinyPNG is a 1×1 picture.
 var tinyPNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82")
+
+// A network blip in the middle of a streamed answer: the page loses its
+// stream, the answer completes meanwhile, and once the network is back the
+// page shows it exactly once, without a leftover draft.
+func TestWebPageCatchesUpAfterABlip(t *testing.T) {
+	g := startWith(t, setup{})
+	link := fakes.NewOutage(t, g.base) // the network between the browser and the gateway
+	b := newBrowser(t)
+	tok := webToken(g)
+	b.do("log in", chromedp.Navigate(link.URL()+"/"), chromedp.WaitVisible(chromedp.CSS("#login-token")),
+		chromedp.SendKeys(chromedp.CSS("#login-token"), tok), chromedp.Click(chromedp.CSS("#login-form button")),
+		chromedp.WaitVisible(chromedp.CSS("#input")))
+	b.until("the stream", `document.querySelector('#transcript').dataset.ready === '1'`)
+
+	answer := strings.TrimSpace(strings.Repeat("Every word of this answer arrives while the page is offline. ", 6))
+	g.script.Push(fakellm.Reply{Text: answer, Chunk: 8, ChunkDelay: 30 * time.Millisecond})
+	b.send("tell me something while I go through a tunnel")
+	b.until("a draft", `(() => { const d = document.querySelector('#transcript .msg.draft'); return d && d.textContent.length > 0 })()`)
+	chat := "web:" + eval[string](b, `document.querySelector('#chats li.active').dataset.id`)
+	link.Down()
+	g.waitUntil("the answer stored while the page is offline", func() bool {
+		msgs := g.sessionMessages(chat)
+		return len(msgs) > 0 && msgs[len(msgs)-1].Role == llm.RoleAssistant
+	})
+	link.Up()
+	b.until("the whole answer", `!document.querySelector('#transcript .msg.draft') && `+lastAssistant+`.includes('offline')`)
+	answers := eval[int](b, `[...document.querySelectorAll('#transcript .msg.assistant')].length`)
+	questions := eval[int](b, `[...document.querySelectorAll('#transcript .msg.user')].length`)
+	if answers != 1 || questions != 1 {
+		t.Fatalf("after the blip the page shows %d answers and %d questions, want 1 and 1", answers, questions)
+	}
+	if got := eval[string](b, lastAssistant); strings.TrimSpace(got) != answer {
+		t.Fatalf("answer shown = %q", got)
+	}
+}
