@@ -223,6 +223,21 @@ func TestWebPageInBrowser(t *testing.T) {
 		t.Errorf("model got %q", got)
 	}
 
+	// Tool hints show while tools run, as in the chat apps.
+	eval[bool](b, `(() => { window.statuses = []; const s = document.querySelector('#status-line');
+		new MutationObserver(() => { if (!s.hidden && s.textContent) window.statuses.push(s.textContent) })
+		.observe(s, {subtree: true, childList: true, characterData: true, attributes: true}); return true })()`)
+	g.script.Push(fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "c1", Name: "list_dir", Args: `{"path":"."}`}}},
+		fakellm.Reply{Text: "Your workspace holds a few files."})
+	b.send("what is in my workspace?")
+	b.until("the answer after the tool", lastAssistant+`.includes('a few files')`)
+	if hints := eval[[]string](b, `window.statuses`); len(hints) == 0 || !strings.Contains(hints[0], "list_dir") {
+		t.Errorf("tool hints shown: %q, want list_dir", hints)
+	}
+	if !eval[bool](b, `document.querySelector('#status-line').hidden`) {
+		t.Error("the tool hint stays after the answer")
+	}
+
 	// Stop cancels a long answer, like /stop.
 	g.script.Push(fakellm.Reply{Text: strings.Repeat("and on and on ", 200), Chunk: 8, ChunkDelay: 50 * time.Millisecond})
 	b.send("tell me a very long story")

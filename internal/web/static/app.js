@@ -203,7 +203,7 @@ function setBusy(b) {
 
 function setStatus(text) {
   $('status-line').hidden = !text;
-  $('status-line').textContent = text ? '⋯ ' + text : '';
+  $('status-line').textContent = text || '';
 }
 
 function handle(ev) {
