@@ -42,6 +42,9 @@ type setup struct {
 	// API turns on the OpenAI-compatible API with the key benchAPIKey and
 	// limits no load reaches.
 	API bool
+	// WebToken sets channels.web.token (the page is served on loopback
+	// by default; the token only matters to who logs in).
+	WebToken string
 }
 
 // harness is one gateway run: a fresh HOME with a config, the fakes it
@@ -139,6 +142,9 @@ func (h *harness) config(s setup, ws string) []byte {
 		channels["discord"] = map[string]any{
 			"enabled": true, "token": h.dc.Token(), "api_url": h.dc.URL(), "allow_from": []string{"*"},
 		}
+	}
+	if s.WebToken != "" {
+		channels["web"] = map[string]any{"token": s.WebToken}
 	}
 	cfg := map[string]any{
 		"agents":    agents,

@@ -21,6 +21,7 @@ type report struct {
 	History           []historyResult
 	Stream            []latencies
 	API               []loadResult
+	Web               []webResult
 }
 
 // machine describes where the figures were taken.
@@ -107,6 +108,32 @@ func (rep *report) print(w io.Writer) {
 		fmt.Fprintf(w, "| median over a run's turns (ms) | %s |\n", withSpread(p50, "%.2f"))
 		fmt.Fprintf(w, "| slowest turn of a run (ms) | %s |\n\n", withSpread(max, "%.2f"))
 	}
+	if len(rep.Web) > 0 {
+		printWeb(w, rep.Web)
+	}
+}
+
+// printWeb prints the web page's figures.
+func printWeb(w io.Writer, rs []webResult) {
+	col := func(format string, f func(webResult) float64) string {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = f(r)
+		}
+		return withSpread(xs, format)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	fmt.Fprintf(w, "### Web page, %d runs\n\n", len(rs))
+	fmt.Fprintln(w, "| figure | value |\n| --- | --- |")
+	fmt.Fprintf(w, "| model's first token → first draft visible in Chromium, median over a run's turns (ms) | %s |\n", col("%.2f", func(r webResult) float64 { return ms(r.FirstVisible.P50) }))
+	fmt.Fprintf(w, "| same, slowest turn of a run (ms) | %s |\n", col("%.2f", func(r webResult) float64 { return ms(r.FirstVisible.Max) }))
+	fmt.Fprintf(w, "| gateway CPU per streamed turn, 1 client (µs) | %s |\n", col("%.0f", func(r webResult) float64 { return float64(r.CPUAlone) / 1e3 }))
+	fmt.Fprintf(w, "| gateway CPU per streamed turn, 1 + %d clients on the same conversation (µs) | %s |\n", rs[0].Clients, col("%.0f", func(r webResult) float64 { return float64(r.CPUWatched) / 1e3 }))
+	fmt.Fprintf(w, "| increase with the clients (%%) | %s |\n", col("%.0f", func(r webResult) float64 {
+		return 100 * (float64(r.CPUWatched) - float64(r.CPUAlone)) / float64(max(r.CPUAlone, 1))
+	}))
+	fmt.Fprintf(w, "| page first load, gzip: index.html, style.css, app.js, sanitize.js (KB) | %s |\n", col("%.1f", func(r webResult) float64 { return float64(r.PageGzip) / 1e3 }))
+	fmt.Fprintf(w, "| control panel module, gzip, loaded when opened (KB) | %s |\n\n", col("%.1f", func(r webResult) float64 { return float64(r.PanelGzip) / 1e3 }))
 }
 
 // printLoad prints one row per group (key) with the medians of its runs.

@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-var scenarios = []string{"idle", "load", "history", "stream", "api"}
+var scenarios = []string{"idle", "load", "history", "stream", "api", "web"}
 
 // run parses the command line, builds the binary when none is given, and
 // runs the chosen scenarios, printing the report to stdout and progress to
@@ -43,6 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.maxTurns, "max-concurrent-turns", 0, "agents.max_concurrent_turns for load and history [the config default]")
 	fs.IntVar(&o.memWindow, "memory-window", 0, "history: agents.memory_window [the config default, 100]")
 	fs.DurationVar(&o.think, "think", 0, "load and api: each chat's pause between a reply and its next message (0: closed loop at full speed)")
+	fs.IntVar(&o.webTurns, "web-turns", 50, "web: turns of each CPU phase (one client, then -web-clients more)")
+	fs.IntVar(&o.webClients, "web-clients", 100, "web: browser-like clients streaming the conversation in the second CPU phase")
 	fs.StringVar(&jsonPath, "json", "", "also write every run's raw results to this file")
 	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window to this directory (builds the binary with -tags nanobot_pprof)")
 	fs.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, workspace, gateway.log)")
@@ -68,8 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-scenario: unknown %q (have %s)", s, strings.Join(scenarios, ", "))
 		}
 	}
-	if o.runs < 1 || o.histChats < 1 || o.histTurns < 1 || o.streamN < 1 {
-		return errors.New("-runs, -history-chats, -history-turns and -stream-turns must be at least 1")
+	if o.runs < 1 || o.histChats < 1 || o.histTurns < 1 || o.streamN < 1 || o.webTurns < 1 || o.webClients < 0 {
+		return errors.New("-runs, -history-chats, -history-turns, -stream-turns and -web-turns must be at least 1, -web-clients at least 0")
 	}
 
 	if pin {
@@ -191,6 +193,14 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 		l := summarise(firsts)
 		progress("stream %d/%d: first token → first message p50 %v max %v", i+1, o.runs, l.P50, l.Max)
 		rep.Stream = append(rep.Stream, l)
+	case "web":
+		r, err := runWeb(ctx, o)
+		if err != nil {
+			return err
+		}
+		progress("web %d/%d: first draft visible p50 %v max %v; CPU/turn %v alone, %v with %d clients; page %d B gzip",
+			i+1, o.runs, r.FirstVisible.P50, r.FirstVisible.Max, r.CPUAlone, r.CPUWatched, r.Clients, r.PageGzip)
+		rep.Web = append(rep.Web, r)
 	}
 	return nil
 }
@@ -208,8 +218,8 @@ func intList(s string) ([]int, error) {
 }
 
 func (o options) describe() string {
-	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v",
-		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think, o.pin != nil)
+	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v web-turns=%d web-clients=%d",
+		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think, o.pin != nil, o.webTurns, o.webClients)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

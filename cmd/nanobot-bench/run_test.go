@@ -50,11 +50,11 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	args := []string{"-nanobot", nanobot, "-runs", "1", "-chats", "3", "-warmup", "300ms", "-window", "1500ms",
 		"-prior", "10,300", "-history-chats", "2", "-history-turns", "2", "-settle", "100ms", "-working-set", "300ms", "-stream-turns", "2",
-		"-api-clients", "2", "-json", jsonPath}
+		"-api-clients", "2", "-web-turns", "2", "-web-clients", "3", "-json", jsonPath}
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"### Startup and idle memory", "### Load", "### Per-turn cost", "### Streaming", "### API", "| 3 | 1 |", "| 300 | 1 |"} {
+	for _, want := range []string{"### Startup and idle memory", "### Load", "### Per-turn cost", "### Streaming", "### API", "### Web page", "| 3 | 1 |", "| 300 | 1 |"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
@@ -97,6 +97,13 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	}
 	if s := rep.Stream[0]; s.N != 2 || s.P50 <= 0 || s.Max >= streamChunkDelay*30 {
 		t.Errorf("stream = %+v: the first message should come at the first token, not the end", s)
+	}
+	if len(rep.Web) != 1 {
+		t.Fatalf("web runs recorded: %d", len(rep.Web))
+	}
+	if w := rep.Web[0]; w.FirstVisible.N != 2 || w.FirstVisible.P50 <= 0 || w.FirstVisible.Max >= streamChunkDelay*30 ||
+		w.PageGzip <= 0 || w.PageGzip > 150_000 || w.PanelGzip <= 0 || w.Clients != 3 || w.Turns != 2 {
+		t.Errorf("web = %+v", w)
 	}
 	if rep.BinaryBytes == 0 || rep.Machine.CPUs == 0 {
 		t.Errorf("report header: binary %d bytes, %d CPUs", rep.BinaryBytes, rep.Machine.CPUs)

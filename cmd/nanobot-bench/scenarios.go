@@ -34,6 +34,8 @@ type options struct {
 	profileDir string
 	readyLimit time.Duration
 	pin        *pinning // -pin: gateway and bench on a CPU each
+	webTurns   int
+	webClients int
 }
 
 // withGateway prepares a harness, starts the gateway and waits until it is

@@ -289,7 +289,7 @@ func TestVersionAndStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v %s", err, stderr)
 	}
-	for _, want := range []string{"openai/gpt-4o-mini", "api key set", "Channel telegram", "disabled", "Sessions", "cli:local"} {
+	for _, want := range []string{"openai/gpt-4o-mini", "api key set", "Channel telegram", "disabled", "Channel web", "http://127.0.0.1:18790/ (`nanobot web token`", "Sessions", "cli:local"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}

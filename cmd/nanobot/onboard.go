@@ -10,6 +10,8 @@ import (
 
 	nanobot "github.com/nanobot-go/nanobot"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/daemon"
+	"github.com/nanobot-go/nanobot/internal/web"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
@@ -40,6 +42,15 @@ func newOnboardCmd(g *globalFlags) *cobra.Command {
 			default:
 				fmt.Fprintf(out, "config:    %s (created)\n", path)
 			}
+			tokenPath := filepath.Join(filepath.Dir(path), daemon.WebTokenFile)
+			switch made, err := web.EnsureTokenFile(tokenPath); {
+			case err != nil:
+				return err
+			case made:
+				fmt.Fprintf(out, "web token: %s (created, mode 0600; `nanobot web token` prints it)\n", tokenPath)
+			default:
+				fmt.Fprintf(out, "web token: %s (exists, left as is)\n", tokenPath)
+			}
 			created, err := workspace.Install(nanobot.WorkspaceTemplate(), abs)
 			if err != nil {
 				return fmt.Errorf("create workspace: %w", err)
@@ -48,7 +59,7 @@ func newOnboardCmd(g *globalFlags) *cobra.Command {
 			for _, c := range created {
 				fmt.Fprintf(out, "  + %s\n", c)
 			}
-			fmt.Fprintf(out, "\nNext:\n  export OPENAI_API_KEY=...   (or edit %s)\n  nanobot agent -m \"hello\"\n  nanobot gateway             (after enabling a channel)\n", path)
+			fmt.Fprintf(out, "\nNext:\n  export OPENAI_API_KEY=...   (or edit %s)\n  nanobot agent -m \"hello\"\n  nanobot gateway             (after enabling a channel; the web page is on http://127.0.0.1:18790/)\n", path)
 			return nil
 		},
 	}

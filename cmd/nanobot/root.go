@@ -36,6 +36,7 @@ func newRootCmd() *cobra.Command {
 		newDoctorCmd(g),
 		newHealthcheckCmd(g),
 		newPairingCmd(g),
+		newWebCmd(g),
 		newVersionCmd(),
 	)
 	return root

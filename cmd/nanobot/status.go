@@ -87,6 +87,14 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	}
 	channel("telegram", cfg.Channels.Telegram.Enabled, cfg.Channels.Telegram.Token, cfg.Channels.Telegram.Access)
 	channel("discord", cfg.Channels.Discord.Enabled, cfg.Channels.Discord.Token, cfg.Channels.Discord.Access)
+	switch served, why := cfg.Channels.Web.WebServed(cfg.Gateway.Listen); {
+	case served:
+		fmt.Fprintf(w, "Channel web	http://%s/ (`nanobot web token` prints the login token)\n", cfg.Gateway.Listen)
+	case why != "":
+		fmt.Fprintf(w, "Channel web	not served: listen address is not loopback and allow_remote is false\n")
+	default:
+		fmt.Fprintf(w, "Channel web	disabled\n")
+	}
 	printMCP(w, cfg)
 	if names := sortedKeys(cfg.API.Keys); len(names) > 0 {
 		fmt.Fprintf(w, "API	/v1/chat/completions on %s, keys: %s\n", cfg.Gateway.Listen, strings.Join(names, ", "))

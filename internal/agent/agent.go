@@ -201,6 +201,20 @@ type Deps struct {
 	Redact func(string) string
 	// Observer is told how each turn ended [nothing is].
 	Observer Observer
+	// Commands are chat commands other parts of the daemon answer (the web
+	// page's /web login link), by name without the slash. The agent routes
+	// them without learning what they do: they are answered at once, never
+	// queued behind a turn, and listed by /help. Built-in names win.
+	Commands map[string]Command
+}
+
+// Command is a chat command answered outside the agent.
+type Command struct {
+	// Description is its line in /help.
+	Description string
+	// Answer returns the reply to m. It runs on the dispatch goroutine, so
+	// it must be quick and must not block.
+	Answer func(m bus.InboundMessage) string
 }
 
 // Agent serves inbound messages. Create it with New and run it with Run.
@@ -225,6 +239,7 @@ type Agent struct {
 	active map[string]*sessionQueue
 	wg     sync.WaitGroup
 
+	extra       map[string]Command
 	memory      Memory
 	mem         memoryStates
 	tallies     tallies
@@ -270,6 +285,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		turns:   newTurnSlots(cfg.MaxConcurrentTurns, cfg.MaxGroupTurns, cfg.MaxTurnsPerGroup),
 		active:  make(map[string]*sessionQueue),
 
+		extra:       deps.Commands,
 		memory:      deps.Memory,
 		subTools:    deps.SubagentTools,
 		in:          deps.In,
@@ -302,6 +318,11 @@ func (a *Agent) Run(ctx context.Context, in <-chan bus.InboundMessage) error {
 // dispatch handles the commands that must not wait behind a running turn
 // and queues everything else on its session.
 func (a *Agent) dispatch(ctx context.Context, m bus.InboundMessage) {
+	if c, ok := a.extraCommand(m.Content); ok && !isSystem(m) {
+		a.ack(m)
+		a.notify(ctx, m, c.Answer(m), false)
+		return
+	}
 	if cmd, _, ok := commandOf(m); ok && !isSystem(m) {
 		switch cmd {
 		case "stop":
@@ -441,6 +462,25 @@ func (a *Agent) publish(ctx context.Context, m bus.OutboundMessage) {
 		a.log.Warn("publish reply failed", zap.String("channel", m.Channel), zap.String("chat", m.ChatID),
 			zap.Stringer("kind", m.Kind), zap.Error(err))
 	}
+}
+
+// extraCommand returns the Deps.Commands entry s invokes, if any.
+func (a *Agent) extraCommand(s string) (Command, bool) {
+	if len(a.extra) == 0 {
+		return Command{}, false
+	}
+	s = strings.TrimSpace(s)
+	if len(s) < 2 || s[0] != '/' {
+		return Command{}, false
+	}
+	head, _, _ := strings.Cut(s[1:], " ")
+	head, _, _ = strings.Cut(head, "@")
+	head = strings.ToLower(head)
+	if _, builtin := commands[head]; builtin {
+		return Command{}, false
+	}
+	c, ok := a.extra[head]
+	return c, ok && c.Answer != nil
 }
 
 // parseCommand recognises "/name args" and "/name@bot args".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -60,6 +61,11 @@ func (a *Agent) help() string {
 	b.WriteString("Commands:\n")
 	for _, c := range commandOrder {
 		fmt.Fprintf(&b, "/%s — %s\n", c, commands[c])
+	}
+	for _, name := range slices.Sorted(maps.Keys(a.extra)) {
+		if _, builtin := commands[name]; !builtin {
+			fmt.Fprintf(&b, "/%s — %s\n", name, a.extra[name].Description)
+		}
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

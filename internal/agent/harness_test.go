@@ -60,6 +60,12 @@ func (h *harness) turnOutcomes() []string {
 
 func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 	t.Helper()
+	return newHarnessDeps(t, nil, tweak...)
+}
+
+// newHarnessDeps is newHarness with a change to the agent's Deps.
+func newHarnessDeps(t *testing.T, deps func(*Deps), tweak ...func(*Config)) *harness {
+	t.Helper()
 	ws := t.TempDir()
 	h := &harness{t: t, ws: ws, script: &fakellm.Script{}, bus: bus.New(64), acked: map[string]int{}}
 	log := zaptest.NewLogger(t)
@@ -83,9 +89,13 @@ func newHarness(t *testing.T, tweak ...func(*Config)) *harness {
 		f(&cfg)
 	}
 	h.memory = memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: 1000}, log.Named("memory"))
-	h.agent = New(cfg, Deps{Model: router, Sessions: h.store, Tools: h.reg, Out: h.bus,
+	d := Deps{Model: router, Sessions: h.store, Tools: h.reg, Out: h.bus,
 		Prompt: &PromptBuilder{Workspace: ws, Version: "test", Skills: skills.Loader{Builtin: builtin.FS()}},
-		Memory: h.memory, SubagentTools: h.reg.Without("message", SpawnToolName, "cron"), In: h.bus, Observer: h}, log)
+		Memory: h.memory, SubagentTools: h.reg.Without("message", SpawnToolName, "cron"), In: h.bus, Observer: h}
+	if deps != nil {
+		deps(&d)
+	}
+	h.agent = New(cfg, d, log)
 	if err := h.reg.Register(h.agent.SpawnTool()); err != nil {
 		t.Fatal(err)
 	}

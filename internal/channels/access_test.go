@@ -365,3 +365,24 @@ func TestLRUEvictsOldest(t *testing.T) {
 		t.Fatal("1 should have stayed")
 	}
 }
+
+func TestPairingDeny(t *testing.T) {
+	s := NewPairingStore(filepath.Join(t.TempDir(), "pairing.json"))
+	code, err := s.Request("telegram", "42", "@bob", "42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Deny(strings.ToLower(code))
+	if err != nil || p.SenderID != "42" {
+		t.Fatalf("Deny = %+v, %v", p, err)
+	}
+	if _, err := s.Approve(code); !errors.Is(err, ErrUnknownCode) {
+		t.Fatalf("approve after deny: %v", err)
+	}
+	if _, err := s.Deny(code); !errors.Is(err, ErrUnknownCode) {
+		t.Fatalf("deny twice: %v", err)
+	}
+	if ok, _ := s.IsApproved("telegram", "42"); ok {
+		t.Fatal("denied sender is approved")
+	}
+}

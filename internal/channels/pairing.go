@@ -126,6 +126,26 @@ func (s *PairingStore) Approve(code string) (Approval, error) {
 	return a, nil
 }
 
+// Deny drops a pending code without letting its sender in; the sender can
+// ask again later and gets a new code.
+func (s *PairingStore) Deny(code string) (PairingRequest, error) {
+	code = strings.ToUpper(strings.TrimSpace(code))
+	var p PairingRequest
+	err := s.update(func(st *PairingState) error {
+		i := slices.IndexFunc(st.Pending, func(r PairingRequest) bool { return r.Code == code })
+		if i < 0 {
+			return ErrUnknownCode
+		}
+		p = st.Pending[i]
+		st.Pending = slices.Delete(st.Pending, i, i+1)
+		return nil
+	})
+	if err != nil {
+		return PairingRequest{}, fmt.Errorf("pairing: deny %s: %w", code, err)
+	}
+	return p, nil
+}
+
 // Revoke removes an approval; it reports whether there was one.
 func (s *PairingStore) Revoke(channel, senderID string) (bool, error) {
 	found := false

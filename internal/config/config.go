@@ -110,6 +110,29 @@ type ChannelsConfig struct {
 	// Transcription turns voice messages into text (OpenAI-compatible
 	// /audio/transcriptions); empty base_url disables it.
 	Transcription TranscriptionConfig `mapstructure:"transcription"`
+	// Web is the browser chat and control panel on gateway.listen.
+	Web WebChannelConfig `mapstructure:"web"`
+}
+
+// WebChannelConfig configures the browser chat and control panel served on
+// gateway.listen (S-W1..S-W3). It is closed by default: loopback only, and a
+// login token.
+type WebChannelConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// AllowRemote lets gateway.listen be a non-loopback address while the
+	// page is enabled; put it behind TLS (public_url https://...).
+	AllowRemote bool `mapstructure:"allow_remote"`
+	// Token is the login token; empty uses the token file web-token next to
+	// the config (written by onboard, shown by `nanobot web token`).
+	Token string `mapstructure:"token"`
+	// SessionTTL is how long a browser stays logged in.
+	SessionTTL time.Duration `mapstructure:"session_ttl"`
+	// MaxUploadBytes caps one uploaded picture or file.
+	MaxUploadBytes int64 `mapstructure:"max_upload_bytes"`
+	// PublicURL is the page's address as browsers reach it (through a
+	// reverse proxy), for /web login links; https marks the session cookie
+	// Secure and silences the plain-HTTP warning.
+	PublicURL string `mapstructure:"public_url"`
 }
 
 // Access is the part every channel shares: who may talk to the bot (S-H1).

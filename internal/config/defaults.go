@@ -63,6 +63,13 @@ var defaults = map[string]any{
 	"channels.discord.max_media_bytes": 25 << 20,
 	"channels.discord.catch_up":        "24h",
 
+	"channels.web.enabled":          true,
+	"channels.web.allow_remote":     false,
+	"channels.web.token":            "",
+	"channels.web.session_ttl":      "168h",
+	"channels.web.max_upload_bytes": 20 << 20,
+	"channels.web.public_url":       "",
+
 	"channels.transcription.base_url": "",
 	"channels.transcription.api_key":  "",
 	"channels.transcription.model":    "whisper-1",

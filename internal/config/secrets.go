@@ -76,6 +76,7 @@ func (c *Config) Secrets() []string {
 	addURL(t.WebhookURL)
 	add(c.Channels.Discord.Token)
 	addURL(c.Channels.Discord.APIURL)
+	add(c.Channels.Web.Token)
 	add(c.Channels.Transcription.APIKey)
 	addURL(c.Channels.Transcription.BaseURL)
 	add(c.Tools.Web.BraveAPIKey)

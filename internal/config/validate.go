@@ -27,6 +27,7 @@ func (c *Config) Validate() error {
 	c.validateTools(&p)
 	validateGateway(&p, &c.Gateway)
 	validateAPI(&p, &c.API)
+	validateWeb(&p, &c.Channels.Web)
 	validateLog(&p, &c.Log)
 	return errors.Join(p...)
 }
@@ -420,4 +421,50 @@ func validateAPI(p *checker, a *APIConfig) {
 func validateLog(p *checker, l *LogConfig) {
 	p.oneOf("log.level", l.Level, "debug", "info", "warn", "error")
 	p.oneOf("log.format", l.Format, "auto", "console", "json")
+}
+
+// MinWebTokenLen is the shortest login token channels.web.token accepts.
+const MinWebTokenLen = 16
+
+// validateWeb checks the web page's keys. A non-loopback gateway.listen
+// without allow_remote is not an error (the Docker image listens on
+// 0.0.0.0 for its health check): the gateway then does not serve the page
+// and says why in its log (see WebServed).
+func validateWeb(p *checker, w *WebChannelConfig) {
+	const key = "channels.web"
+	if !w.Enabled {
+		return
+	}
+	if w.Token != "" && len(w.Token) < MinWebTokenLen {
+		p.add(key+".token", "must be at least %d characters (or empty to use the token file; `nanobot web token --rotate` makes one)", MinWebTokenLen)
+	}
+	p.positive(key+".session_ttl", w.SessionTTL)
+	p.atLeast(key+".max_upload_bytes", w.MaxUploadBytes, 1)
+	p.httpURL(key+".public_url", w.PublicURL, true)
+}
+
+// WebServed reports whether the gateway serves the web page on listen, and
+// when it does not although enabled, why (a line for the log that names
+// the key to set).
+func (w WebChannelConfig) WebServed(listen string) (bool, string) {
+	if !w.Enabled {
+		return false, ""
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err == nil && !IsLoopback(host) && !w.AllowRemote {
+		return false, fmt.Sprintf("web page not served: gateway.listen %s is not a loopback address and "+
+			"channels.web.allow_remote is false (set it to true and put the page behind TLS, or listen on 127.0.0.1)", listen)
+	}
+	return true, ""
+}
+
+// IsLoopback reports whether host (of a listen address) only accepts
+// connections from this machine: localhost or a loopback IP. An empty host
+// listens on every interface.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

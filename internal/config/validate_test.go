@@ -377,3 +377,50 @@ func TestAPIKeysComeFromTheEnvironment(t *testing.T) {
 		t.Errorf("Validate = %v; want the unset one named, the token never shown", err)
 	}
 }
+
+func TestValidateWeb(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"short token", "channels:\n  web: {token: short}\n", "channels.web.token: must be at least 16"},
+		{"zero ttl", "channels:\n  web: {session_ttl: 0s}\n", "channels.web.session_ttl: must be a positive duration"},
+		{"no upload", "channels:\n  web: {max_upload_bytes: 0}\n", "channels.web.max_upload_bytes: must be at least 1"},
+		{"bad public url", "channels:\n  web: {public_url: \"ftp://x\"}\n", "channels.web.public_url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := mustLoad(t, tt.yaml)
+			err := cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestWebServed(t *testing.T) {
+	tests := []struct {
+		listen      string
+		enabled     bool
+		allowRemote bool
+		want        bool
+	}{
+		{"127.0.0.1:18790", true, false, true},
+		{"[::1]:18790", true, false, true},
+		{"localhost:18790", true, false, true},
+		{"0.0.0.0:18790", true, false, false},
+		{":18790", true, false, false},
+		{"0.0.0.0:18790", true, true, true},
+		{"127.0.0.1:18790", false, false, false},
+	}
+	for _, tt := range tests {
+		w := WebChannelConfig{Enabled: tt.enabled, AllowRemote: tt.allowRemote}
+		got, why := w.WebServed(tt.listen)
+		if got != tt.want {
+			t.Errorf("WebServed(%s, enabled=%v, allow_remote=%v) = %v (%s), want %v", tt.listen, tt.enabled, tt.allowRemote, got, why, tt.want)
+		}
+		if !got && tt.enabled && !strings.Contains(why, "channels.web.allow_remote") {
+			t.Errorf("reason %q does not name channels.web.allow_remote", why)
+		}
+	}
+}

@@ -54,8 +54,10 @@ type Core struct {
 	Metrics *metrics.Metrics
 	// ModelHealth is the outcome of the last model call, for /readyz.
 	ModelHealth *health.ModelHealth
-	root        *workspace.Root
-	log         *zap.Logger
+	// usage counts tokens per model for the web control panel.
+	usage *usageTally
+	root  *workspace.Root
+	log   *zap.Logger
 }
 
 // Options are what the command line adds to the configuration.
@@ -69,6 +71,10 @@ type Options struct {
 	// Listener replaces listening on gateway.listen: an already open
 	// listener (tests on port 0, socket activation). Run closes it.
 	Listener net.Listener
+
+	// commands are chat commands the gateway answers outside the agent
+	// (/web); see agent.Deps.Commands.
+	commands map[string]agent.Command
 }
 
 // Build builds the core from cfg. Its only I/O is making sure the workspace
@@ -122,6 +128,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	m.WatchQueues(b.InboundLen, b.OutboundLen)
 	m.WatchSessions(store.Cached)
 	modelHealth := &health.ModelHealth{}
+	usage := newUsageTally(time.Now)
 	reg := tools.NewRegistry(tools.RegistryOptions{
 		Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput, Redact: redact, Observer: m,
 	}, log.Named("tools"))
@@ -145,7 +152,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		MemoryWindow:       cfg.Agents.MemoryWindow,
 		Version:            opts.Version,
 	}, agent.Deps{
-		Model:    observedModel{Model: router, metrics: m, health: modelHealth},
+		Model:    observedModel{Model: router, metrics: m, health: modelHealth, usage: usage},
 		Sessions: store, Tools: reg, Out: b, StatusLines: statusLines, Redact: redact, Observer: m,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
 			Skills: skills.Loader{Builtin: builtin.FS()}},
@@ -153,13 +160,14 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		// Subagents may not talk to the chat, start subagents or schedule jobs.
 		SubagentTools: reg.Without("message", agent.SpawnToolName, "cron"),
 		In:            b,
+		Commands:      opts.commands,
 	}, log.Named("agent"))
 	if err := reg.Register(ag.SpawnTool()); err != nil {
 		_ = root.Close()
 		return nil, fmt.Errorf("register tool spawn: %w", err)
 	}
 	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
-		Metrics: m, ModelHealth: modelHealth, root: root, log: log}, nil
+		Metrics: m, ModelHealth: modelHealth, usage: usage, root: root, log: log}, nil
 }
 
 // RunAgent serves the bus until its inbound side closes or ctx ends.

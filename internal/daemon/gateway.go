@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/api"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
@@ -22,6 +23,8 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/health"
 	"github.com/nanobot-go/nanobot/internal/logging"
+	"github.com/nanobot-go/nanobot/internal/schedule"
+	"github.com/nanobot-go/nanobot/internal/web"
 )
 
 // PairingFile is the pairing store's file name in the data dir.
@@ -52,19 +55,30 @@ type Gateway struct {
 	api *api.Server
 	// routes are what the listener serves, for the start-up line.
 	routes []string
+	// web is the browser chat and control panel; nil when not served.
+	web     *web.Server
+	pairing *channels.PairingStore
+	started time.Time
+	links   *webLinks
 
 	// schedulers publish cron runs and heartbeat work (schedule.go).
 	schedulers []scheduler
+	cron       *schedule.Cron
 }
 
 // NewGateway builds the gateway. Its only I/O is Build's.
 func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, error) {
+	links := &webLinks{cfg: cfg}
+	opts.commands = map[string]agent.Command{"web": {
+		Description: "get a one-time link that logs a browser into the web page (valid 10 minutes)",
+		Answer:      links.answer,
+	}}
 	core, err := Build(cfg, opts, log)
 	if err != nil {
 		return nil, err
 	}
 	secrets := cfg.Secrets()
-	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux(),
+	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux(), started: time.Now(), links: links,
 		health: health.New(func(s string) string { return logging.Redact(s, secrets) })}
 	g.manager = channels.NewManager(core.Bus.Outbound(), channels.ManagerConfig{
 		DrainTimeout: outboundDrain, Observer: core.Metrics,
@@ -74,6 +88,10 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 		return nil, err
 	}
 	if err := g.buildSchedule(); err != nil {
+		_ = core.Close()
+		return nil, err
+	}
+	if err := g.buildWeb(); err != nil {
 		_ = core.Close()
 		return nil, err
 	}
@@ -113,15 +131,18 @@ func (g *Gateway) handle(pattern, what string, h http.Handler) {
 // is legal (the listener, cron jobs and MCP servers still run) but rarely
 // meant, so it says so loudly instead of starting in silence.
 func (g *Gateway) announce(addr string) {
-	names := make([]string, 0, len(g.channels))
+	names := make([]string, 0, len(g.channels)+1)
 	for _, c := range g.channels {
 		names = append(names, c.Name())
+	}
+	if g.web != nil {
+		names = append(names, web.Channel)
 	}
 	g.log.Info("gateway started", zap.String("listen", addr), zap.Strings("channels", names), zap.Strings("http", g.routes),
 		zap.String("model", g.cfg.Agents.Model), zap.String("workspace", g.cfg.Agents.Workspace), zap.String("version", g.opts.Version))
 	if len(names) == 0 {
 		g.log.Warn("no chat channel is enabled: nobody can talk to the agent through this gateway; "+
-			"enable channels.telegram or channels.discord (enabled: true, a token, allow_from), "+
+			"enable channels.telegram or channels.discord (enabled: true, a token, allow_from) or channels.web, "+
 			"or use `nanobot agent` in a terminal", zap.String("listen", addr), zap.Strings("http", g.routes))
 	}
 }
@@ -129,6 +150,7 @@ func (g *Gateway) announce(addr string) {
 func (g *Gateway) buildChannels() error {
 	cfg, ws := g.cfg, g.cfg.Agents.Workspace
 	pairing := channels.NewPairingStore(filepath.Join(g.opts.DataDir, PairingFile))
+	g.pairing = pairing
 	limits := func(a config.Access) channels.IntakeConfig {
 		return channels.IntakeConfig{MaxChars: cfg.Agents.MaxInputChars, RatePerMinute: a.RatePerMinute}
 	}
@@ -197,6 +219,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 	}
 	srv := &http.Server{Handler: g.mux, ReadHeaderTimeout: 10 * time.Second}
+	if g.web != nil {
+		// Open event streams would hold Shutdown for its whole timeout.
+		srv.RegisterOnShutdown(g.web.CloseStreams)
+	}
+	g.startWeb(ln.Addr())
 	g.announce(ln.Addr().String())
 
 	// A fatal channel error ends intake like a signal does.

@@ -18,6 +18,7 @@ type observedModel struct {
 	agent.Model
 	metrics *metrics.Metrics
 	health  *health.ModelHealth
+	usage   *usageTally
 }
 
 func (m observedModel) Complete(ctx context.Context, route string, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error) {
@@ -25,6 +26,9 @@ func (m observedModel) Complete(ctx context.Context, route string, req llm.Reque
 	msg, err := m.Model.Complete(ctx, route, req, onDelta)
 	outcome := metrics.LLMOutcome(err)
 	m.metrics.ModelCall(route, outcome, time.Since(start), msg)
+	if err == nil {
+		m.usage.record(msg)
+	}
 	switch {
 	case outcome == metrics.LLMCancelled:
 		// Says nothing about the provider.

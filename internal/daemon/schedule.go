@@ -13,6 +13,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/schedule"
+	"github.com/nanobot-go/nanobot/internal/web"
 )
 
 // scheduler is a producer of inbound work that runs beside the channels.
@@ -32,6 +33,7 @@ func (g *Gateway) buildSchedule() error {
 		return fmt.Errorf("register tool cron: %w", err)
 	}
 	g.schedulers = append(g.schedulers, cron)
+	g.cron = cron
 	if hb := g.cfg.Gateway.Heartbeat; hb.Enabled {
 		g.schedulers = append(g.schedulers, schedule.NewHeartbeat(schedule.HeartbeatConfig{
 			Interval:  hb.Interval,
@@ -61,6 +63,9 @@ func (g *Gateway) runSchedule(ctx context.Context, intake *sync.WaitGroup, stop 
 // runsChannel reports whether a chat of this channel can receive job runs:
 // the channel is running in this gateway.
 func (g *Gateway) runsChannel(name string) bool {
+	if name == web.Channel {
+		return g.web != nil // the page's conversations take reminders too
+	}
 	return slices.ContainsFunc(g.channels, func(c channels.Channel) bool { return c.Name() == name })
 }
 

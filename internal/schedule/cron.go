@@ -202,6 +202,25 @@ func (c *Cron) Jobs(key string) ([]Job, error) {
 	return out, nil
 }
 
+// All returns the jobs of every chat, soonest first (the control panel).
+func (c *Cron) All() ([]Job, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.loadLocked(); err != nil {
+		return nil, err
+	}
+	list := make([]*Job, 0, len(c.jobs))
+	for _, j := range c.jobs {
+		list = append(list, j)
+	}
+	sortJobs(list)
+	out := make([]Job, len(list))
+	for i, j := range list {
+		out[i] = *j
+	}
+	return out, nil
+}
+
 // Remove deletes the job id of the chat with session key key. Jobs of
 // other chats cannot be seen or removed from this one.
 func (c *Cron) Remove(key, id string) (Job, error) {

@@ -429,3 +429,18 @@ func TestCronToolSpecIsAValidToolSchema(t *testing.T) {
 		t.Error("cron changes state and must not be read-only")
 	}
 }
+
+func TestAllListsEveryChatsJobsSoonestFirst(t *testing.T) {
+	f := newCronFixture(t)
+	c := f.cron()
+	other := Chat{Channel: "discord", ChatID: "9", SessionKey: "discord:9"}
+	late := mustAdd(t, c, chat42, When{Every: "2h"}, "late")
+	soon := mustAdd(t, c, other, When{Every: "1h"}, "soon")
+	all, err := c.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].ID != soon.ID || all[1].ID != late.ID {
+		t.Fatalf("All = %+v, want %s then %s", all, soon.ID, late.ID)
+	}
+}

@@ -1,0 +1,353 @@
+package web
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+)
+
+const (
+	cookieName = "nanobot_session"
+	csrfHeader = "X-CSRF-Token"
+	// linkTTL is how long a one-time login link (/web) stays valid.
+	linkTTL = 10 * time.Minute
+	// maxSessions and maxLinks bound the login state a flood could grow.
+	maxSessions = 1024
+	maxLinks    = 64
+)
+
+// Login rate limits: per client address, and for everyone together, so
+// that neither one host nor many can guess tokens quickly.
+var (
+	loginPerClient = rate.Every(12 * time.Second) // 5 a minute
+	loginBurst     = 5
+	loginGlobal    = rate.Every(time.Second)
+	loginGlobalB   = 20
+)
+
+// NewToken returns a fresh random login token (32 bytes, base64url).
+func NewToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("web token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// ReadTokenFile returns the token kept in path (trimmed); an empty or
+// missing file is an error that says how to make one.
+func ReadTokenFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("web token file %s does not exist (run `nanobot web token --rotate`)", path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("web token: %w", err)
+	}
+	t := strings.TrimSpace(string(data))
+	if t == "" {
+		return "", fmt.Errorf("web token file %s is empty (run `nanobot web token --rotate`)", path)
+	}
+	return t, nil
+}
+
+// WriteTokenFile writes token to path with mode 0600.
+func WriteTokenFile(path, token string) error {
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write web token: %w", err)
+	}
+	// WriteFile keeps the mode of an existing file: tighten it.
+	if err := os.Chmod(path, 0o600); err != nil {
+		return fmt.Errorf("write web token: %w", err)
+	}
+	return nil
+}
+
+// EnsureTokenFile creates the token file when it is missing and reports
+// whether it did.
+func EnsureTokenFile(path string) (bool, error) {
+	if _, err := os.Stat(path); err == nil {
+		return false, nil
+	}
+	t, err := NewToken()
+	if err != nil {
+		return false, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("create web token: %w", err)
+	}
+	if _, err := f.WriteString(t + "\n"); err != nil {
+		f.Close()
+		return false, fmt.Errorf("create web token: %w", err)
+	}
+	return true, f.Close()
+}
+
+// login is a logged-in browser.
+type login struct {
+	csrf    string
+	expires time.Time
+}
+
+// auth keeps the logged-in browsers and the one-time links, in memory: a
+// restart logs everyone out, which is the safe direction.
+type auth struct {
+	token  func() (string, error)
+	ttl    time.Duration
+	secure bool
+	now    func() time.Time
+	log    *zap.Logger
+
+	mu       sync.Mutex
+	sessions map[string]login     // by sha256 of the cookie value
+	links    map[string]time.Time // one-time link codes (hashed) → expiry
+	clients  map[string]*rate.Limiter
+	global   *rate.Limiter
+}
+
+func newAuth(token func() (string, error), ttl time.Duration, secure bool, now func() time.Time, log *zap.Logger) *auth {
+	return &auth{token: token, ttl: ttl, secure: secure, now: now, log: log,
+		sessions: map[string]login{}, links: map[string]time.Time{}, clients: map[string]*rate.Limiter{},
+		global: rate.NewLimiter(loginGlobal, loginGlobalB)}
+}
+
+func hashOf(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return string(h[:])
+}
+
+// equal compares two secrets in constant time (their hashes, so that the
+// length does not show either).
+func equal(a, b string) bool {
+	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
+}
+
+func randomID() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b) // never fails (crypto/rand panics rather than return an error)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// allow reports whether a login attempt from r may be checked now.
+func (a *auth) allow(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l, ok := a.clients[host]
+	if !ok {
+		if len(a.clients) >= maxSessions {
+			clear(a.clients) // a flood of addresses: start over rather than grow
+		}
+		l = rate.NewLimiter(loginPerClient, loginBurst)
+		a.clients[host] = l
+	}
+	now := a.now()
+	return l.AllowN(now, 1) && a.global.AllowN(now, 1)
+}
+
+// IssueLink returns a one-time login code valid for linkTTL.
+func (a *auth) IssueLink() string {
+	code := randomID()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	for k, exp := range a.links {
+		if now.After(exp) {
+			delete(a.links, k)
+		}
+	}
+	if len(a.links) >= maxLinks {
+		clear(a.links)
+	}
+	a.links[hashOf(code)] = now.Add(linkTTL)
+	return code
+}
+
+// useLink consumes a one-time code; it reports whether it was valid.
+func (a *auth) useLink(code string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := hashOf(code)
+	exp, ok := a.links[k]
+	delete(a.links, k)
+	return ok && !a.now().After(exp)
+}
+
+// start logs a browser in: a new session and its cookie.
+func (a *auth) start(w http.ResponseWriter) login {
+	id := randomID()
+	l := login{csrf: randomID(), expires: a.now().Add(a.ttl)}
+	a.mu.Lock()
+	now := a.now()
+	for k, s := range a.sessions {
+		if now.After(s.expires) {
+			delete(a.sessions, k)
+		}
+	}
+	if len(a.sessions) >= maxSessions {
+		clear(a.sessions)
+	}
+	a.sessions[hashOf(id)] = l
+	a.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, Secure: a.secure,
+		SameSite: http.SameSiteStrictMode, MaxAge: int(a.ttl / time.Second)})
+	return l
+}
+
+// current returns the session of r's cookie.
+func (a *auth) current(r *http.Request) (login, bool) {
+	c, err := r.Cookie(cookieName)
+	if err != nil || c.Value == "" {
+		return login{}, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := hashOf(c.Value)
+	l, ok := a.sessions[k]
+	if ok && a.now().After(l.expires) {
+		delete(a.sessions, k)
+		return login{}, false
+	}
+	return l, ok
+}
+
+// end logs r's browser out.
+func (a *auth) end(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(cookieName); err == nil {
+		a.mu.Lock()
+		delete(a.sessions, hashOf(c.Value))
+		a.mu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", HttpOnly: true, Secure: a.secure,
+		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+}
+
+// handleLogin checks a token or a one-time link code and logs the browser
+// in. The token is never logged, and a wrong one is not told apart from a
+// wrong code.
+func (a *auth) handleLogin(w http.ResponseWriter, r *http.Request) {
+	if !a.allow(r) {
+		w.Header().Set("Retry-After", "60")
+		writeError(w, http.StatusTooManyRequests, "too many login attempts; wait a minute and try again")
+		return
+	}
+	var req struct {
+		Token string `json:"token"`
+		Link  string `json:"link"`
+	}
+	if !decodeJSON(w, r, &req, 4<<10) {
+		return
+	}
+	ok := false
+	switch {
+	case req.Link != "":
+		ok = a.useLink(req.Link)
+	case req.Token != "":
+		want, err := a.token()
+		if err != nil {
+			a.log.Error("web login: no token to compare with", zap.Error(err))
+			writeError(w, http.StatusServiceUnavailable, "the gateway has no web token; run `nanobot web token --rotate` and try again")
+			return
+		}
+		ok = equal(req.Token, want)
+	}
+	if !ok {
+		a.log.Warn("web login refused", zap.String("remote", r.RemoteAddr))
+		writeError(w, http.StatusUnauthorized, "wrong or expired token or link")
+		return
+	}
+	l := a.start(w)
+	a.log.Info("web login", zap.String("remote", r.RemoteAddr), zap.Bool("link", req.Link != ""))
+	writeJSON(w, http.StatusOK, map[string]string{"csrf": l.csrf})
+}
+
+// require wraps h: the browser must be logged in, and a state-changing
+// request must carry the session's CSRF token.
+func (a *auth) require(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l, ok := a.current(r)
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "not logged in")
+			return
+		}
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			if got := r.Header.Get(csrfHeader); got == "" || !equal(got, l.csrf) {
+				writeError(w, http.StatusForbidden, "missing or wrong CSRF token; reload the page")
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin refuses a request that a browser marks as coming from another
+// site (the event stream is a GET, which CrossOriginProtection lets pass).
+func sameOrigin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+			writeError(w, http.StatusForbidden, "cross-origin request refused")
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !originMatches(o, r.Host) {
+			writeError(w, http.StatusForbidden, "cross-origin request refused")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func originMatches(origin, host string) bool {
+	_, rest, ok := strings.Cut(origin, "://")
+	return ok && strings.EqualFold(rest, host)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// decodeJSON reads a JSON body of at most max bytes into v; on failure it
+// answers 400 (or 413) and reports false.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, max int64) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, max))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", max))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+		return false
+	}
+	return true
+}
