@@ -51,14 +51,15 @@ func TestStartLineNamesEverySurface(t *testing.T) {
 	g.waitUntil("the start-up line", func() bool { return logs.FilterMessage("gateway started").Len() == 1 })
 
 	line := logs.FilterMessage("gateway started").All()[0]
-	if got := strings.Join(fieldStrings(line, "channels"), ","); got != "telegram,discord" {
-		t.Errorf("channels = %q, want telegram,discord", got)
+	if got := strings.Join(fieldStrings(line, "channels"), ","); got != "telegram,discord,web" {
+		t.Errorf("channels = %q, want telegram,discord,web", got)
 	}
 	if got := fieldStrings(line, "listen"); len(got) != 1 || "http://"+got[0] != g.base {
 		t.Errorf("listen = %v, want the listener %s", got, g.base)
 	}
 	http := strings.Join(fieldStrings(line, "http"), "; ")
-	for _, want := range []string{"GET /healthz (liveness)", "GET /readyz (readiness)", "GET /metrics (Prometheus)", "POST /tg-hook (telegram webhook)"} {
+	for _, want := range []string{"GET /healthz (liveness)", "GET /readyz (readiness)", "GET /metrics (Prometheus)", "POST /tg-hook (telegram webhook)",
+		"/ (web chat and control panel)", "/v1/ (OpenAI-compatible API, no keys: every request refused)"} {
 		if !strings.Contains(http, want) {
 			t.Errorf("http = %q, lacks %q", http, want)
 		}
@@ -71,7 +72,7 @@ func TestStartLineNamesEverySurface(t *testing.T) {
 // No chat channel enabled: the gateway still starts (listener, cron, MCP),
 // but says loudly that nobody can talk to it and how to fix that.
 func TestNoChatChannelWarns(t *testing.T) {
-	s := setup{noTelegram: true}
+	s := setup{noTelegram: true, noWeb: true}
 	g := newGW(t, s)
 	logs := g.observe()
 	g.writeConfig(s, "")
@@ -80,7 +81,7 @@ func TestNoChatChannelWarns(t *testing.T) {
 		return logs.FilterLevelExact(zapcore.WarnLevel).FilterMessageSnippet("no chat channel is enabled").Len() == 1
 	})
 	warn := logs.FilterLevelExact(zapcore.WarnLevel).FilterMessageSnippet("no chat channel is enabled").All()[0]
-	for _, want := range []string{"channels.telegram", "channels.discord", "nanobot agent"} {
+	for _, want := range []string{"channels.telegram", "channels.discord", "channels.web", "nanobot agent"} {
 		if !strings.Contains(warn.Message, want) {
 			t.Errorf("warning %q does not mention %s", warn.Message, want)
 		}

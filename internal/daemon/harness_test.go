@@ -54,6 +54,8 @@ type setup struct {
 	quiet bool
 	// noTelegram sets channels.telegram.enabled: false.
 	noTelegram bool
+	// noWeb sets channels.web.enabled: false.
+	noWeb bool
 	// gemini makes gemini/gemini-2.5-flash the model, served by a strict
 	// fake Gemini server answering from the same script; the openai lines
 	// then go under providers.gemini.
@@ -145,6 +147,9 @@ func (g *gw) writeConfig(s setup, extra string) {
 	if s.discord {
 		discord = fmt.Sprintf("  discord: {enabled: true, token: %q, api_url: %q, allow_from: [%q], edit_interval: 10ms}\n",
 			g.dc.Token(), g.dc.URL(), g.dcOwner.ID)
+	}
+	if s.noWeb {
+		discord += "  web: {enabled: false}\n"
 	}
 	tools := ""
 	if s.tools != "" {
