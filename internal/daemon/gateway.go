@@ -49,8 +49,13 @@ type Gateway struct {
 	schedulers []scheduler
 }
 
-// NewGateway builds the gateway. Its only I/O is Build's.
+// NewGateway builds the gateway. Its only I/O is Build's. opts.Role says
+// which part it runs (docs/scale-out.md): channels and the HTTP surfaces,
+// the agent, or both [RoleAll].
 func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, error) {
+	if opts.Role == "" {
+		opts.Role = RoleAll
+	}
 	core, err := Build(cfg, opts, log)
 	if err != nil {
 		return nil, err
@@ -61,13 +66,19 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 	g.manager = channels.NewManager(core.Bus.Outbound(), channels.ManagerConfig{
 		DrainTimeout: outboundDrain, Observer: core.Metrics,
 	}, log.Named("channels"))
-	if err := g.buildChannels(); err != nil {
-		_ = core.Close()
-		return nil, err
+	if g.runs(RoleChannels) {
+		if err := g.buildChannels(); err != nil {
+			_ = core.Close()
+			return nil, err
+		}
 	}
-	if err := g.buildSchedule(); err != nil {
-		_ = core.Close()
-		return nil, err
+	// Cron and heartbeat need both halves in one process, until a leader
+	// among split processes is elected for them.
+	if opts.Role == RoleAll {
+		if err := g.buildSchedule(); err != nil {
+			_ = core.Close()
+			return nil, err
+		}
 	}
 	for _, c := range g.channels {
 		if h, ok := c.(channels.Healther); ok {
@@ -75,11 +86,21 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 			core.Metrics.WatchChannel(c.Name(), h.Healthy)
 		}
 	}
-	g.health.Add("model", core.ModelHealth.Check)
+	if g.runs(RoleAgent) {
+		g.health.Add("model", core.ModelHealth.Check)
+	}
+	if core.NATS != nil {
+		g.health.Add("nats", core.NATS.Healthy)
+	}
 	g.mux.HandleFunc("GET /healthz", health.Live)
 	g.mux.Handle("GET /readyz", g.health)
 	g.mux.Handle("GET /metrics", core.Metrics.Handler())
 	return g, nil
+}
+
+// runs reports whether this process serves role's part (RoleAll serves both).
+func (g *Gateway) runs(role string) bool {
+	return g.opts.Role == RoleAll || g.opts.Role == role
 }
 
 func (g *Gateway) buildChannels() error {
@@ -90,7 +111,7 @@ func (g *Gateway) buildChannels() error {
 	}
 	if tc := cfg.Channels.Telegram; tc.Enabled {
 		tg, err := telegram.New(tc, telegram.Deps{
-			Bus: g.core.Bus, Pairing: pairing, DataDir: g.opts.DataDir, Workspace: ws,
+			Bus: g.core.Pub, Pairing: pairing, DataDir: g.opts.DataDir, Workspace: ws,
 			Transcription: cfg.Channels.Transcription, Limits: limits(tc.Access), StallGrace: tc.StallGrace,
 		}, g.log.Named("telegram"))
 		if err != nil {
@@ -107,7 +128,7 @@ func (g *Gateway) buildChannels() error {
 	}
 	if dc := cfg.Channels.Discord; dc.Enabled {
 		d, err := discord.New(dc, discord.Deps{
-			Bus: g.core.Bus, Pairing: pairing, Workspace: ws, DataDir: g.opts.DataDir,
+			Bus: g.core.Pub, Pairing: pairing, Workspace: ws, DataDir: g.opts.DataDir,
 			Transcription: cfg.Channels.Transcription, Limits: limits(dc.Access),
 		}, g.log.Named("discord"))
 		if err != nil {
@@ -157,7 +178,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	for _, c := range g.channels {
 		names = append(names, c.Name())
 	}
-	g.log.Info("gateway started", zap.String("listen", ln.Addr().String()), zap.Strings("channels", names),
+	g.log.Info("gateway started", zap.String("role", g.opts.Role), zap.String("bus", g.cfg.Bus.Backend),
+		zap.String("listen", ln.Addr().String()), zap.Strings("channels", names),
 		zap.String("model", g.cfg.Agents.Model), zap.String("workspace", g.cfg.Agents.Workspace), zap.String("version", g.opts.Version))
 
 	// A fatal channel error ends intake like a signal does.
@@ -173,18 +195,44 @@ func (g *Gateway) Run(ctx context.Context) error {
 	mcpCtx, stopMCP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMCP()
 
+	// The NATS bus outlives them all: the agent's last replies and the
+	// manager's last acknowledgements travel on it.
+	natsCtx, stopNATS := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopNATS()
+
 	var eg errgroup.Group
+	natsDone := make(chan struct{})
+	if g.core.NATS != nil {
+		eg.Go(func() error {
+			defer close(natsDone)
+			if err := g.core.NATS.Run(natsCtx); err != nil {
+				stopIntake(err)
+				return err
+			}
+			return nil
+		})
+	} else {
+		close(natsDone)
+	}
 	agentDone := make(chan struct{})
-	eg.Go(func() error {
-		defer close(agentDone)
-		return g.core.RunAgent(agentCtx)
-	})
 	managerDone := make(chan struct{})
-	eg.Go(func() error {
-		defer close(managerDone)
-		return g.manager.Run(outCtx)
-	})
-	eg.Go(func() error { return g.core.MCP.Run(mcpCtx) })
+	if g.runs(RoleAgent) {
+		eg.Go(func() error {
+			defer close(agentDone)
+			return g.core.RunAgent(agentCtx)
+		})
+		eg.Go(func() error { return g.core.MCP.Run(mcpCtx) })
+	} else {
+		close(agentDone)
+	}
+	if g.runs(RoleChannels) {
+		eg.Go(func() error {
+			defer close(managerDone)
+			return g.manager.Run(outCtx)
+		})
+	} else {
+		close(managerDone)
+	}
 	eg.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			// Without probes and webhooks the daemon is blind: stop, and
@@ -234,6 +282,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.log.Warn("replies still undelivered; giving the calls in flight a last moment", zap.Duration("flush", outboundFlush))
 		cancelOut()
 	}
+	stopNATS() // hands back what is still held, so another process takes it
+	<-natsDone
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
