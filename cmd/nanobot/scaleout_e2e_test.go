@@ -10,6 +10,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
 )
 
 // natsServer is built once, from the nats-server module this one requires,
@@ -121,5 +128,38 @@ func TestScaleOutKill9WorkerAndChannels(t *testing.T) {
 	}
 	if n := e.requestsFor("first"); n != 2 {
 		t.Errorf("model asked %d times about first, want 2 (the killed worker, then the survivor resuming)", n)
+	}
+}
+
+func TestDoctorChecksNATS(t *testing.T) {
+	e := newEnv(t)
+	srv := natsfake.Start(t, t.TempDir())
+	bus := func(url string) []string {
+		return doctorEnv(t, e, "NANOBOT_BUS_BACKEND=nats", "NANOBOT_BUS_NATS_URL="+url)
+	}
+	out, code := e.doctor(bus("nats://" + freeAddr(t)))
+	if v := verdicts(out)["bus.nats"]; code == 0 || !strings.HasPrefix(v, "FAIL cannot reach NATS") {
+		t.Errorf("NATS down: exit %d, bus.nats %q\n%s", code, v, out)
+	}
+	out, _ = e.doctor(bus(srv.URL()))
+	if v := verdicts(out)["bus.nats"]; !strings.HasPrefix(v, "warn connected") || !strings.Contains(v, "NANOBOT_IN") {
+		t.Errorf("no streams yet: bus.nats %q\n%s", v, out)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.NATSConfig{URL: srv.URL(), Prefix: "nanobot", Partitions: 2, AckWait: time.Second}
+	if err := natsbus.Setup(t.Context(), js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	out, code = e.doctor(bus(srv.URL()))
+	if v := verdicts(out)["bus.nats"]; code != 0 || !strings.HasPrefix(v, "ok connected") {
+		t.Errorf("streams set up: exit %d, bus.nats %q\n%s", code, v, out)
 	}
 }
