@@ -21,8 +21,8 @@ import (
 	"github.com/nanobot-go/nanobot/internal/fakes"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
+	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 )
 
