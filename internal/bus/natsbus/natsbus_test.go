@@ -383,3 +383,61 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// A /stop must not wait behind the turn it stops: it goes straight to the
+// worker holding the session's message, while that message is still held.
+// With no turn running it travels the stream like any message.
+func TestStopReachesTheWorkerRunningTheTurn(t *testing.T) {
+	srv := natsfake.Start(t, t.TempDir())
+	cfg := testConfig(srv.URL())
+	front := startNode(t, "channels", cfg, Roles{Channels: true})
+	idle := startNode(t, "idle", cfg, Roles{Agent: true})
+	busy := startNode(t, "busy", cfg, Roles{Agent: true})
+	publish(t, front, "9", 0)
+	var holder, other *node
+	var turn bus.InboundMessage
+	select {
+	case turn = <-busy.local.Inbound():
+		holder, other = busy, idle
+	case turn = <-idle.local.Inbound():
+		holder, other = idle, busy
+	case <-time.After(10 * time.Second):
+		t.Fatal("no worker got the message")
+	}
+	acked := false
+	stop := bus.InboundMessage{Channel: "telegram", ChatID: "9", MessageID: "1", Content: "/stop", Ack: func() { acked = true }}
+	if err := front.bus.PublishInbound(context.Background(), stop); err != nil {
+		t.Fatal(err)
+	}
+	if !acked {
+		t.Error("the channel's /stop was not acknowledged")
+	}
+	select {
+	case got := <-holder.local.Inbound():
+		if got.Content != "/stop" {
+			t.Fatalf("holder got %q, want the /stop", got.Content)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the /stop never reached the worker running the turn")
+	}
+	select {
+	case got := <-other.local.Inbound():
+		t.Fatalf("the other worker got %q", got.Content)
+	default:
+	}
+	turn.Ack()
+
+	// Nothing runs now: the /stop goes through the partition.
+	stop.MessageID, stop.Ack = "2", nil
+	if err := front.bus.PublishInbound(context.Background(), stop); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-holder.local.Inbound():
+		got.Ack()
+	case got := <-other.local.Inbound():
+		got.Ack()
+	case <-time.After(10 * time.Second):
+		t.Fatal("an idle /stop was lost")
+	}
+}
