@@ -100,6 +100,7 @@ func (b *Bus) takeOutbound(ctx context.Context, cons jetstream.Consumer) {
 				return
 			}
 			b.log.Debug("nats: outbound consumer", zap.Error(err))
+			_ = sleep(ctx, retryWait) // the iterator re-pulls by itself; do not spin on a repeated error
 			continue
 		}
 		m, err := decodeOut(msg.Data())
