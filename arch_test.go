@@ -26,6 +26,7 @@ var allowed = []struct {
 	{"internal/channels/clock", nil},
 	{"internal/bus", []string{"internal/llm"}},
 	{"internal/bus/bustest", []string{"internal/llm", "internal/bus"}},
+	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging"}},
 	{"internal/history", []string{"internal/llm"}},
 	{"internal/session", []string{"internal/llm"}},
 	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace"}},
@@ -91,6 +92,20 @@ func TestImportLayering(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Fatalf("only %d packages matched a rule; is the module path right?", checked)
+	}
+}
+
+// TestNATSServerNotLinked keeps the embedded NATS server (internal/fakes/natsfake)
+// out of the daemon: it is for tests and the bench; nanobot only links the client.
+func TestNATSServerNotLinked(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./cmd/nanobot").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/nats-io/nats-server") || strings.HasSuffix(dep, "internal/fakes/natsfake") {
+			t.Errorf("cmd/nanobot links %s", dep)
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/fakes"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 )
@@ -45,6 +46,12 @@ type setup struct {
 	// WebToken sets channels.web.token (the page is served on loopback
 	// by default; the token only matters to who logs in).
 	WebToken string
+	// Workers > 0 splits the gateway over NATS (docs/scale-out.md): an
+	// embedded NATS server, one --role channels process (the one measured
+	// and probed) and this many --role agent processes.
+	Workers int
+	// MaxGroupTurns overrides agents.max_group_turns when > 0.
+	MaxGroupTurns int
 }
 
 // harness is one gateway run: a fresh HOME with a config, the fakes it
@@ -69,6 +76,11 @@ type harness struct {
 	replies replyRouter
 	polls   pollWatch
 	pin     *pinning // nil: the gateway runs where the scheduler puts it
+
+	// nats and workers exist with setup.Workers.
+	nats    *natsfake.Server
+	workers []*exec.Cmd
+	workerN int
 }
 
 // newHarness prepares a run in a fresh temporary directory: fakes started,
@@ -96,6 +108,10 @@ func newHarness(bin string, s setup, keep bool) (h *harness, err error) {
 	}
 	if h.listen, err = freeAddr(); err != nil {
 		return h, err
+	}
+	if s.Workers > 0 {
+		h.nats = natsfake.Start(h.tb, filepath.Join(dir, "nats"))
+		h.workerN = s.Workers
 	}
 	ws := filepath.Join(dir, "workspace")
 	if s.Seed != nil {
@@ -132,6 +148,9 @@ func (h *harness) config(s setup, ws string) []byte {
 	if s.MemoryWindow > 0 {
 		agents["memory_window"] = s.MemoryWindow
 	}
+	if s.MaxGroupTurns > 0 {
+		agents["max_group_turns"] = s.MaxGroupTurns
+	}
 	channels := map[string]any{
 		"telegram": map[string]any{
 			"enabled": true, "token": telegramfake.Token, "api_url": h.tg.URL(),
@@ -157,6 +176,9 @@ func (h *harness) config(s setup, ws string) []byte {
 		cfg["api"] = map[string]any{"keys": map[string]any{"bench": benchAPIKey},
 			"rate_per_minute": 100_000_000, "burst": 1_000_000, "max_concurrent": 100_000}
 	}
+	if h.nats != nil {
+		cfg["bus"] = map[string]any{"backend": "nats", "nats": map[string]any{"url": h.nats.URL(), "partitions": 64}}
+	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		panic(fmt.Sprintf("marshal config: %v", err)) // plain maps of strings, ints and bools always marshal
@@ -177,7 +199,14 @@ func freeAddr() (string, error) {
 // start runs `nanobot gateway` with the config. The child dies with the
 // bench (Pdeathsig) so an interrupted run leaves nothing behind.
 func (h *harness) start(pprofAddr string) error {
-	cmd := exec.Command(h.bin, "--config", h.configPath(), "gateway")
+	args := []string{"--config", h.configPath(), "gateway"}
+	if h.nats != nil {
+		args = append(args, "--role", "channels")
+		if err := h.startWorkers(); err != nil {
+			return err
+		}
+	}
+	cmd := exec.Command(h.bin, args...)
 	cmd.Env = []string{"HOME=" + h.dir, "PATH=" + os.Getenv("PATH")}
 	if pprofAddr != "" {
 		cmd.Env = append(cmd.Env, "NANOBOT_PPROF_ADDR="+pprofAddr)
@@ -214,6 +243,42 @@ func (h *harness) start(pprofAddr string) error {
 }
 
 func (h *harness) pid() int { return h.cmd.Process.Pid }
+
+// startWorkers starts the --role agent processes, each on its own listen
+// address, logging to the gateway log.
+func (h *harness) startWorkers() error {
+	for range h.workerN {
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		cmd := exec.Command(h.bin, "--config", h.configPath(), "gateway", "--role", "agent")
+		cmd.Env = []string{"HOME=" + h.dir, "PATH=" + os.Getenv("PATH"), "NANOBOT_GATEWAY_LISTEN=" + addr}
+		cmd.Stdout, cmd.Stderr = h.logf, h.logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start worker: %w", err)
+		}
+		h.workers = append(h.workers, cmd)
+	}
+	return nil
+}
+
+// stopWorkers stops the workers (SIGTERM, then SIGKILL after grace).
+func (h *harness) stopWorkers(grace time.Duration) {
+	for _, w := range h.workers {
+		_ = w.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = w.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(grace):
+			_ = w.Process.Kill()
+			<-done
+		}
+	}
+	h.workers = nil
+}
 
 // ready is what startup measured: from the exec of the process to /healthz
 // answering 200 and to the first getUpdates (Telegram can deliver).
@@ -286,6 +351,7 @@ func (h *harness) stop(grace time.Duration) error {
 		return h.exitError()
 	default:
 	}
+	h.stopWorkers(grace)
 	_ = h.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-h.exited:
@@ -303,6 +369,7 @@ func (h *harness) stop(grace time.Duration) error {
 // Close stops the gateway if it runs, the fakes, and removes the directory
 // unless asked to keep it.
 func (h *harness) Close() {
+	h.stopWorkers(0)
 	if h.cmd != nil {
 		select {
 		case <-h.exited:

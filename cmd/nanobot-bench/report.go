@@ -22,6 +22,7 @@ type report struct {
 	Stream            []latencies
 	API               []loadResult
 	Web               []webResult
+	Scale             []scaleResult
 }
 
 // machine describes where the figures were taken.
@@ -98,6 +99,9 @@ func (rep *report) print(w io.Writer) {
 	if len(rep.History) > 0 {
 		printHistory(w, rep.History)
 	}
+	if len(rep.Scale) > 0 {
+		printScale(w, rep.Scale)
+	}
 	if len(rep.Stream) > 0 {
 		fmt.Fprintf(w, "### Streaming: model's first token → first message shown, %d runs\n\n", len(rep.Stream))
 		var p50, max []float64
@@ -134,6 +138,43 @@ func printWeb(w io.Writer, rs []webResult) {
 	}))
 	fmt.Fprintf(w, "| page first load, gzip: index.html, style.css, app.js, sanitize.js (KB) | %s |\n", col("%.1f", func(r webResult) float64 { return float64(r.PageGzip) / 1e3 }))
 	fmt.Fprintf(w, "| control panel module, gzip, loaded when opened (KB) | %s |\n\n", col("%.1f", func(r webResult) float64 { return float64(r.PanelGzip) / 1e3 }))
+}
+
+// printScale prints turns/s and end-to-end latency per number of workers.
+func printScale(w io.Writer, rs []scaleResult) {
+	fmt.Fprintln(w, "### Scale-out: agent workers over NATS, model answers after a fixed delay")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| agent workers | runs | turns/s | end to end p50 (ms) | end to end p99 (ms) | channels process CPU (cores) |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
+	var keys []int
+	groups := map[int][]scaleResult{}
+	for _, r := range rs {
+		if _, ok := groups[r.Workers]; !ok {
+			keys = append(keys, r.Workers)
+		}
+		groups[r.Workers] = append(groups[r.Workers], r)
+	}
+	for _, k := range keys {
+		g := groups[k]
+		col := func(format string, f func(scaleResult) float64) string {
+			xs := make([]float64, len(g))
+			for i, r := range g {
+				xs[i] = f(r)
+			}
+			return withSpread(xs, format)
+		}
+		name := fmt.Sprint(k)
+		if k == 0 {
+			name = "none (one process, bus.backend: memory)"
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", name, len(g),
+			col("%.1f", func(r scaleResult) float64 { return r.TurnsPerS }),
+			col("%.0f", func(r scaleResult) float64 { return float64(r.EndToEnd.P50) / 1e6 }),
+			col("%.0f", func(r scaleResult) float64 { return float64(r.EndToEnd.P99) / 1e6 }),
+			col("%.2f", func(r scaleResult) float64 { return r.CPU.Seconds() / r.Window.Seconds() }),
+		)
+	}
+	fmt.Fprintln(w)
 }
 
 // printLoad prints one row per group (key) with the medians of its runs.

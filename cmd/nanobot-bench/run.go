@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-var scenarios = []string{"idle", "load", "history", "stream", "api", "web"}
+var scenarios = []string{"idle", "load", "history", "stream", "api", "web", "scale"}
 
 // run parses the command line, builds the binary when none is given, and
 // runs the chosen scenarios, printing the report to stdout and progress to
@@ -26,7 +26,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("nanobot-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	var which, chats, prior, apiClients, jsonPath string
+	var which, chats, prior, apiClients, jsonPath, workers string
 	fs.StringVar(&which, "scenario", strings.Join(scenarios, ","), "scenarios to run: "+strings.Join(scenarios, ", "))
 	fs.StringVar(&o.bin, "nanobot", "", "nanobot binary to measure [built from ./cmd/nanobot, stripped]")
 	fs.IntVar(&o.runs, "runs", 5, "runs of each scenario; the report gives their median")
@@ -45,6 +45,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.think, "think", 0, "load and api: each chat's pause between a reply and its next message (0: closed loop at full speed)")
 	fs.IntVar(&o.webTurns, "web-turns", 50, "web: turns of each CPU phase (one client, then -web-clients more)")
 	fs.IntVar(&o.webClients, "web-clients", 100, "web: browser-like clients streaming the conversation in the second CPU phase")
+	fs.StringVar(&workers, "workers", "1,2,4", "scale: agent worker processes over NATS, one run per value (plus one single-process run)")
+	fs.IntVar(&o.scaleChats, "scale-chats", 32, "scale: concurrent chats")
+	fs.DurationVar(&o.modelDelay, "model-delay", 500*time.Millisecond, "scale: how long the model takes to answer")
 	fs.StringVar(&jsonPath, "json", "", "also write every run's raw results to this file")
 	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window to this directory (builds the binary with -tags nanobot_pprof)")
 	fs.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, workspace, gateway.log)")
@@ -63,6 +66,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.apiClients, err = intList(apiClients); err != nil {
 		return fmt.Errorf("-api-clients: %w", err)
+	}
+	if o.workers, err = intList(workers); err != nil {
+		return fmt.Errorf("-workers: %w", err)
 	}
 	chosen := strings.Split(which, ",")
 	for _, s := range chosen {
@@ -185,6 +191,16 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 				i+1, o.runs, c, r.TurnsPerS, r.Added.P50, r.Added.P99, r.CPUPerTurn())
 			rep.API = append(rep.API, r)
 		}
+	case "scale":
+		for _, w := range append([]int{0}, o.workers...) {
+			r, err := runScale(ctx, o, w)
+			if err != nil {
+				return fmt.Errorf("%d workers: %w", w, err)
+			}
+			progress("scale %d/%d, %d workers: %.1f turns/s, end to end p50 %v p99 %v",
+				i+1, o.runs, w, r.TurnsPerS, r.EndToEnd.P50, r.EndToEnd.P99)
+			rep.Scale = append(rep.Scale, scaleResult{Workers: w, loadResult: r})
+		}
 	case "stream":
 		firsts, err := runStream(ctx, o)
 		if err != nil {
@@ -218,8 +234,9 @@ func intList(s string) ([]int, error) {
 }
 
 func (o options) describe() string {
-	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v web-turns=%d web-clients=%d",
-		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think, o.pin != nil, o.webTurns, o.webClients)
+	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v web-turns=%d web-clients=%d workers=%v scale-chats=%d model-delay=%v",
+		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think, o.pin != nil, o.webTurns, o.webClients,
+		o.workers, o.scaleChats, o.modelDelay)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

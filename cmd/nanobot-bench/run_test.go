@@ -50,11 +50,11 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	args := []string{"-nanobot", nanobot, "-runs", "1", "-chats", "3", "-warmup", "300ms", "-window", "1500ms",
 		"-prior", "10,300", "-history-chats", "2", "-history-turns", "2", "-settle", "100ms", "-working-set", "300ms", "-stream-turns", "2",
-		"-api-clients", "2", "-web-turns", "2", "-web-clients", "3", "-json", jsonPath}
+		"-api-clients", "2", "-web-turns", "2", "-web-clients", "3", "-workers", "2", "-scale-chats", "4", "-model-delay", "50ms", "-json", jsonPath}
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"### Startup and idle memory", "### Load", "### Per-turn cost", "### Streaming", "### API", "### Web page", "| 3 | 1 |", "| 300 | 1 |"} {
+	for _, want := range []string{"### Startup and idle memory", "### Load", "### Per-turn cost", "### Streaming", "### API", "### Web page", "### Scale-out", "| 3 | 1 |", "| 300 | 1 |"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
@@ -104,6 +104,14 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	if w := rep.Web[0]; w.FirstVisible.N != 2 || w.FirstVisible.P50 <= 0 || w.FirstVisible.Max >= streamChunkDelay*30 ||
 		w.PageGzip <= 0 || w.PageGzip > 150_000 || w.PanelGzip <= 0 || w.Clients != 3 || w.Turns != 2 {
 		t.Errorf("web = %+v", w)
+	}
+	if len(rep.Scale) != 2 {
+		t.Fatalf("scale runs recorded: %d, want the single process and 2 workers", len(rep.Scale))
+	}
+	for _, r := range rep.Scale {
+		if r.Turns == 0 || r.EndToEnd.P50 < 50*time.Millisecond {
+			t.Errorf("scale with %d workers = %+v: no turns, or faster than the model", r.Workers, r.loadResult)
+		}
 	}
 	if rep.BinaryBytes == 0 || rep.Machine.CPUs == 0 {
 		t.Errorf("report header: binary %d bytes, %d CPUs", rep.BinaryBytes, rep.Machine.CPUs)

@@ -36,6 +36,9 @@ type options struct {
 	pin        *pinning // -pin: gateway and bench on a CPU each
 	webTurns   int
 	webClients int
+	workers    []int
+	scaleChats int
+	modelDelay time.Duration
 }
 
 // withGateway prepares a harness, starts the gateway and waits until it is
@@ -132,6 +135,34 @@ func runIdle(ctx context.Context, o options) (idleResult, error) {
 // runLoad runs the closed-loop load at one number of chats.
 func runLoad(ctx context.Context, o options, chats int) (loadResult, error) {
 	return drive(ctx, o, setup{MaxConcurrentTurns: o.maxTurns}, chats, fmt.Sprintf("load-%d", chats))
+}
+
+// scaleResult is one run of the scale-out load: Workers agent processes
+// behind one channels process over NATS; 0 is the single process with the
+// in-process bus, for comparison.
+type scaleResult struct {
+	Workers int
+	loadResult
+}
+
+// scaleTurns is agents.max_concurrent_turns (and max_group_turns: the
+// generated chats are groups) in every process of the scale scenario, so a
+// process serves this many turns at once and the workers are the variable.
+const scaleTurns = 4
+
+// runScale drives o.scaleChats chats in a closed loop against a model that
+// takes o.modelDelay, with workers agent processes (0: one process).
+func runScale(ctx context.Context, o options, workers int) (loadResult, error) {
+	s := setup{Workers: workers, MaxConcurrentTurns: scaleTurns, MaxGroupTurns: scaleTurns}
+	var res loadResult
+	err := withGateway(ctx, o, s, func(h *harness, _ ready) error {
+		d := newDriver(h, o.scaleChats)
+		d.reply = func(*chatState) fakellm.Reply { return fakellm.Reply{Text: replyText, Delay: o.modelDelay} }
+		var err error
+		res, err = d.run(ctx, o.warmup, o.window)
+		return err
+	})
+	return res, err
 }
 
 // historyResult is the per-turn cost with sessions of Prior messages.

@@ -42,6 +42,8 @@ type gatewayEnv struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	stderr *lockedBuffer
+	// args are added after "gateway" (--role).
+	args []string
 }
 
 // lockedBuffer collects a process's stderr while the test reads it.
@@ -126,7 +128,7 @@ func (e *gatewayEnv) start() {
 // launch starts the gateway process.
 func (e *gatewayEnv) launch() {
 	e.t.Helper()
-	e.cmd = exec.Command(binary, "--config", e.config, "gateway")
+	e.cmd = exec.Command(binary, append([]string{"--config", e.config, "gateway"}, e.args...)...)
 	e.cmd.Env = e.env()
 	e.stderr = &lockedBuffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.stderr, e.stderr

@@ -140,4 +140,5 @@ func runDoctor(ctx context.Context, r *report, path string) {
 	checkProviders(ctx, r, cfg)
 	checkChannels(ctx, r, cfg, filepath.Dir(path))
 	checkMCP(ctx, r, cfg)
+	checkBus(ctx, r, cfg)
 }

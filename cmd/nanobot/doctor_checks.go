@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
@@ -101,6 +102,29 @@ func checkListen(ctx context.Context, r *report, addr string) {
 	}
 	r.add("gateway.listen", statusFail, fmt.Sprintf("cannot listen on %s: %v", addr, err),
 		"stop the program using that port, or choose another address in gateway.listen")
+}
+
+// checkBus reaches the NATS server of bus.backend: nats and looks for the
+// streams (docs/scale-out.md).
+func checkBus(ctx context.Context, r *report, cfg *config.Config) {
+	if cfg.Bus.Backend != config.BusNATS {
+		return
+	}
+	nc, err := natsbus.Dial(cfg.Bus.NATS, "nanobot doctor")
+	if err != nil {
+		r.add("bus.nats", statusFail, fmt.Sprintf("cannot reach NATS at %s: %v", cfg.Bus.NATS.URL, err),
+			"start a NATS server with JetStream (nats-server -js), or fix bus.nats.url, creds_file and tls")
+		return
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := natsbus.Check(ctx, nc, cfg.Bus.NATS); err != nil {
+		r.add("bus.nats", statusWarn, fmt.Sprintf("connected to %s, but: %v", nc.ConnectedUrlRedacted(), err),
+			"the first gateway process creates the streams; if one runs, check that JetStream is enabled (nats-server -js)")
+		return
+	}
+	r.add("bus.nats", statusOK, "connected to "+nc.ConnectedUrlRedacted()+"; streams present", "")
 }
 
 func probeHealthz(ctx context.Context, addr string) bool {

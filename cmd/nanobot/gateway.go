@@ -7,7 +7,8 @@ import (
 )
 
 func newGatewayCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var role string
+	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Run the daemon: the agent plus the enabled chat channels, until SIGINT/SIGTERM",
 		Args:  cobra.NoArgs,
@@ -17,7 +18,11 @@ func newGatewayCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			return daemon.RunGateway(cmd.Context(), cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g)}, log)
+			return daemon.RunGateway(cmd.Context(), cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g), Role: role}, log)
 		},
 	}
+	cmd.Flags().StringVar(&role, "role", daemon.RoleAll,
+		"what this process runs: all, channels (chat adapters and HTTP, no model calls) or agent (a worker); "+
+			"channels and agent need bus.backend: nats (docs/scale-out.md)")
+	return cmd
 }

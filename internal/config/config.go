@@ -19,6 +19,7 @@ type Config struct {
 	Tools     ToolsConfig               `mapstructure:"tools"`
 	Gateway   GatewayConfig             `mapstructure:"gateway"`
 	API       APIConfig                 `mapstructure:"api"`
+	Bus       BusConfig                 `mapstructure:"bus"`
 	Log       LogConfig                 `mapstructure:"log"`
 }
 
@@ -284,6 +285,49 @@ type APIConfig struct {
 type HeartbeatConfig struct {
 	Enabled  bool          `mapstructure:"enabled"`
 	Interval time.Duration `mapstructure:"interval"`
+}
+
+// Bus backends (bus.backend).
+const (
+	// BusMemory is the in-process bus: one process runs channels and agent.
+	BusMemory = "memory"
+	// BusNATS carries the bus over NATS JetStream, so channels and agent
+	// workers may run as separate processes (docs/scale-out.md).
+	BusNATS = "nats"
+)
+
+// BusConfig says how channels and the agent exchange messages.
+type BusConfig struct {
+	// Backend is "memory" (default) or "nats".
+	Backend string     `mapstructure:"backend"`
+	NATS    NATSConfig `mapstructure:"nats"`
+}
+
+// NATSConfig reaches the NATS server of bus.backend: nats.
+type NATSConfig struct {
+	// URL is the server, or a comma-separated list of a cluster's servers.
+	URL string `mapstructure:"url"`
+	// CredsFile is a NATS credentials file (JWT and NKey seed); empty
+	// connects without one.
+	CredsFile string  `mapstructure:"creds_file"`
+	TLS       NATSTLS `mapstructure:"tls"`
+	// Prefix starts every subject and (upper-cased) stream name, so several
+	// bots may share one NATS account.
+	Prefix string `mapstructure:"prefix"`
+	// Partitions is how many inbound partitions the session keys are hashed
+	// onto: the most chats in a turn at once across all workers.
+	Partitions int `mapstructure:"partitions"`
+	// AckWait is how long a worker may go silent before its message is
+	// handed to another worker; it heartbeats every third of it.
+	AckWait time.Duration `mapstructure:"ack_wait"`
+}
+
+// NATSTLS holds the TLS files for the NATS connection; all empty means the
+// URL's scheme decides (tls:// uses the system roots).
+type NATSTLS struct {
+	CAFile   string `mapstructure:"ca_file"`
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
 }
 
 // LogConfig configures logging.

@@ -96,6 +96,16 @@ var defaults = map[string]any{
 	"gateway.heartbeat.interval": "30m",
 	"gateway.shutdown_grace":     "20s",
 
+	"bus.backend":            "memory",
+	"bus.nats.url":           "nats://127.0.0.1:4222",
+	"bus.nats.creds_file":    "",
+	"bus.nats.tls.ca_file":   "",
+	"bus.nats.tls.cert_file": "",
+	"bus.nats.tls.key_file":  "",
+	"bus.nats.prefix":        "nanobot",
+	"bus.nats.partitions":    32,
+	"bus.nats.ack_wait":      "30s",
+
 	"log.level":  "info",
 	"log.format": "auto",
 }

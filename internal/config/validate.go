@@ -28,6 +28,7 @@ func (c *Config) Validate() error {
 	validateGateway(&p, &c.Gateway)
 	validateAPI(&p, &c.API)
 	validateWeb(&p, &c.Channels.Web)
+	validateBus(&p, &c.Bus)
 	validateLog(&p, &c.Log)
 	return errors.Join(p...)
 }
@@ -416,6 +417,37 @@ func validateAPI(p *checker, a *APIConfig) {
 	p.atLeast("api.max_concurrent", int64(a.MaxConcurrent), 1)
 	p.atLeast("api.max_body_bytes", a.MaxBodyBytes, 1024)
 	p.positive("api.turn_timeout", a.TurnTimeout)
+}
+
+// prefixPattern is what a NATS subject token and a stream name both accept.
+var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func validateBus(p *checker, b *BusConfig) {
+	p.oneOf("bus.backend", b.Backend, BusMemory, BusNATS)
+	if b.Backend != BusNATS {
+		return
+	}
+	n := &b.NATS
+	if n.URL == "" {
+		p.add("bus.nats.url", "must not be empty with bus.backend: nats (write e.g. nats://127.0.0.1:4222)")
+	}
+	for _, u := range strings.Split(n.URL, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			if err := checkURL(u, "nats", "tls", "ws", "wss"); err != nil {
+				p.add("bus.nats.url", "%v", err)
+			}
+		}
+	}
+	if !prefixPattern.MatchString(n.Prefix) {
+		p.add("bus.nats.prefix", "must be letters, digits, - or _ (it names subjects and streams), got %q", n.Prefix)
+	}
+	p.atLeast("bus.nats.partitions", int64(n.Partitions), 1)
+	if n.AckWait < time.Second {
+		p.add("bus.nats.ack_wait", "must be at least 1s (workers heartbeat every third of it), got %s", n.AckWait)
+	}
+	if (n.TLS.CertFile == "") != (n.TLS.KeyFile == "") {
+		p.add("bus.nats.tls", "cert_file and key_file go together (a client certificate needs its key)")
+	}
 }
 
 func validateLog(p *checker, l *LogConfig) {

@@ -314,6 +314,13 @@ func TestValidateRules(t *testing.T) {
 		{"listen port name", func(c *Config) { c.Gateway.Listen = "127.0.0.1:http" }, `gateway.listen: port must be a number from 0 to 65535, got "http"`},
 		{"heartbeat interval", func(c *Config) { c.Gateway.Heartbeat.Interval = 0 }, "gateway.heartbeat.interval: must be a positive duration"},
 		{"shutdown_grace", func(c *Config) { c.Gateway.ShutdownGrace = 0 }, "gateway.shutdown_grace: must be a positive duration"},
+		{"bus backend", func(c *Config) { c.Bus.Backend = "kafka" }, `bus.backend: must be one of memory, nats, got "kafka"`},
+		{"nats url scheme", func(c *Config) { c.Bus.Backend = BusNATS; c.Bus.NATS.URL = "http://nats:4222" }, `bus.nats.url: must be a nats or tls or ws or wss URL with a host`},
+		{"nats url empty", func(c *Config) { c.Bus.Backend = BusNATS; c.Bus.NATS.URL = "" }, "bus.nats.url: must not be empty"},
+		{"nats prefix", func(c *Config) { c.Bus.Backend = BusNATS; c.Bus.NATS.Prefix = "a.b" }, `bus.nats.prefix: must be letters, digits, - or _`},
+		{"nats partitions", func(c *Config) { c.Bus.Backend = BusNATS; c.Bus.NATS.Partitions = 0 }, "bus.nats.partitions: must be at least 1, got 0"},
+		{"nats ack_wait", func(c *Config) { c.Bus.Backend = BusNATS; c.Bus.NATS.AckWait = 10 * time.Millisecond }, "bus.nats.ack_wait: must be at least 1s"},
+		{"nats tls pair", func(c *Config) { c.Bus.Backend = BusNATS; c.Bus.NATS.TLS.CertFile = "/c.pem" }, "bus.nats.tls: cert_file and key_file go together"},
 		{"log level", func(c *Config) { c.Log.Level = "verbose" }, `log.level: must be one of debug, info, warn, error, got "verbose"`},
 		{"log format", func(c *Config) { c.Log.Format = "xml" }, `log.format: must be one of auto, console, json, got "xml"`},
 	}

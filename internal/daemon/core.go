@@ -19,6 +19,7 @@ import (
 	nanobot "github.com/nanobot-go/nanobot"
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/health"
 	"github.com/nanobot-go/nanobot/internal/logging"
@@ -42,8 +43,14 @@ const busSize = 256
 // Core is what every mode needs: the bus, sessions, model router, tools and
 // the agent. Gateway mode adds channels and the HTTP listener around it.
 type Core struct {
-	Config   *config.Config
-	Bus      *bus.Bus
+	Config *config.Config
+	// Bus holds the process's local queues: the agent reads inbound
+	// messages from it and the channel manager outbound ones.
+	Bus *bus.Bus
+	// Pub is where this process publishes: Bus itself, or NATS.
+	Pub Publisher
+	// NATS is the NATS bus (bus.backend: nats in the gateway), else nil.
+	NATS     *natsbus.Bus
 	Sessions *session.Store
 	Router   *provider.Router
 	Tools    *tools.Registry
@@ -75,12 +82,47 @@ type Options struct {
 	// commands are chat commands the gateway answers outside the agent
 	// (/web); see agent.Deps.Commands.
 	commands map[string]agent.Command
+
+	// Role is what a gateway process serves: RoleAll (default),
+	// RoleChannels or RoleAgent; the last two need bus.backend: nats.
+	// Empty (the terminal's nanobot agent) always uses the in-process bus.
+	Role string
+}
+
+// Gateway roles (nanobot gateway --role, docs/scale-out.md).
+const (
+	RoleAll      = "all"
+	RoleChannels = "channels"
+	RoleAgent    = "agent"
+)
+
+// Publisher is where a process publishes inbound and outbound messages.
+type Publisher interface {
+	PublishInbound(ctx context.Context, m bus.InboundMessage) error
+	PublishOutbound(ctx context.Context, m bus.OutboundMessage) error
+}
+
+// checkRole refuses a role the bus cannot serve.
+func checkRole(cfg *config.Config, role string) error {
+	switch role {
+	case "", RoleAll:
+		return nil
+	case RoleChannels, RoleAgent:
+		if cfg.Bus.Backend != config.BusNATS {
+			return fmt.Errorf("--role %s runs beside other processes, which needs bus.backend: nats (see docs/scale-out.md)", role)
+		}
+		return nil
+	}
+	return fmt.Errorf("--role: must be one of all, channels, agent, got %q", role)
 }
 
 // Build builds the core from cfg. Its only I/O is making sure the workspace
 // exists (installing the template when onboard was skipped, never
 // overwriting) and opening it for the file tools.
 func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
+	if err := checkRole(cfg, opts.Role); err != nil {
+		return nil, err
+	}
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -126,13 +168,20 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	redact := logging.Redactor(cfg.Secrets())
 	m := metrics.New(metrics.BuildInfo{Version: opts.Version, GoVersion: runtime.Version()})
 	m.WatchQueues(b.InboundLen, b.OutboundLen)
+	var pub Publisher = b
+	var nb *natsbus.Bus
+	if opts.Role != "" && cfg.Bus.Backend == config.BusNATS {
+		nb = newNATSBus(cfg, opts.Role, b, store, log)
+		pub = nb
+		m.WatchNATS(opts.Role, nb.Held, nb.Healthy)
+	}
 	m.WatchSessions(store.Cached)
 	modelHealth := &health.ModelHealth{}
 	usage := newUsageTally(time.Now)
 	reg := tools.NewRegistry(tools.RegistryOptions{
 		Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput, Redact: redact, Observer: m,
 	}, log.Named("tools"))
-	if err := registerBuiltins(reg, cfg, root, b, log.Named("tools")); err != nil {
+	if err := registerBuiltins(reg, cfg, root, pub, log.Named("tools")); err != nil {
 		return nil, err
 	}
 	mcpServers := newMCP(cfg, reg, opts.Version, log.Named("mcp"))
@@ -153,21 +202,39 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		Version:            opts.Version,
 	}, agent.Deps{
 		Model:    observedModel{Model: router, metrics: m, health: modelHealth, usage: usage},
-		Sessions: store, Tools: reg, Out: b, StatusLines: statusLines, Redact: redact, Observer: m,
+		Sessions: store, Tools: reg, Out: pub, StatusLines: statusLines, Redact: redact, Observer: m,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
 			Skills: skills.Loader{Builtin: builtin.FS()}},
 		Memory: consolidator,
 		// Subagents may not talk to the chat, start subagents or schedule jobs.
 		SubagentTools: reg.Without("message", agent.SpawnToolName, "cron"),
-		In:            b,
+		In:            pub,
 		Commands:      opts.commands,
 	}, log.Named("agent"))
 	if err := reg.Register(ag.SpawnTool()); err != nil {
 		_ = root.Close()
 		return nil, fmt.Errorf("register tool spawn: %w", err)
 	}
-	return &Core{Config: cfg, Bus: b, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
+	return &Core{Config: cfg, Bus: b, Pub: pub, NATS: nb, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
 		Metrics: m, ModelHealth: modelHealth, usage: usage, root: root, log: log}, nil
+}
+
+// newNATSBus builds the NATS bus of a gateway process in role. A worker
+// re-reads a session from the shared workspace when it takes one of its
+// messages: the previous turn may have run on another worker.
+func newNATSBus(cfg *config.Config, role string, local *bus.Bus, store *session.Store, log *zap.Logger) *natsbus.Bus {
+	roles := natsbus.Roles{Agent: role != RoleChannels, Channels: role != RoleAgent}
+	var onTake func(string)
+	if roles.Agent {
+		onTake = func(key string) {
+			if err := store.Forget(key); err != nil {
+				log.Warn("cannot drop the cached session; it is read again on use", zap.String("session", key), zap.Error(err))
+			}
+		}
+	}
+	return natsbus.New(cfg.Bus.NATS, natsbus.Options{
+		Roles: roles, Capacity: cfg.Agents.MaxConcurrentTurns, Name: "nanobot " + role, OnTake: onTake,
+	}, local, log.Named("nats"))
 }
 
 // RunAgent serves the bus until its inbound side closes or ctx ends.

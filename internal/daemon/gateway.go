@@ -66,8 +66,13 @@ type Gateway struct {
 	cron       *schedule.Cron
 }
 
-// NewGateway builds the gateway. Its only I/O is Build's.
+// NewGateway builds the gateway. Its only I/O is Build's. opts.Role says
+// which part it runs (docs/scale-out.md): channels and the HTTP surfaces,
+// the agent, or both [RoleAll].
 func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, error) {
+	if opts.Role == "" {
+		opts.Role = RoleAll
+	}
 	links := &webLinks{cfg: cfg}
 	opts.commands = map[string]agent.Command{"web": {
 		Description: "get a one-time link that logs a browser into the web page (valid 10 minutes)",
@@ -83,17 +88,25 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 	g.manager = channels.NewManager(core.Bus.Outbound(), channels.ManagerConfig{
 		DrainTimeout: outboundDrain, Observer: core.Metrics,
 	}, log.Named("channels"))
-	if err := g.buildChannels(); err != nil {
-		_ = core.Close()
-		return nil, err
+	if g.runs(RoleChannels) {
+		if err := g.buildChannels(); err != nil {
+			_ = core.Close()
+			return nil, err
+		}
 	}
-	if err := g.buildSchedule(); err != nil {
-		_ = core.Close()
-		return nil, err
+	// Cron and heartbeat need both halves in one process, until a leader
+	// among split processes is elected for them.
+	if opts.Role == RoleAll {
+		if err := g.buildSchedule(); err != nil {
+			_ = core.Close()
+			return nil, err
+		}
 	}
-	if err := g.buildWeb(); err != nil {
-		_ = core.Close()
-		return nil, err
+	if g.runs(RoleChannels) {
+		if err := g.buildWeb(); err != nil {
+			_ = core.Close()
+			return nil, err
+		}
 	}
 	for _, c := range g.channels {
 		if h, ok := c.(channels.Healther); ok {
@@ -101,22 +114,36 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 			core.Metrics.WatchChannel(c.Name(), h.Healthy)
 		}
 	}
-	routes := slices.Sorted(maps.Keys(cfg.Routes))
-	g.api = api.New(cfg.API, api.Deps{Bus: core.Bus, Routes: routes, Observer: core.Metrics}, log.Named("api"))
-	if err := g.manager.RegisterReceiver(api.Channel, g.api); err != nil {
-		_ = core.Close()
-		return nil, fmt.Errorf("api: %w", err)
+	// The HTTP surfaces that carry chats (the API, the web page) belong to
+	// the channels side; the model check to the agent side.
+	if g.runs(RoleChannels) {
+		routes := slices.Sorted(maps.Keys(cfg.Routes))
+		g.api = api.New(cfg.API, api.Deps{Bus: core.Pub, Routes: routes, Observer: core.Metrics}, log.Named("api"))
+		if err := g.manager.RegisterReceiver(api.Channel, g.api); err != nil {
+			_ = core.Close()
+			return nil, fmt.Errorf("api: %w", err)
+		}
+		apiWhat := "OpenAI-compatible API"
+		if len(cfg.API.Keys) == 0 {
+			apiWhat += ", no keys: every request refused"
+		}
+		g.handle("/v1/", apiWhat, g.api.Handler())
 	}
-	apiWhat := "OpenAI-compatible API"
-	if len(cfg.API.Keys) == 0 {
-		apiWhat += ", no keys: every request refused"
+	if g.runs(RoleAgent) {
+		g.health.Add("model", core.ModelHealth.Check)
 	}
-	g.handle("/v1/", apiWhat, g.api.Handler())
-	g.health.Add("model", core.ModelHealth.Check)
+	if core.NATS != nil {
+		g.health.Add("nats", core.NATS.Healthy)
+	}
 	g.handle("GET /healthz", "liveness", http.HandlerFunc(health.Live))
 	g.handle("GET /readyz", "readiness", g.health)
 	g.handle("GET /metrics", "Prometheus", core.Metrics.Handler())
 	return g, nil
+}
+
+// runs reports whether this process serves role's part (RoleAll serves both).
+func (g *Gateway) runs(role string) bool {
+	return g.opts.Role == RoleAll || g.opts.Role == role
 }
 
 // handle mounts h on the HTTP listener and notes it, with what it is, for
@@ -129,7 +156,8 @@ func (g *Gateway) handle(pattern, what string, h http.Handler) {
 // announce logs, once at start, every surface the gateway serves: the chat
 // channels and the HTTP listener with its routes. A gateway no chat reaches
 // is legal (the listener, cron jobs and MCP servers still run) but rarely
-// meant, so it says so loudly instead of starting in silence.
+// meant, so it says so loudly instead of starting in silence — except in an
+// agent worker, which by design serves no chat itself.
 func (g *Gateway) announce(addr string) {
 	names := make([]string, 0, len(g.channels)+1)
 	for _, c := range g.channels {
@@ -138,9 +166,10 @@ func (g *Gateway) announce(addr string) {
 	if g.web != nil {
 		names = append(names, web.Channel)
 	}
-	g.log.Info("gateway started", zap.String("listen", addr), zap.Strings("channels", names), zap.Strings("http", g.routes),
+	g.log.Info("gateway started", zap.String("role", g.opts.Role), zap.String("bus", g.cfg.Bus.Backend),
+		zap.String("listen", addr), zap.Strings("channels", names), zap.Strings("http", g.routes),
 		zap.String("model", g.cfg.Agents.Model), zap.String("workspace", g.cfg.Agents.Workspace), zap.String("version", g.opts.Version))
-	if len(names) == 0 {
+	if len(names) == 0 && g.runs(RoleChannels) {
 		g.log.Warn("no chat channel is enabled: nobody can talk to the agent through this gateway; "+
 			"enable channels.telegram or channels.discord (enabled: true, a token, allow_from) or channels.web, "+
 			"or use `nanobot agent` in a terminal", zap.String("listen", addr), zap.Strings("http", g.routes))
@@ -156,7 +185,7 @@ func (g *Gateway) buildChannels() error {
 	}
 	if tc := cfg.Channels.Telegram; tc.Enabled {
 		tg, err := telegram.New(tc, telegram.Deps{
-			Bus: g.core.Bus, Pairing: pairing, DataDir: g.opts.DataDir, Workspace: ws,
+			Bus: g.core.Pub, Pairing: pairing, DataDir: g.opts.DataDir, Workspace: ws,
 			Transcription: cfg.Channels.Transcription, Limits: limits(tc.Access), StallGrace: tc.StallGrace,
 		}, g.log.Named("telegram"))
 		if err != nil {
@@ -173,7 +202,7 @@ func (g *Gateway) buildChannels() error {
 	}
 	if dc := cfg.Channels.Discord; dc.Enabled {
 		d, err := discord.New(dc, discord.Deps{
-			Bus: g.core.Bus, Pairing: pairing, Workspace: ws, DataDir: g.opts.DataDir,
+			Bus: g.core.Pub, Pairing: pairing, Workspace: ws, DataDir: g.opts.DataDir,
 			Transcription: cfg.Channels.Transcription, Limits: limits(dc.Access),
 		}, g.log.Named("discord"))
 		if err != nil {
@@ -239,18 +268,44 @@ func (g *Gateway) Run(ctx context.Context) error {
 	mcpCtx, stopMCP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMCP()
 
+	// The NATS bus outlives them all: the agent's last replies and the
+	// manager's last acknowledgements travel on it.
+	natsCtx, stopNATS := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopNATS()
+
 	var eg errgroup.Group
+	natsDone := make(chan struct{})
+	if g.core.NATS != nil {
+		eg.Go(func() error {
+			defer close(natsDone)
+			if err := g.core.NATS.Run(natsCtx); err != nil {
+				stopIntake(err)
+				return err
+			}
+			return nil
+		})
+	} else {
+		close(natsDone)
+	}
 	agentDone := make(chan struct{})
-	eg.Go(func() error {
-		defer close(agentDone)
-		return g.core.RunAgent(agentCtx)
-	})
 	managerDone := make(chan struct{})
-	eg.Go(func() error {
-		defer close(managerDone)
-		return g.manager.Run(outCtx)
-	})
-	eg.Go(func() error { return g.core.MCP.Run(mcpCtx) })
+	if g.runs(RoleAgent) {
+		eg.Go(func() error {
+			defer close(agentDone)
+			return g.core.RunAgent(agentCtx)
+		})
+		eg.Go(func() error { return g.core.MCP.Run(mcpCtx) })
+	} else {
+		close(agentDone)
+	}
+	if g.runs(RoleChannels) {
+		eg.Go(func() error {
+			defer close(managerDone)
+			return g.manager.Run(outCtx)
+		})
+	} else {
+		close(managerDone)
+	}
 	eg.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			// Without probes and webhooks the daemon is blind: stop, and
@@ -269,7 +324,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 		})
 	}
 	// The API takes requests like a channel takes messages, until intake stops.
-	intake.Go(func() { _ = g.api.Run(ctx) })
+	if g.api != nil {
+		intake.Go(func() { _ = g.api.Run(ctx) })
+	}
 	g.runSchedule(ctx, &intake, stopIntake)
 
 	<-ctx.Done()
@@ -302,7 +359,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.log.Warn("replies still undelivered; giving the calls in flight a last moment", zap.Duration("flush", outboundFlush))
 		cancelOut()
 	}
-	g.api.Close() // requests still waiting get 503: no answer will come
+	if g.api != nil {
+		g.api.Close() // requests still waiting get 503: no answer will come
+	}
+	stopNATS() // hands back what is still held, so another process takes it
+	<-natsDone
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)

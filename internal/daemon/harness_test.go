@@ -81,6 +81,8 @@ type gw struct {
 	// base is the gateway's HTTP listener (/healthz, /readyz, /metrics).
 	base   string
 	client *http.Client
+	// role is the gateway's --role ("" is all).
+	role string
 }
 
 // startGateway writes a config pointing at fresh fakes, then runs the gateway
@@ -206,7 +208,7 @@ func (g *gw) start() {
 		g.t.Fatal(err)
 	}
 	g.base = "http://" + ln.Addr().String()
-	gateway, err := NewGateway(g.cfg, Options{Version: "test", DataDir: g.home, Listener: ln}, g.log)
+	gateway, err := NewGateway(g.cfg, Options{Version: "test", DataDir: g.home, Listener: ln, Role: g.role}, g.log)
 	if err != nil {
 		ln.Close()
 		g.t.Fatal(err)

@@ -28,7 +28,7 @@ type scheduler interface {
 func (g *Gateway) buildSchedule() error {
 	ws := g.cfg.Agents.Workspace
 	cron := schedule.NewCron(schedule.CronConfig{Path: filepath.Join(ws, "cron", "jobs.json")},
-		schedule.CronDeps{Bus: g.core.Bus}, g.log.Named("cron"))
+		schedule.CronDeps{Bus: g.core.Pub}, g.log.Named("cron"))
 	if err := g.core.Tools.Register(cron.Tool(g.runsChannel)); err != nil {
 		return fmt.Errorf("register tool cron: %w", err)
 	}
@@ -40,7 +40,7 @@ func (g *Gateway) buildSchedule() error {
 			File:      filepath.Join(ws, "HEARTBEAT.md"),
 			StatePath: filepath.Join(ws, "heartbeat", "state.json"),
 		}, schedule.HeartbeatDeps{
-			Model: g.core.Router, Bus: g.core.Bus, Sessions: g.core.Sessions, Target: g.chatOfSession,
+			Model: g.core.Router, Bus: g.core.Pub, Sessions: g.core.Sessions, Target: g.chatOfSession,
 		}, g.log.Named("heartbeat")))
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/skills/builtin"
@@ -18,7 +17,7 @@ import (
 // registerBuiltins registers the built-in tools (S-T2) the config enables.
 // The cron tool is not among them: it exists only where a scheduler runs
 // (the gateway, see schedule.go).
-func registerBuiltins(reg *tools.Registry, cfg *config.Config, root *workspace.Root, b *bus.Bus, log *zap.Logger) error {
+func registerBuiltins(reg *tools.Registry, cfg *config.Config, root *workspace.Root, b tools.Publisher, log *zap.Logger) error {
 	builtins := []tools.Tool{
 		// Built-in skills are listed at builtin: locations; read_file opens them.
 		tools.NewReadFile(root, tools.WithMount(skills.BuiltinScheme, builtin.FS())),

@@ -37,7 +37,7 @@ func (g *Gateway) buildWeb() error {
 		return nil
 	}
 	srv := web.New(wc, web.Deps{
-		Bus: g.core.Bus, Sessions: g.core.Sessions, Workspace: g.cfg.Agents.Workspace,
+		Bus: g.core.Pub, Sessions: g.core.Sessions, Workspace: g.cfg.Agents.Workspace,
 		StateFile: filepath.Join(g.opts.DataDir, webConversationsFile),
 		TokenFile: filepath.Join(g.opts.DataDir, WebTokenFile),
 		Panel:     g.panel(),

@@ -190,6 +190,28 @@ func (m *Metrics) WatchChannel(name string, healthy func() error) {
 	}))
 }
 
+// WatchNATS exports the NATS bus of a scaled-out process (docs/scale-out.md):
+// nanobot_nats_up (1 while connected and set up) and
+// nanobot_nats_held_messages (taken from a stream, not acknowledged yet),
+// both labelled with the process's role (channels, agent or all).
+func (m *Metrics) WatchNATS(role string, held func() int, healthy func() error) {
+	labels := prometheus.Labels{"role": role}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "nats_up",
+		Help:        "1 while the NATS bus is connected and its streams are set up, else 0.",
+		ConstLabels: labels,
+	}, func() float64 {
+		if healthy() != nil {
+			return 0
+		}
+		return 1
+	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "nats_held_messages",
+		Help:        "Messages this process took from a NATS stream and has not acknowledged yet (turns in flight, replies being delivered).",
+		ConstLabels: labels,
+	}, func() float64 { return float64(held()) }))
+}
+
 // factory makes and registers the vectors with the namespace.
 type factory struct{ reg *prometheus.Registry }
 

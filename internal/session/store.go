@@ -317,6 +317,14 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
+// Forget drops what the store holds of key in memory, so the next call
+// reads its file again. Only needed when another process may have appended
+// to the file meanwhile: an agent worker of a scaled-out deployment calls it
+// when it takes a session's message (docs/scale-out.md).
+func (s *Store) Forget(key string) error {
+	return s.locked(key, "forget", func(e *entry) error { return e.reset() })
+}
+
 // with runs fn on the loaded entry for key while holding its lock.
 func (s *Store) with(key, op string, fn func(*entry) error) error {
 	return s.locked(key, op, func(e *entry) error {

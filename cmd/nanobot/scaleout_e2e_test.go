@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
+)
+
+// natsServer is built once, from the nats-server module this one requires,
+// for the scale-out end-to-end test.
+var natsServer = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "nanobot-nats")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "nats-server")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build nats-server: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// startNATS runs a nats-server process with JetStream until the test ends.
+func startNATS(t *testing.T) string {
+	t.Helper()
+	bin, err := natsServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
+	addr := freeAddr(t)
+	host, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "-js", "-sd", t.TempDir(), "-a", host, "-p", port)
+	stderr := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return "nats://" + addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nats-server did not listen on %s:\n%s", addr, stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// role returns a process of e's deployment (same config, fakes and
+// workspace) that runs gateway --role role.
+func (e *gatewayEnv) role(role string) *gatewayEnv {
+	p := *e
+	p.args = []string{"--role", role}
+	p.cmd, p.exited, p.stderr = nil, nil, nil
+	e.t.Cleanup(p.stopIfRunning)
+	return &p
+}
+
+// The real binary split in three processes over a real nats-server: one
+// channels process and two agent workers. The worker running a turn is
+// killed with SIGKILL; the other takes the turn over and it is answered
+// once. Then the channels process is killed and restarted: a message sent
+// meanwhile is answered once, nothing is lost or repeated.
+func TestScaleOutKill9WorkerAndChannels(t *testing.T) {
+	url := startNATS(t)
+	e := newGatewayEnv(t, "")
+	data, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := fmt.Sprintf("bus:\n  backend: nats\n  nats: {url: %q, partitions: 8, ack_wait: 2s}\ngateway:", url)
+	if err := os.WriteFile(e.config, []byte(strings.Replace(string(data), "gateway:", bus, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.script.Func = hangOnceOn("first")
+	front, doomed, survivor := e.role("channels"), e.role("agent"), e.role("agent")
+	front.start()
+	doomed.launch()
+	e.say(alice, "first")
+	e.waitUntil("the first worker to ask the model", func() bool { return e.requestsFor("first") == 1 })
+	survivor.launch()
+	doomed.kill9()
+	front.waitVisible(alice, "answer to first")
+
+	e.say(bob, "second")
+	e.say(alice, "third")
+	front.waitVisible(bob, "answer to second")
+	front.waitVisible(alice, "answer to first|answer to third")
+
+	front.kill9()
+	e.say(bob, "fourth") // nobody polls Telegram now
+	front.start()
+	front.waitVisible(bob, "answer to second|answer to fourth")
+
+	front.stop()
+	survivor.stop()
+	for chat, want := range map[int64]string{alice: "answer to first|answer to third", bob: "answer to second|answer to fourth"} {
+		if got := strings.Join(e.tg.Visible(chat), "|"); got != want {
+			t.Errorf("chat %d sees %q, want %q", chat, got, want)
+		}
+		if r := e.sessionRoles(chat); r != "user,assistant,user,assistant" {
+			t.Errorf("chat %d session roles = %s, want each message once", chat, r)
+		}
+	}
+	if n := e.requestsFor("first"); n != 2 {
+		t.Errorf("model asked %d times about first, want 2 (the killed worker, then the survivor resuming)", n)
+	}
+}
+
+func TestDoctorChecksNATS(t *testing.T) {
+	e := newEnv(t)
+	srv := natsfake.Start(t, t.TempDir())
+	bus := func(url string) []string {
+		return doctorEnv(t, e, "NANOBOT_BUS_BACKEND=nats", "NANOBOT_BUS_NATS_URL="+url)
+	}
+	out, code := e.doctor(bus("nats://" + freeAddr(t)))
+	if v := verdicts(out)["bus.nats"]; code == 0 || !strings.HasPrefix(v, "FAIL cannot reach NATS") {
+		t.Errorf("NATS down: exit %d, bus.nats %q\n%s", code, v, out)
+	}
+	out, _ = e.doctor(bus(srv.URL()))
+	if v := verdicts(out)["bus.nats"]; !strings.HasPrefix(v, "warn connected") || !strings.Contains(v, "NANOBOT_IN") {
+		t.Errorf("no streams yet: bus.nats %q\n%s", v, out)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.NATSConfig{URL: srv.URL(), Prefix: "nanobot", Partitions: 2, AckWait: time.Second}
+	if err := natsbus.Setup(t.Context(), js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	out, code = e.doctor(bus(srv.URL()))
+	if v := verdicts(out)["bus.nats"]; code != 0 || !strings.HasPrefix(v, "ok connected") {
+		t.Errorf("streams set up: exit %d, bus.nats %q\n%s", code, v, out)
+	}
+}

@@ -1,0 +1,146 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/config"
+)
+
+// connect opens the connection. It keeps reconnecting for ever: a NATS
+// restart or failover must not end the daemon, and publishes wait for it.
+func connect(cfg config.NATSConfig, name string, log *zap.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(retryWait),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			log.Warn("nats: disconnected; reconnecting", zap.Error(err))
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats: reconnected", zap.String("url", nc.ConnectedUrlRedacted()))
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("nats: asynchronous error", zap.Error(err))
+		}),
+	}
+	nc, err := nats.Connect(cfg.URL, append(opts, authOptions(cfg)...)...)
+	if err != nil {
+		return nil, fmt.Errorf("nats: connect: %w", err)
+	}
+	return nc, nil
+}
+
+// setupRetrying runs Setup until it succeeds or ctx ends: the daemon may
+// start before NATS does (docker compose, systemd).
+func (b *Bus) setupRetrying(ctx context.Context, js jetstream.JetStream) error {
+	logged := false
+	for {
+		err := Setup(ctx, js, b.cfg)
+		if err == nil {
+			return nil
+		}
+		if !logged {
+			b.log.Warn("nats: cannot set up the streams yet; retrying", zap.Error(err))
+			logged = true
+		}
+		if sleep(ctx, time.Second) != nil {
+			return fmt.Errorf("nats: set up streams: %w", errors.Join(err, ctx.Err()))
+		}
+	}
+}
+
+// Setup creates or updates the streams and consumers of cfg. It is
+// idempotent and every process runs it, so no process has to start first.
+func Setup(ctx context.Context, js jetstream.JetStream, cfg config.NATSConfig) error {
+	n := names{prefix: cfg.Prefix}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        n.inStream(),
+		Description: "nanobot inbound messages, one subject per partition of session keys",
+		Subjects:    []string{n.inSubjects()},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  duplicates,
+	}); err != nil {
+		return fmt.Errorf("stream %s: %w", n.inStream(), err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        n.outStream(),
+		Description: "nanobot outbound messages, one subject per channel",
+		Subjects:    []string{n.outSubjects()},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  duplicates,
+	}); err != nil {
+		return fmt.Errorf("stream %s: %w", n.outStream(), err)
+	}
+	for p := range cfg.Partitions {
+		if _, err := js.CreateOrUpdateConsumer(ctx, n.inStream(), jetstream.ConsumerConfig{
+			Durable:       n.inConsumer(p),
+			FilterSubject: n.inSubject(p),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.AckWait,
+			// One message of a partition in flight: its chats are served
+			// one message at a time, in order, by whichever worker holds it.
+			MaxAckPending: 1,
+			MaxDeliver:    -1,
+		}); err != nil {
+			return fmt.Errorf("consumer %s: %w", n.inConsumer(p), err)
+		}
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, n.outStream(), jetstream.ConsumerConfig{
+		Durable:       n.outConsumer(),
+		FilterSubject: n.outSubjects(),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxAckPending: 10000,
+		MaxDeliver:    -1,
+	}); err != nil {
+		return fmt.Errorf("consumer %s: %w", n.outConsumer(), err)
+	}
+	return nil
+}
+
+// Check reports whether the streams and consumers of cfg exist on the
+// server nc is connected to, for nanobot doctor.
+func Check(ctx context.Context, nc *nats.Conn, cfg config.NATSConfig) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	n := names{prefix: cfg.Prefix}
+	for _, s := range []string{n.inStream(), n.outStream()} {
+		if _, err := js.Stream(ctx, s); err != nil {
+			return fmt.Errorf("stream %s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// Dial connects once without retrying, for nanobot doctor.
+func Dial(cfg config.NATSConfig, name string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name(name), nats.Timeout(5 * time.Second)}
+	return nats.Connect(cfg.URL, append(opts, authOptions(cfg)...)...)
+}
+
+// authOptions are the credentials and TLS files of cfg.
+func authOptions(cfg config.NATSConfig) []nats.Option {
+	var opts []nats.Option
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.TLS.CAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLS.CAFile))
+	}
+	if cfg.TLS.CertFile != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLS.CertFile, cfg.TLS.KeyFile))
+	}
+	return opts
+}
