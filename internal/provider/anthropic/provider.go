@@ -115,10 +115,10 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Del
 	return func(yield func(llm.Delta) bool) {
 		callCtx, cancel := p.callContext(ctx)
 		defer cancel()
-		e := &emitter{yield: yield, meta: llm.Meta{Provider: p.name, API: API, Model: req.Model}}
+		e := llm.NewEmitter(yield, llm.Meta{Provider: p.name, API: API, Model: req.Model})
 		params, err := p.params(req)
 		if err != nil {
-			e.fail(fmt.Errorf("anthropic %s: build request: %w", p.name, err))
+			e.Fail(fmt.Errorf("anthropic %s: build request: %w", p.name, err))
 			return
 		}
 		var resp *http.Response
@@ -130,10 +130,10 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Del
 				return
 			}
 		}
-		if e.done() {
+		if e.Done() {
 			return
 		}
-		e.fail(p.streamError(ctx, callCtx, stream.Err(), resp))
+		e.Fail(p.streamError(ctx, callCtx, stream.Err(), resp))
 	}
 }
 
@@ -163,53 +163,3 @@ func (p *Provider) Models(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// emitter numbers deltas, sends the start before anything else, and
-// remembers whether the consumer stopped or a terminal went out, so nothing
-// is ever yielded after either.
-type emitter struct {
-	yield   func(llm.Delta) bool
-	meta    llm.Meta
-	seq     int
-	started bool
-	ended   bool
-	stopped bool
-}
-
-// emit sends d (preceded by the start if needed); false means stop reading.
-func (e *emitter) emit(d llm.Delta) bool {
-	if e.ended || e.stopped {
-		return false
-	}
-	if !e.started && !e.start() {
-		return false
-	}
-	return e.send(d)
-}
-
-func (e *emitter) start() bool {
-	if e.started {
-		return true
-	}
-	e.started = true
-	m := e.meta
-	return e.send(llm.Delta{Kind: llm.DeltaStart, Meta: &m})
-}
-
-func (e *emitter) send(d llm.Delta) bool {
-	e.seq++
-	d.Seq = e.seq
-	if d.Kind.Terminal() {
-		e.ended = true
-	}
-	if !e.yield(d) {
-		e.stopped = true
-		return false
-	}
-	return !e.ended
-}
-
-// fail ends the stream with err.
-func (e *emitter) fail(err error) { e.emit(llm.Delta{Kind: llm.DeltaError, Err: err}) }
-
-// done reports whether no more deltas may be sent.
-func (e *emitter) done() bool { return e.ended || e.stopped }

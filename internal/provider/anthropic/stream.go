@@ -15,7 +15,7 @@ import (
 // delta or stop lands on the right tool call.
 type decoder struct {
 	p      *Provider
-	e      *emitter
+	e      *llm.Emitter
 	blocks []block
 	// usage holds the largest count seen per field: message_start and
 	// message_delta both report cumulative counts, so summing would double.
@@ -39,11 +39,11 @@ func (d *decoder) event(ev sdk.MessageStreamEventUnion) bool {
 	switch ev.Type {
 	case "message_start":
 		if m := ev.Message.Model; m != "" {
-			d.e.meta.Model = string(m)
+			d.e.SetModel(string(m))
 		}
 		u := ev.Message.Usage
 		d.noteUsage(u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens)
-		return d.e.start()
+		return d.e.Start()
 	case "content_block_start":
 		return d.blockStart(ev)
 	case "content_block_delta":
@@ -86,23 +86,23 @@ func (d *decoder) blockStart(ev sdk.MessageStreamEventUnion) bool {
 	switch cb.Type {
 	case "text":
 		b.kind = "text"
-		return cb.Text == "" || d.e.emit(llm.Delta{Kind: llm.DeltaText, Text: cb.Text})
+		return cb.Text == "" || d.e.Emit(llm.Delta{Kind: llm.DeltaText, Text: cb.Text})
 	case "thinking":
 		b.kind = "thinking"
 		if cb.Thinking == "" && cb.Signature == "" {
 			return true
 		}
-		return d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Text: cb.Thinking, Signature: cb.Signature})
+		return d.e.Emit(llm.Delta{Kind: llm.DeltaThinking, Text: cb.Thinking, Signature: cb.Signature})
 	case "redacted_thinking":
 		b.kind = "redacted_thinking"
-		return d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Text: cb.Data, Redacted: true})
+		return d.e.Emit(llm.Delta{Kind: llm.DeltaThinking, Text: cb.Data, Redacted: true})
 	case "tool_use":
 		if cb.ID == "" || cb.Name == "" {
 			return d.protocolError("tool_use block %d without id or name", i)
 		}
 		b.kind, b.callID = "tool_use", cb.ID
 		b.input = []byte(cb.JSON.Input.Raw())
-		return d.e.emit(llm.Delta{Kind: llm.DeltaToolCallStart, CallID: cb.ID, Name: cb.Name})
+		return d.e.Emit(llm.Delta{Kind: llm.DeltaToolCallStart, CallID: cb.ID, Name: cb.Name})
 	default:
 		// Server-side tool blocks and future kinds carry nothing the
 		// provider-neutral message can hold.
@@ -134,19 +134,19 @@ func (d *decoder) blockDelta(ev sdk.MessageStreamEventUnion) bool {
 		if !ok {
 			return d.protocolError("text_delta for block %d", i)
 		}
-		return b.kind == "skip" || delta.Text == "" || d.e.emit(llm.Delta{Kind: llm.DeltaText, Text: delta.Text})
+		return b.kind == "skip" || delta.Text == "" || d.e.Emit(llm.Delta{Kind: llm.DeltaText, Text: delta.Text})
 	case "thinking_delta":
 		b, ok := d.open(i, "thinking")
 		if !ok {
 			return d.protocolError("thinking_delta for block %d", i)
 		}
-		return b.kind == "skip" || delta.Thinking == "" || d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Text: delta.Thinking})
+		return b.kind == "skip" || delta.Thinking == "" || d.e.Emit(llm.Delta{Kind: llm.DeltaThinking, Text: delta.Thinking})
 	case "signature_delta":
 		b, ok := d.open(i, "thinking")
 		if !ok {
 			return d.protocolError("signature_delta for block %d", i)
 		}
-		return b.kind == "skip" || delta.Signature == "" || d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Signature: delta.Signature})
+		return b.kind == "skip" || delta.Signature == "" || d.e.Emit(llm.Delta{Kind: llm.DeltaThinking, Signature: delta.Signature})
 	case "input_json_delta":
 		b, ok := d.open(i, "tool_use")
 		if !ok {
@@ -156,7 +156,7 @@ func (d *decoder) blockDelta(ev sdk.MessageStreamEventUnion) bool {
 			return true
 		}
 		b.hasArgs = true
-		return d.e.emit(llm.Delta{Kind: llm.DeltaToolCallArgs, CallID: b.callID, Args: delta.PartialJSON})
+		return d.e.Emit(llm.Delta{Kind: llm.DeltaToolCallArgs, CallID: b.callID, Args: delta.PartialJSON})
 	default:
 		// citations_delta and future delta kinds.
 		return true
@@ -177,12 +177,12 @@ func (d *decoder) blockStop(ev sdk.MessageStreamEventUnion) bool {
 		// Input given whole with the block start (some compatible servers do
 		// this); an empty object is what Anthropic always sends there.
 		if in := bytes.TrimSpace(b.input); len(in) > 0 && !bytes.Equal(in, []byte("{}")) && !bytes.Equal(in, []byte("null")) {
-			if !d.e.emit(llm.Delta{Kind: llm.DeltaToolCallArgs, CallID: b.callID, Args: string(in)}) {
+			if !d.e.Emit(llm.Delta{Kind: llm.DeltaToolCallArgs, CallID: b.callID, Args: string(in)}) {
 				return false
 			}
 		}
 	}
-	return d.e.emit(llm.Delta{Kind: llm.DeltaToolCallEnd, CallID: b.callID})
+	return d.e.Emit(llm.Delta{Kind: llm.DeltaToolCallEnd, CallID: b.callID})
 }
 
 // finish handles message_stop: close what the server left open, report
@@ -193,16 +193,16 @@ func (d *decoder) finish() bool {
 			return d.protocolError("message_stop with tool_use block %d still open", i)
 		}
 	}
-	if d.usage != (llm.Usage{}) && !d.e.emit(llm.Delta{Kind: llm.DeltaUsage, Usage: d.usage}) {
+	if d.usage != (llm.Usage{}) && !d.e.Emit(llm.Delta{Kind: llm.DeltaUsage, Usage: d.usage}) {
 		return false
 	}
-	d.e.emit(llm.Delta{Kind: llm.DeltaDone, StopReason: d.stop})
+	d.e.Emit(llm.Delta{Kind: llm.DeltaDone, StopReason: d.stop})
 	return false
 }
 
 // protocolError ends the stream on an event sequence Anthropic never sends.
 func (d *decoder) protocolError(format string, args ...any) bool {
-	d.e.fail(&llm.APIError{
+	d.e.Fail(&llm.APIError{
 		Provider: d.p.name,
 		Type:     "invalid_stream",
 		Message:  "stream broke the Messages event protocol: " + fmt.Sprintf(format, args...),

@@ -118,17 +118,17 @@ func (p *Provider) withLog(ctx context.Context) *Provider {
 func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Delta] {
 	p = p.withLog(ctx)
 	return func(yield func(llm.Delta) bool) {
-		e := &emitter{yield: yield, meta: llm.Meta{Provider: p.name, API: API, Model: req.Model}}
-		if !e.start() {
+		e := llm.NewEmitter(yield, llm.Meta{Provider: p.name, API: API, Model: req.Model})
+		if !e.Start() {
 			return
 		}
 		if err := ctx.Err(); err != nil {
-			e.fail(fmt.Errorf("gemini %s: %w", p.name, err))
+			e.Fail(fmt.Errorf("gemini %s: %w", p.name, err))
 			return
 		}
 		body, err := p.request(req)
 		if err != nil {
-			e.fail(fmt.Errorf("gemini %s: build request: %w", p.name, err))
+			e.Fail(fmt.Errorf("gemini %s: build request: %w", p.name, err))
 			return
 		}
 		callCtx, cancel := p.callContext(ctx)
@@ -136,12 +136,12 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Del
 		target := p.root + "/models/" + url.PathEscape(req.Model) + ":streamGenerateContent?alt=sse"
 		resp, err := p.do(callCtx, http.MethodPost, target, body)
 		if err != nil {
-			e.fail(p.transportError(ctx, callCtx, err, false))
+			e.Fail(p.transportError(ctx, callCtx, err, false))
 			return
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode >= 300 {
-			e.fail(p.statusError(resp))
+			e.Fail(p.statusError(resp))
 			return
 		}
 		d := decoder{p: p, e: e, seen: map[string]bool{}}
@@ -208,50 +208,3 @@ func (p *Provider) Models(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// emitter numbers deltas, sends the start before anything else, and
-// remembers whether the consumer stopped or a terminal went out, so nothing
-// is ever yielded after either.
-type emitter struct {
-	yield   func(llm.Delta) bool
-	meta    llm.Meta
-	seq     int
-	started bool
-	ended   bool
-	stopped bool
-}
-
-// emit sends d (preceded by the start if needed); false means stop reading.
-func (e *emitter) emit(d llm.Delta) bool {
-	if e.ended || e.stopped {
-		return false
-	}
-	if !e.started && !e.start() {
-		return false
-	}
-	return e.send(d)
-}
-
-func (e *emitter) start() bool {
-	if e.started {
-		return !e.ended && !e.stopped
-	}
-	e.started = true
-	m := e.meta
-	return e.send(llm.Delta{Kind: llm.DeltaStart, Meta: &m})
-}
-
-func (e *emitter) send(d llm.Delta) bool {
-	e.seq++
-	d.Seq = e.seq
-	if d.Kind.Terminal() {
-		e.ended = true
-	}
-	if !e.yield(d) {
-		e.stopped = true
-		return false
-	}
-	return !e.ended
-}
-
-// fail ends the stream with err.
-func (e *emitter) fail(err error) { e.emit(llm.Delta{Kind: llm.DeltaError, Err: err}) }

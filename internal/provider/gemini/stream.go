@@ -41,7 +41,7 @@ func randomCallID() string {
 // decoder turns the chunks of one streamed answer into deltas.
 type decoder struct {
 	p *Provider
-	e *emitter
+	e *llm.Emitter
 	// seen holds the call ids of this answer, which must be unique.
 	seen   map[string]bool
 	usage  *wireUsage
@@ -68,7 +68,7 @@ func (d *decoder) read(ctx, callCtx context.Context, body io.Reader) {
 				}
 				data = append(data, bytes.TrimPrefix(line[5:], []byte(" "))...)
 				if len(data) > maxEvent {
-					d.e.fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream", Message: "server-sent event too large"})
+					d.e.Fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream", Message: "server-sent event too large"})
 					return
 				}
 			}
@@ -82,7 +82,7 @@ func (d *decoder) read(ctx, callCtx context.Context, body io.Reader) {
 				d.end(ctx, callCtx)
 				return
 			}
-			d.e.fail(d.p.transportError(ctx, callCtx, err, true))
+			d.e.Fail(d.p.transportError(ctx, callCtx, err, true))
 			return
 		}
 	}
@@ -110,19 +110,19 @@ func (d *decoder) event(data []byte) bool {
 	var c wireResponse
 	if err := json.Unmarshal(data, &c); err != nil {
 		d.p.log.Warn("unreadable stream chunk", zap.String("provider", d.p.name), zap.ByteString("chunk", clip(data, 200)), zap.Error(err))
-		d.e.fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream",
+		d.e.Fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream",
 			Message: "server sent an event that is not valid JSON", Err: err})
 		return false
 	}
 	if c.Error != nil {
-		d.e.fail(d.p.bodyError(c.Error))
+		d.e.Fail(d.p.bodyError(c.Error))
 		return false
 	}
 	if c.UsageMetadata != nil {
 		d.usage = c.UsageMetadata // running totals: the last one counts
 	}
 	if f := c.PromptFeedback; f != nil && f.BlockReason != "" {
-		d.e.fail(&llm.APIError{Provider: d.p.name, Status: 400, Type: "PROMPT_BLOCKED",
+		d.e.Fail(&llm.APIError{Provider: d.p.name, Status: 400, Type: "PROMPT_BLOCKED",
 			Message: "Gemini refused the prompt (" + f.BlockReason + ")"})
 		return false
 	}
@@ -155,9 +155,9 @@ func (d *decoder) part(pt *wirePart) bool {
 	case pt.FunctionCall != nil:
 		return d.call(pt.FunctionCall, sig)
 	case pt.Text != nil && pt.Thought:
-		return d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Text: *pt.Text, Signature: sig})
+		return d.e.Emit(llm.Delta{Kind: llm.DeltaThinking, Text: *pt.Text, Signature: sig})
 	case pt.Text != nil:
-		if *pt.Text != "" && !d.e.emit(llm.Delta{Kind: llm.DeltaText, Text: *pt.Text}) {
+		if *pt.Text != "" && !d.e.Emit(llm.Delta{Kind: llm.DeltaText, Text: *pt.Text}) {
 			return false
 		}
 	case sig == "":
@@ -165,7 +165,7 @@ func (d *decoder) part(pt *wirePart) bool {
 		return true
 	}
 	if sig != "" {
-		return d.e.emit(llm.Delta{Kind: llm.DeltaThinking, Signature: sig})
+		return d.e.Emit(llm.Delta{Kind: llm.DeltaThinking, Signature: sig})
 	}
 	return true
 }
@@ -186,9 +186,9 @@ func (d *decoder) call(fc *wireFunctionCall, sig string) bool {
 	if args == "" || args == "null" {
 		args = "{}"
 	}
-	return d.e.emit(llm.Delta{Kind: llm.DeltaToolCallStart, CallID: id, Name: name, Signature: sig}) &&
-		d.e.emit(llm.Delta{Kind: llm.DeltaToolCallArgs, CallID: id, Args: args}) &&
-		d.e.emit(llm.Delta{Kind: llm.DeltaToolCallEnd, CallID: id})
+	return d.e.Emit(llm.Delta{Kind: llm.DeltaToolCallStart, CallID: id, Name: name, Signature: sig}) &&
+		d.e.Emit(llm.Delta{Kind: llm.DeltaToolCallArgs, CallID: id, Args: args}) &&
+		d.e.Emit(llm.Delta{Kind: llm.DeltaToolCallEnd, CallID: id})
 }
 
 // end handles the end of the body: done when the server gave a finish
@@ -197,16 +197,16 @@ func (d *decoder) end(ctx, callCtx context.Context) {
 	if d.finish == "" {
 		switch {
 		case ctx.Err() != nil, callCtx.Err() != nil:
-			d.e.fail(d.p.transportError(ctx, callCtx, io.ErrUnexpectedEOF, true))
+			d.e.Fail(d.p.transportError(ctx, callCtx, io.ErrUnexpectedEOF, true))
 		default:
-			d.e.fail(fmt.Errorf("gemini %s: stream ended without a finish reason: %w", d.p.name, llm.ErrTruncated))
+			d.e.Fail(fmt.Errorf("gemini %s: stream ended without a finish reason: %w", d.p.name, llm.ErrTruncated))
 		}
 		return
 	}
-	if d.usage != nil && !d.e.emit(llm.Delta{Kind: llm.DeltaUsage, Usage: d.usage.llm()}) {
+	if d.usage != nil && !d.e.Emit(llm.Delta{Kind: llm.DeltaUsage, Usage: d.usage.llm()}) {
 		return
 	}
-	d.e.emit(llm.Delta{Kind: llm.DeltaDone, StopReason: d.finish})
+	d.e.Emit(llm.Delta{Kind: llm.DeltaDone, StopReason: d.finish})
 }
 
 // llm converts Gemini's counts: input without the cached part (which is
