@@ -162,4 +162,3 @@ func (p *Provider) Models(ctx context.Context) ([]string, error) {
 	}
 	return ids, nil
 }
-

@@ -207,4 +207,3 @@ func (p *Provider) Models(ctx context.Context) ([]string, error) {
 	}
 	return ids, nil
 }
-
