@@ -8,9 +8,6 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"os"
-	"path"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -338,7 +335,7 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (msgID, text
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-				"upload too large: at most %s per message (channels.web.max_upload_bytes)", humanBytes(limit)))
+				"upload too large: at most %s per message (channels.web.max_upload_bytes)", channels.HumanBytes(limit)))
 			return "", "", nil, false
 		}
 		writeError(w, http.StatusBadRequest, "malformed upload: "+err.Error())
@@ -352,14 +349,14 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (msgID, text
 	}
 	if total > limit {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"upload too large: at most %s per message (channels.web.max_upload_bytes)", humanBytes(limit)))
+			"upload too large: at most %s per message (channels.web.max_upload_bytes)", channels.HumanBytes(limit)))
 		return "", "", nil, false
 	}
 	for _, fh := range r.MultipartForm.File["file"] {
 		p, err := s.attach(fh)
 		if err != nil {
 			s.log.Error("web upload", zap.String("file", fh.Filename), zap.Error(err))
-			writeError(w, http.StatusInternalServerError, "the file "+safeName(fh.Filename)+" could not be saved; see the daemon log")
+			writeError(w, http.StatusInternalServerError, "the file "+channels.SafeFileName(fh.Filename)+" could not be saved; see the daemon log")
 			return "", "", nil, false
 		}
 		media = append(media, p)
@@ -385,64 +382,12 @@ func (s *Server) attach(fh *multipart.FileHeader) (llm.Part, error) {
 	case "image/png", "image/jpeg", "image/gif", "image/webp":
 		return llm.Part{Kind: llm.PartImage, Image: &llm.Image{MIME: mt, Data: data}}, nil
 	}
-	name := safeName(fh.Filename)
-	rel := path.Join("inbox", "web-"+newChatID()+"-"+name)
-	if err := writeInWorkspace(s.deps.Workspace, rel, data); err != nil {
+	name := channels.SafeFileName(fh.Filename)
+	rel, err := channels.SaveToInbox(s.deps.Workspace, "web-"+newChatID()+"-"+name, data)
+	if err != nil {
 		return llm.Part{}, err
 	}
 	return llm.Part{Kind: llm.PartFileRef, File: &llm.FileRef{Path: rel, MIME: mt, Size: int64(len(data)), Name: fh.Filename}}, nil
-}
-
-func writeInWorkspace(workspace, rel string, data []byte) error {
-	root, err := os.OpenRoot(workspace)
-	if err != nil {
-		return fmt.Errorf("open workspace: %w", err)
-	}
-	defer root.Close()
-	if err := root.MkdirAll(path.Dir(rel), 0o750); err != nil {
-		return fmt.Errorf("create %s: %w", path.Dir(rel), err)
-	}
-	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", rel, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write %s: %w", rel, err)
-	}
-	return f.Close()
-}
-
-// safeName keeps a file name readable but harmless as a path element.
-func safeName(name string) string {
-	name = filepath.Base(strings.ReplaceAll(name, "\\", "/"))
-	var b strings.Builder
-	for _, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	s := strings.TrimLeft(b.String(), ".")
-	if len(s) > 100 {
-		s = s[len(s)-100:]
-	}
-	if s == "" {
-		s = "file"
-	}
-	return s
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // events streams a conversation: a hello with the stored conversation and

@@ -16,11 +16,9 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
-
-// inboxDir is where received files are saved, relative to the workspace.
-const inboxDir = "inbox"
 
 // media is what the attachments of one inbound message became.
 type media struct {
@@ -43,11 +41,11 @@ func (c *Channel) fetchMedia(ctx context.Context, m *discordgo.Message) media {
 		if a == nil {
 			continue
 		}
-		name := safeName(a.Filename)
+		name := channels.SafeFileName(a.Filename)
 		mimeType := attachmentMIME(a)
 		if int64(a.Size) > c.cfg.MaxMediaBytes {
 			out.notes = append(out.notes, fmt.Sprintf("[attachment %s (%s) not downloaded: larger than the %s limit]",
-				name, humanBytes(int64(a.Size)), humanBytes(c.cfg.MaxMediaBytes)))
+				name, channels.HumanBytes(int64(a.Size)), channels.HumanBytes(c.cfg.MaxMediaBytes)))
 			continue
 		}
 		data, err := c.download(ctx, a.URL)
@@ -92,37 +90,14 @@ func (c *Channel) saveFile(a *discordgo.MessageAttachment, name, mimeType string
 		out.notes = append(out.notes, fmt.Sprintf("[file %s received but not saved: no workspace]", name))
 		return
 	}
-	rel := path.Join(inboxDir, "discord-"+a.ID+"-"+name)
-	if err := writeInWorkspace(c.deps.Workspace, rel, data); err != nil {
+	rel, err := channels.SaveToInbox(c.deps.Workspace, "discord-"+a.ID+"-"+name, data)
+	if err != nil {
 		c.log.Error("saving received file", zap.String("path", rel), zap.Error(err))
 		out.notes = append(out.notes, fmt.Sprintf("[file %s could not be saved]", name))
 		return
 	}
 	out.parts = append(out.parts, llm.Part{Kind: llm.PartFileRef, File: &llm.FileRef{
 		Path: rel, MIME: mimeType, Size: int64(len(data)), Name: a.Filename}})
-}
-
-func writeInWorkspace(workspace, rel string, data []byte) error {
-	root, err := os.OpenRoot(workspace)
-	if err != nil {
-		return fmt.Errorf("open workspace: %w", err)
-	}
-	defer root.Close()
-	if err := root.MkdirAll(path.Dir(rel), 0o750); err != nil {
-		return fmt.Errorf("create %s: %w", path.Dir(rel), err)
-	}
-	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", rel, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write %s: %w", rel, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", rel, err)
-	}
-	return nil
 }
 
 // download fetches an attachment, refusing more than max_media_bytes even
@@ -168,42 +143,6 @@ func isImage(mimeType string) bool {
 		return true
 	}
 	return false
-}
-
-// safeName keeps a file name readable but harmless as a path element.
-func safeName(name string) string {
-	name = filepath.Base(strings.ReplaceAll(name, "\\", "/"))
-	var b strings.Builder
-	for _, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	s := strings.TrimLeft(b.String(), ".")
-	if len(s) > 100 {
-		ext := filepath.Ext(s)
-		if len(ext) > 10 {
-			ext = ""
-		}
-		s = s[:100-len(ext)] + ext
-	}
-	if s == "" {
-		s = "file"
-	}
-	return s
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // outboundFiles turns image and file_ref parts into uploads. Paths are
@@ -266,7 +205,7 @@ func (c *Channel) workspaceFile(p, name, mimeType string) (*discordgo.File, erro
 		return nil, fmt.Errorf("file %s: not a regular file", p)
 	}
 	if st.Size() > c.cfg.MaxMediaBytes {
-		return nil, fmt.Errorf("file %s: %s is over the %s upload limit", p, humanBytes(st.Size()), humanBytes(c.cfg.MaxMediaBytes))
+		return nil, fmt.Errorf("file %s: %s is over the %s upload limit", p, channels.HumanBytes(st.Size()), channels.HumanBytes(c.cfg.MaxMediaBytes))
 	}
 	data, err := root.ReadFile(rel)
 	if errors.Is(err, os.ErrNotExist) {
@@ -280,7 +219,7 @@ func (c *Channel) workspaceFile(p, name, mimeType string) (*discordgo.File, erro
 	if mimeType == "" {
 		mimeType = mime.TypeByExtension(path.Ext(name))
 	}
-	return &discordgo.File{Name: safeName(name), ContentType: mimeType, Reader: bytes.NewReader(data)}, nil
+	return &discordgo.File{Name: channels.SafeFileName(name), ContentType: mimeType, Reader: bytes.NewReader(data)}, nil
 }
 
 // imageURLs returns the URLs of image parts that have no bytes or path; they

@@ -64,21 +64,3 @@ func TestStripAndReplaceMentions(t *testing.T) {
 		t.Errorf("stripBotMention = %q", got)
 	}
 }
-
-func TestSafeName(t *testing.T) {
-	tests := map[string]string{
-		"report.pdf":                      "report.pdf",
-		"../../etc/passwd":                "passwd",
-		`..\..\boot.ini`:                  "boot.ini",
-		"my file (1).txt":                 "my_file__1_.txt",
-		".hidden":                         "hidden",
-		"":                                "file",
-		"日本.txt":                          "__.txt",
-		strings.Repeat("a", 300) + ".png": strings.Repeat("a", 96) + ".png",
-	}
-	for in, want := range tests {
-		if got := safeName(in); got != want {
-			t.Errorf("safeName(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -111,8 +109,6 @@ func (c *Channel) photo(ctx context.Context, sizes []models.PhotoSize) (llm.Part
 	return llm.Part{Kind: llm.PartImage, Image: &llm.Image{MIME: mime, Data: data}}, nil
 }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
 // document saves a document under <workspace>/inbox/ and refers to it.
 func (c *Channel) document(ctx context.Context, m *models.Message, d *models.Document) (llm.Part, error) {
 	if d.FileSize > c.cfg.MaxMediaBytes {
@@ -125,26 +121,16 @@ func (c *Channel) document(ctx context.Context, m *models.Message, d *models.Doc
 	if err != nil {
 		return llm.Part{}, err
 	}
-	name := strings.Trim(unsafeName.ReplaceAllString(filepath.Base(d.FileName), "_"), "._")
-	if name == "" {
-		name = "document"
-	}
-	if len(name) > 100 {
-		name = name[len(name)-100:]
-	}
-	rel := filepath.Join("inbox", fmt.Sprintf("%s-%d-%s", time.Now().UTC().Format("20060102-150405"), m.ID, name))
-	abs := filepath.Join(c.deps.Workspace, rel)
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-		return llm.Part{}, fmt.Errorf("save %s: %w", rel, err)
-	}
-	if err := os.WriteFile(abs, data, 0o600); err != nil {
-		return llm.Part{}, fmt.Errorf("save %s: %w", rel, err)
+	name := fmt.Sprintf("%s-%d-%s", time.Now().UTC().Format("20060102-150405"), m.ID, channels.SafeFileName(d.FileName))
+	rel, err := channels.SaveToInbox(c.deps.Workspace, name, data)
+	if err != nil {
+		return llm.Part{}, fmt.Errorf("save %s: %w", name, err)
 	}
 	mime := d.MimeType
 	if mime == "" {
 		mime = http.DetectContentType(data)
 	}
-	return llm.Part{Kind: llm.PartFileRef, File: &llm.FileRef{Path: filepath.ToSlash(rel), MIME: mime, Size: int64(len(data)), Name: d.FileName}}, nil
+	return llm.Part{Kind: llm.PartFileRef, File: &llm.FileRef{Path: rel, MIME: mime, Size: int64(len(data)), Name: d.FileName}}, nil
 }
 
 // download fetches a file by id (getFile, then the file URL), capped.

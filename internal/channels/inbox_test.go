@@ -1,0 +1,61 @@
+package channels
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSafeFileName(t *testing.T) {
+	tests := map[string]string{
+		"report.pdf":                      "report.pdf",
+		"../../etc/passwd":                "passwd",
+		`..\..\boot.ini`:                  "boot.ini",
+		"my file (1).txt":                 "my_file__1_.txt",
+		".hidden":                         "hidden",
+		"":                                "file",
+		"日本.txt":                          "__.txt",
+		strings.Repeat("a", 300) + ".png": strings.Repeat("a", 96) + ".png",
+	}
+	for in, want := range tests {
+		if got := SafeFileName(in); got != want {
+			t.Errorf("SafeFileName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A saved file lands under inbox/, and a second save of the same name or a
+// symlinked inbox pointing out of the workspace is refused, never followed.
+func TestSaveToInbox(t *testing.T) {
+	ws := t.TempDir()
+	rel, err := SaveToInbox(ws, "web-1-a.txt", []byte("hello"))
+	if err != nil || rel != "inbox/web-1-a.txt" {
+		t.Fatalf("SaveToInbox = %q, %v", rel, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, rel)); err != nil || string(b) != "hello" {
+		t.Fatalf("saved %q, %v", b, err)
+	}
+	if _, err := SaveToInbox(ws, "web-1-a.txt", []byte("again")); err == nil {
+		t.Error("a second save of the same name overwrote the first")
+	}
+
+	outside, ws2 := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(ws2, InboxDir)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SaveToInbox(ws2, "x.txt", []byte("escape")); err == nil {
+		t.Error("saved through a symlink out of the workspace")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "x.txt")); err == nil {
+		t.Error("the file was written outside the workspace")
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[int64]string{512: "512 B", 2048: "2.0 KiB", 20 << 20: "20.0 MiB"} {
+		if got := HumanBytes(n); got != want {
+			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
