@@ -131,10 +131,14 @@ func (c *conversations) update(id string, fn func(*conversation) bool) (bool, er
 	if i < 0 {
 		return false, nil
 	}
-	list := slices.Clone(c.list)
-	if !fn(&list[i]) {
+	// fn sees a copy: most calls change nothing (a title is set once), and
+	// only a change pays for copying the list.
+	v := c.list[i]
+	if !fn(&v) {
 		return true, nil
 	}
+	list := slices.Clone(c.list)
+	list[i] = v
 	return true, c.save(list)
 }
 
