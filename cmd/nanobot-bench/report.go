@@ -136,6 +136,11 @@ func printWeb(w io.Writer, rs []webResult) {
 	fmt.Fprintf(w, "| increase with the clients (%%) | %s |\n", col("%.0f", func(r webResult) float64 {
 		return 100 * (float64(r.CPUWatched) - float64(r.CPUAlone)) / float64(max(r.CPUAlone, 1))
 	}))
+	fmt.Fprintf(w, "| gateway CPU per streamed turn, 1 client chatting in its own conversation (µs) | %s |\n", col("%.0f", func(r webResult) float64 { return float64(r.CPUOne) / 1e3 }))
+	fmt.Fprintf(w, "| gateway CPU per streamed turn, %d clients chatting at once, each in its own conversation (µs) | %s |\n", rs[0].Clients, col("%.0f", func(r webResult) float64 { return float64(r.CPUMany) / 1e3 }))
+	fmt.Fprintf(w, "| increase with the concurrent clients (%%) | %s |\n", col("%.0f", func(r webResult) float64 {
+		return 100 * (float64(r.CPUMany) - float64(r.CPUOne)) / float64(max(r.CPUOne, 1))
+	}))
 	fmt.Fprintf(w, "| page first load, gzip: index.html, style.css, app.js, sanitize.js (KB) | %s |\n", col("%.1f", func(r webResult) float64 { return float64(r.PageGzip) / 1e3 }))
 	fmt.Fprintf(w, "| control panel module, gzip, loaded when opened (KB) | %s |\n\n", col("%.1f", func(r webResult) float64 { return float64(r.PanelGzip) / 1e3 }))
 }

@@ -43,8 +43,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.maxTurns, "max-concurrent-turns", 0, "agents.max_concurrent_turns for load and history [the config default]")
 	fs.IntVar(&o.memWindow, "memory-window", 0, "history: agents.memory_window [the config default, 100]")
 	fs.DurationVar(&o.think, "think", 0, "load and api: each chat's pause between a reply and its next message (0: closed loop at full speed)")
-	fs.IntVar(&o.webTurns, "web-turns", 50, "web: turns of each CPU phase (one client, then -web-clients more)")
-	fs.IntVar(&o.webClients, "web-clients", 100, "web: browser-like clients streaming the conversation in the second CPU phase")
+	fs.IntVar(&o.webTurns, "web-turns", 50, "web: turns of each fan-out phase (one client, then -web-clients more) and of the lone client's concurrency phase")
+	fs.IntVar(&o.webClients, "web-clients", 100, "web: browser-like clients streaming the conversation in the second fan-out phase, and chatting at once in the second concurrency phase")
+	fs.IntVar(&o.webClientTurns, "web-client-turns", 10, "web: turns each of the -web-clients runs in the second concurrency phase (the lone client of the first runs -web-turns)")
 	fs.StringVar(&workers, "workers", "1,2,4", "scale: agent worker processes over NATS, one run per value (plus one single-process run)")
 	fs.IntVar(&o.scaleChats, "scale-chats", 32, "scale: concurrent chats")
 	fs.DurationVar(&o.modelDelay, "model-delay", 500*time.Millisecond, "scale: how long the model takes to answer")
@@ -76,8 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-scenario: unknown %q (have %s)", s, strings.Join(scenarios, ", "))
 		}
 	}
-	if o.runs < 1 || o.histChats < 1 || o.histTurns < 1 || o.streamN < 1 || o.webTurns < 1 || o.webClients < 0 {
-		return errors.New("-runs, -history-chats, -history-turns, -stream-turns and -web-turns must be at least 1, -web-clients at least 0")
+	if o.runs < 1 || o.histChats < 1 || o.histTurns < 1 || o.streamN < 1 || o.webTurns < 1 || o.webClientTurns < 1 || o.webClients < 1 {
+		return errors.New("-runs, -history-chats, -history-turns, -stream-turns, -web-turns, -web-client-turns and -web-clients must be at least 1")
 	}
 
 	if pin {
@@ -214,8 +215,8 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 		if err != nil {
 			return err
 		}
-		progress("web %d/%d: first draft visible p50 %v max %v; CPU/turn %v alone, %v with %d clients; page %d B gzip",
-			i+1, o.runs, r.FirstVisible.P50, r.FirstVisible.Max, r.CPUAlone, r.CPUWatched, r.Clients, r.PageGzip)
+		progress("web %d/%d: first draft visible p50 %v max %v; CPU/turn %v alone, %v with %d clients watching; %v one client chatting, %v with %d at once (%d turns); page %d B gzip",
+			i+1, o.runs, r.FirstVisible.P50, r.FirstVisible.Max, r.CPUAlone, r.CPUWatched, r.Clients, r.CPUOne, r.CPUMany, r.Clients, r.ManyTurns, r.PageGzip)
 		rep.Web = append(rep.Web, r)
 	}
 	return nil
@@ -234,8 +235,8 @@ func intList(s string) ([]int, error) {
 }
 
 func (o options) describe() string {
-	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v web-turns=%d web-clients=%d workers=%v scale-chats=%d model-delay=%v",
-		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think, o.pin != nil, o.webTurns, o.webClients,
+	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v web-turns=%d web-clients=%d web-client-turns=%d workers=%v scale-chats=%d model-delay=%v",
+		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think, o.pin != nil, o.webTurns, o.webClients, o.webClientTurns,
 		o.workers, o.scaleChats, o.modelDelay)
 }
 

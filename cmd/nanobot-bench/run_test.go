@@ -50,7 +50,7 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	args := []string{"-nanobot", nanobot, "-runs", "1", "-chats", "3", "-warmup", "300ms", "-window", "1500ms",
 		"-prior", "10,300", "-history-chats", "2", "-history-turns", "2", "-settle", "100ms", "-working-set", "300ms", "-stream-turns", "2",
-		"-api-clients", "2", "-web-turns", "2", "-web-clients", "3", "-workers", "2", "-scale-chats", "4", "-model-delay", "50ms", "-json", jsonPath}
+		"-api-clients", "2", "-web-turns", "2", "-web-clients", "3", "-web-client-turns", "2", "-workers", "2", "-scale-chats", "4", "-model-delay", "50ms", "-json", jsonPath}
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
@@ -104,6 +104,16 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	if w := rep.Web[0]; w.FirstVisible.N != 2 || w.FirstVisible.P50 <= 0 || w.FirstVisible.Max >= streamChunkDelay*30 ||
 		w.PageGzip <= 0 || w.PageGzip > 150_000 || w.PanelGzip <= 0 || w.Clients != 3 || w.Turns != 2 {
 		t.Errorf("web = %+v", w)
+	}
+	// The concurrency phases: every client finished every turn, and the
+	// turns cost the gateway some CPU, but not a second each. (The lone
+	// client's two turns may fall within one 10 ms tick of /proc: 0 is
+	// possible there.)
+	if w := rep.Web[0]; w.ClientTurns != 2 || w.ManyTurns != 3*2 || w.CPUOne < 0 || w.CPUMany <= 0 || w.CPUOne > time.Second || w.CPUMany > time.Second {
+		t.Errorf("web concurrency = %+v", w)
+	}
+	if !strings.Contains(stdout.String(), "3 clients chatting at once") {
+		t.Errorf("report lacks the concurrency rows:\n%s", stdout.String())
 	}
 	if len(rep.Scale) != 2 {
 		t.Fatalf("scale runs recorded: %d, want the single process and 2 workers", len(rep.Scale))

@@ -36,9 +36,12 @@ type options struct {
 	pin        *pinning // -pin: gateway and bench on a CPU each
 	webTurns   int
 	webClients int
-	workers    []int
-	scaleChats int
-	modelDelay time.Duration
+	// webClientTurns is how many turns each client of the web concurrency
+	// phases runs.
+	webClientTurns int
+	workers        []int
+	scaleChats     int
+	modelDelay     time.Duration
 }
 
 // withGateway prepares a harness, starts the gateway and waits until it is

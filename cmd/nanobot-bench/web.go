@@ -13,16 +13,19 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 )
 
 // The web scenario measures the browser page (docs/web.md): how soon the
 // model's first token shows in a real page, what 100 browser-like clients
-// watching the stream cost the gateway per turn, and what the page weighs.
+// cost the gateway per turn (all watching one conversation: fan-out; each
+// chatting in its own at once: concurrency), and what the page weighs.
 
 // webToken is the login token of the bench's gateways.
 const webToken = "nanobot-bench-web-token-0123456789"
@@ -42,6 +45,13 @@ type webResult struct {
 	Clients              int
 	Turns                int
 	CPUAlone, CPUWatched time.Duration
+	// CPUOne is the gateway's CPU per turn with one client chatting in its
+	// own conversation (Turns turns), CPUMany with Clients clients chatting
+	// at once, each in its own, ClientTurns turns each; ManyTurns counts the
+	// turns that phase completed.
+	ClientTurns     int
+	CPUOne, CPUMany time.Duration
+	ManyTurns       int
 	// PageGzip is what a first load transfers (gzip): index.html and the
 	// modules and style it loads; PanelGzip the panel's module, loaded
 	// when it is opened.
@@ -49,8 +59,12 @@ type webResult struct {
 }
 
 func runWeb(ctx context.Context, o options) (webResult, error) {
-	res := webResult{Clients: o.webClients, Turns: o.webTurns}
-	err := withGateway(ctx, o, setup{WebToken: webToken}, func(h *harness, _ ready) error {
+	res := webResult{Clients: o.webClients, Turns: o.webTurns, ClientTurns: o.webClientTurns}
+	// Every client's turn must be able to run at once: the default of four
+	// model calls in flight would queue the concurrency phase, and measure
+	// the queue instead of the gateway.
+	s := setup{WebToken: webToken, MaxConcurrentTurns: max(o.webClients, 4)}
+	err := withGateway(ctx, o, s, func(h *harness, _ ready) error {
 		base := "http://" + h.listen
 		var err error
 		if res.PageGzip, res.PanelGzip, err = pageWeight(ctx, base); err != nil {
@@ -63,7 +77,10 @@ func runWeb(ctx context.Context, o options) (webResult, error) {
 		if o.profileDir != "" {
 			prof = &profiler{addr: o.pprofAddr, dir: o.profileDir}
 		}
-		res.CPUAlone, res.CPUWatched, err = fanOutCPU(ctx, h, base, o.webTurns, o.webClients, prof)
+		if res.CPUAlone, res.CPUWatched, err = fanOutCPU(ctx, h, base, o.webTurns, o.webClients, prof); err != nil {
+			return err
+		}
+		res.CPUOne, res.CPUMany, res.ManyTurns, err = concurrentCPU(ctx, h, base, o.webTurns, o.webClientTurns, o.webClients, prof)
 		return err
 	})
 	return res, err
@@ -258,6 +275,114 @@ func fanOutCPU(ctx context.Context, h *harness, base string, turns, clients int,
 	}
 	watched, err = phase("watched")
 	return alone, watched, err
+}
+
+// concurrentCPU runs closed loops (send a message, stream the reply over
+// the conversation's own event stream until its final, send the next):
+// one client in its own conversation for oneTurns turns, then clients
+// clients at once, each in its own, for clientTurns turns each; it returns
+// the gateway's CPU per completed turn of each phase and how many turns the
+// second completed. The lone client runs as many turns as the fan-out
+// phases because /proc counts CPU in 10 ms ticks: a few turns would be a
+// few ticks. With prof, each phase's CPU profile is written as
+// web-one-cpu.pprof and web-many-cpu.pprof.
+func concurrentCPU(ctx context.Context, h *harness, base string, oneTurns, clientTurns, clients int, prof *profiler) (one, many time.Duration, manyTurns int, err error) {
+	h.script.Func = func(fakellm.Request) fakellm.Reply {
+		return fakellm.Reply{Text: streamText, ChunkDelay: webChunkDelay}
+	}
+	// One login for all: the gateway rate-limits logins, and a session is
+	// not what is measured.
+	c, err := login(ctx, base)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if one, _, err = chatLoops(ctx, h, c, "one", 1, oneTurns, prof); err != nil {
+		return 0, 0, 0, err
+	}
+	many, manyTurns, err = chatLoops(ctx, h, c, "many", clients, clientTurns, prof)
+	return one, many, manyTurns, err
+}
+
+// chatLoops opens n conversations, each with its own connections (as n
+// browsers would have) and event stream, then runs turns turns in each at
+// once and returns the gateway's CPU per completed turn. Setting up and
+// tearing down the conversations and streams is outside the measurement.
+func chatLoops(ctx context.Context, h *harness, login *webClient, name string, n, turns int, prof *profiler) (perTurn time.Duration, done int, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type loop struct {
+		c      *webClient
+		chat   string
+		events chan string
+	}
+	loops := make([]loop, n)
+	var stops []func()
+	defer func() {
+		// Cancelled first, so that no reader is left waiting to hand over
+		// an event nobody will take.
+		cancel()
+		for _, stop := range stops {
+			stop()
+		}
+		for _, l := range loops {
+			if l.c != nil {
+				l.c.http.CloseIdleConnections()
+			}
+		}
+	}()
+	for i := range loops {
+		c := &webClient{base: login.base, cookie: login.cookie, csrf: login.csrf, http: &http.Client{Transport: &http.Transport{}}}
+		var chat struct{ ID string }
+		if _, err := c.do(ctx, "POST", "/api/chats", map[string]string{}, &chat); err != nil {
+			return 0, 0, fmt.Errorf("client %d: %w", i, err)
+		}
+		events := make(chan string, 64)
+		stop, err := c.stream(ctx, chat.ID, events)
+		if err != nil {
+			return 0, 0, fmt.Errorf("client %d: %w", i, err)
+		}
+		stops = append(stops, stop)
+		loops[i] = loop{c: c, chat: chat.ID, events: events}
+	}
+	before, err := readCPU(h.pid())
+	if err != nil {
+		return 0, 0, err
+	}
+	profiled := make(chan error, 1)
+	if prof != nil {
+		// A turn takes about 0.35 s unhurried; a busy phase takes longer
+		// and the profile then covers its start.
+		secs := max(turns*3/10, 1)
+		go func() { profiled <- prof.fetch(ctx, fmt.Sprintf("profile?seconds=%d", secs), "web-"+name+"-cpu.pprof") }()
+	} else {
+		profiled <- nil
+	}
+	var completed atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for i, l := range loops {
+		g.Go(func() error {
+			for t := range turns {
+				text := fmt.Sprint(name, " client ", i, " turn ", t)
+				if _, err := l.c.do(gctx, "POST", "/api/chats/"+l.chat+"/messages", map[string]string{"text": text}, nil); err != nil {
+					return fmt.Errorf("client %d: %w", i, err)
+				}
+				if err := awaitFinal(gctx, h, l.events); err != nil {
+					return fmt.Errorf("client %d turn %d: %w", i, t, err)
+				}
+				completed.Add(1)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, 0, err
+	}
+	after, err := readCPU(h.pid())
+	if err != nil {
+		return 0, 0, err
+	}
+	done = int(completed.Load())
+	return (after - before) / time.Duration(max(done, 1)), done, <-profiled
 }
 
 func awaitFinal(ctx context.Context, h *harness, events <-chan string) error {

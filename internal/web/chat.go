@@ -128,10 +128,14 @@ func (c *conversations) update(id string, fn func(*conversation) bool) (bool, er
 	if i < 0 {
 		return false, nil
 	}
-	list := slices.Clone(c.list)
-	if !fn(&list[i]) {
+	// fn sees a copy: most calls change nothing (a title is set once), and
+	// only a change pays for copying the list.
+	v := c.list[i]
+	if !fn(&v) {
 		return true, nil
 	}
+	list := slices.Clone(c.list)
+	list[i] = v
 	return true, c.save(list)
 }
 
@@ -432,15 +436,40 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			if _, err := w.Write(frame); err != nil {
+			// A page that fell behind has more frames queued: write them
+			// all, in order, and flush once, rather than a system call and
+			// a wake-up for each.
+			alive := writeQueued(w, frame, sub.ch)
+			fl.Flush()
+			if !alive {
 				return
 			}
-			fl.Flush()
 		case <-ping.C:
 			if _, err := w.Write([]byte(": ping\n\n")); err != nil {
 				return
 			}
 			fl.Flush()
+		}
+	}
+}
+
+// writeQueued writes frame, then whatever further frames ch already holds
+// (without waiting for more); it reports false when the page is gone: a
+// write failed or ch was closed (the hub cut the page off). The frames stay
+// in the response writer's buffer until the caller flushes.
+func writeQueued(w io.Writer, frame []byte, ch <-chan []byte) bool {
+	for {
+		if _, err := w.Write(frame); err != nil {
+			return false
+		}
+		select {
+		case next, ok := <-ch:
+			if !ok {
+				return false
+			}
+			frame = next
+		default:
+			return true
 		}
 	}
 }

@@ -594,3 +594,36 @@ func TestHubSubscribeRacesWithForget(t *testing.T) {
 	close(stop)
 	churn.Wait()
 }
+
+// TestWriteQueuedDrainsInOrder: the stream writes the frames a page fell
+// behind on in one go, in order, and stops at a closed channel.
+func TestWriteQueuedDrainsInOrder(t *testing.T) {
+	tests := []struct {
+		name      string
+		queued    []string
+		close     bool
+		wantAlive bool
+	}{
+		{"nothing queued", nil, false, true},
+		{"frames queued", []string{"b", "c"}, false, true},
+		{"cut off after queued frames", []string{"b"}, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ch := make(chan []byte, 4)
+			for _, f := range tt.queued {
+				ch <- []byte(f)
+			}
+			if tt.close {
+				close(ch)
+			}
+			var buf bytes.Buffer
+			if alive := writeQueued(&buf, []byte("a"), ch); alive != tt.wantAlive {
+				t.Errorf("alive = %v, want %v", alive, tt.wantAlive)
+			}
+			if want := "a" + strings.Join(tt.queued, ""); buf.String() != want {
+				t.Errorf("wrote %q, want %q", buf.String(), want)
+			}
+		})
+	}
+}
