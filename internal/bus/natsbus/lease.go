@@ -196,6 +196,10 @@ func (l *Lease) hold(ctx context.Context, kv jetstream.KeyValue, rev uint64, lea
 		case ctx.Err() != nil:
 			continue // shutdown: handled above
 		case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			if r, ok := l.ownWrite(ctx, kv, deadline); ok {
+				rev = r // a renewal whose answer was lost: still ours
+				continue
+			}
 			err = fmt.Errorf("taken over or expired: %w", err)
 		case time.Now().Before(deadline):
 			l.log.Warn("cannot renew the lease; trying again", zap.Error(err))
@@ -206,6 +210,20 @@ func (l *Lease) hold(ctx context.Context, kv jetstream.KeyValue, rev uint64, lea
 		l.log.Warn(l.key+" lease lost; stopped what it runs", zap.NamedError("reason", err))
 		return false, nil
 	}
+}
+
+// ownWrite reports whether the key's latest value is still this holder's,
+// and its revision: a renewal the server stored but whose answer was lost
+// left a revision this process never saw. The holder id is unique to this
+// run of the process, so nobody else writes that value.
+func (l *Lease) ownWrite(ctx context.Context, kv jetstream.KeyValue, deadline time.Time) (uint64, bool) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	e, err := kv.Get(ctx, l.key)
+	if err != nil || string(e.Value()) != l.holder {
+		return 0, false
+	}
+	return e.Revision(), true
 }
 
 // release deletes the key if it still holds rev, so that another process
