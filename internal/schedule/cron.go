@@ -146,8 +146,18 @@ func (c *Cron) Run(ctx context.Context) error {
 	c.log.Info("cron started", zap.Int("jobs", n), zap.String("file", c.cfg.Path))
 	for {
 		if err := c.fireDue(ctx); err != nil {
-			c.log.Info("cron stopped", zap.NamedError("reason", err))
-			return nil
+			if ctx.Err() != nil {
+				c.log.Info("cron stopped", zap.NamedError("reason", err))
+				return nil
+			}
+			// The bus refused the run but the daemon goes on (NATS away
+			// for longer than a publish waits): the job is still due, so
+			// try again later rather than stop scheduling for good.
+			c.log.Warn("cannot publish a due job; trying again", zap.Duration("in", publishRetry), zap.Error(err))
+			if c.pause(ctx, publishRetry) != nil {
+				return nil
+			}
+			continue
 		}
 		var timer, watch clock.Timer
 		var fired, changed <-chan time.Time
@@ -173,6 +183,22 @@ func (c *Cron) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+	}
+}
+
+// publishRetry is the pause before a due job whose publish failed is tried
+// again.
+const publishRetry = 30 * time.Second
+
+// pause waits d on the scheduler's clock, or until ctx ends.
+func (c *Cron) pause(ctx context.Context, d time.Duration) error {
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -1,6 +1,8 @@
 package schedule
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -8,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/nanobot-go/nanobot/internal/bus"
 )
 
 // Processes sharing one workspace (the agent workers of a split gateway)
@@ -124,4 +128,45 @@ func mustJobs(t *testing.T, c *Cron) []Job {
 		t.Fatalf("Jobs: %v", err)
 	}
 	return jobs
+}
+
+// flaky refuses the first publishes, like NATS away for longer than a
+// publish waits.
+type flaky struct {
+	*inbox
+	mu    sync.Mutex
+	fails int
+}
+
+func (f *flaky) PublishInbound(ctx context.Context, m bus.InboundMessage) error {
+	f.mu.Lock()
+	fail := f.fails > 0
+	if fail {
+		f.fails--
+	}
+	f.mu.Unlock()
+	if fail {
+		return errors.New("nats: publish inbound: timeout")
+	}
+	return f.inbox.PublishInbound(ctx, m)
+}
+
+// A run the bus refused is tried again later: the scheduler keeps going
+// while the daemon does.
+func TestRefusedRunIsTriedAgain(t *testing.T) {
+	f := newCronFixture(t)
+	out := &flaky{inbox: f.inbox, fails: 1}
+	c := NewCron(CronConfig{Path: f.path}, CronDeps{Bus: out, Clock: f.clock}, zaptest.NewLogger(t))
+	j := mustAdd(t, c, chat42, When{Every: "1h"}, "water the plants")
+	start(t, c)
+	waitArmed(t, f.clock, time.Hour)
+	f.clock.Advance(time.Hour)
+	waitArmed(t, f.clock, publishRetry)
+	if n := len(f.inbox.all()); n != 0 {
+		t.Fatalf("published %d runs while the bus refused them", n)
+	}
+	f.clock.Advance(publishRetry)
+	if m := f.inbox.wait(t, 1)[0]; m.Metadata[MetaJobID] != j.ID {
+		t.Errorf("ran %q, want %s", m.Metadata[MetaJobID], j.ID)
+	}
 }
