@@ -92,18 +92,12 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context) error) e
 	}
 }
 
-// bucketRetrying creates or updates the bucket until it succeeds or ctx
-// ends: NATS may not be up yet.
+// bucketRetrying opens the bucket, creating it or setting its TTL when
+// needed, until it succeeds or ctx ends: NATS may not be up yet.
 func (l *Lease) bucketRetrying(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	logged := false
 	for {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      l.bucket,
-			Description: "nanobot leases: which process runs cron and the heartbeat",
-			TTL:         l.ttl,
-			// On disk: a NATS restart must not free a lease that is held.
-			Storage: jetstream.FileStorage,
-		})
+		kv, err := l.openBucket(ctx, js)
 		if err == nil {
 			return kv, nil
 		}
@@ -115,6 +109,39 @@ func (l *Lease) bucketRetrying(ctx context.Context, js jetstream.JetStream) (jet
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// openBucket opens the bucket once. It updates the bucket only when its TTL
+// is not the configured one: every contender runs this at start, and an
+// update is a change of the stream under the others' watches.
+func (l *Lease) openBucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	cfg := jetstream.KeyValueConfig{
+		Bucket:      l.bucket,
+		Description: "nanobot leases: which process runs cron and the heartbeat",
+		TTL:         l.ttl,
+		// On disk: a NATS restart must not free a lease that is held.
+		Storage: jetstream.FileStorage,
+	}
+	kv, err := js.KeyValue(ctx, l.bucket)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			return js.KeyValue(ctx, l.bucket) // another process was first
+		}
+		return kv, err
+	case err != nil:
+		return nil, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st.TTL() == l.ttl {
+		return kv, nil
+	}
+	l.log.Info("setting the lease bucket's TTL", zap.Duration("was", st.TTL()), zap.Duration("ttl", l.ttl))
+	return js.UpdateKeyValue(ctx, cfg)
 }
 
 // acquire creates the key, waiting while another process holds it, and
