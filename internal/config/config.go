@@ -320,6 +320,10 @@ type NATSConfig struct {
 	// AckWait is how long a worker may go silent before its message is
 	// handed to another worker; it heartbeats every third of it.
 	AckWait time.Duration `mapstructure:"ack_wait"`
+	// LeaseTTL is how long the agent process that runs cron and the
+	// heartbeat keeps its lease without renewing it (every third of it): a
+	// dead leader is replaced after at most this long.
+	LeaseTTL time.Duration `mapstructure:"lease_ttl"`
 }
 
 // NATSTLS holds the TLS files for the NATS connection; all empty means the

@@ -445,6 +445,9 @@ func validateBus(p *checker, b *BusConfig) {
 	if n.AckWait < time.Second {
 		p.add("bus.nats.ack_wait", "must be at least 1s (workers heartbeat every third of it), got %s", n.AckWait)
 	}
+	if n.LeaseTTL < time.Second {
+		p.add("bus.nats.lease_ttl", "must be at least 1s (the scheduler's leader renews its lease every third of it), got %s", n.LeaseTTL)
+	}
 	if (n.TLS.CertFile == "") != (n.TLS.KeyFile == "") {
 		p.add("bus.nats.tls", "cert_file and key_file go together (a client certificate needs its key)")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/api"
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
@@ -63,7 +64,12 @@ type Gateway struct {
 
 	// schedulers publish cron runs and heartbeat work (schedule.go).
 	schedulers []scheduler
-	cron       *schedule.Cron
+	// cron is the jobs, for the cron tool and the control panel; it runs
+	// as one of the schedulers in an agent process.
+	cron *schedule.Cron
+	// lease, with NATS, elects the one agent process that runs the
+	// schedulers; nil runs them here unconditionally.
+	lease *natsbus.Lease
 }
 
 // NewGateway builds the gateway. Its only I/O is Build's. opts.Role says
@@ -94,13 +100,15 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 			return nil, err
 		}
 	}
-	// Cron and heartbeat need both halves in one process, until a leader
-	// among split processes is elected for them.
-	if opts.Role == RoleAll {
+	// Cron and heartbeat run where the agent runs; among processes sharing
+	// NATS, only in the one holding the scheduler lease (schedule.go).
+	if g.runs(RoleAgent) {
 		if err := g.buildSchedule(); err != nil {
 			_ = core.Close()
 			return nil, err
 		}
+	} else {
+		g.cron = g.newCron()
 	}
 	if g.runs(RoleChannels) {
 		if err := g.buildWeb(); err != nil {

@@ -83,6 +83,8 @@ type gw struct {
 	client *http.Client
 	// role is the gateway's --role ("" is all).
 	role string
+	// gateway is the running gateway, for tests that reach into it.
+	gateway *Gateway
 }
 
 // startGateway writes a config pointing at fresh fakes, then runs the gateway
@@ -213,6 +215,7 @@ func (g *gw) start() {
 		ln.Close()
 		g.t.Fatal(err)
 	}
+	g.gateway = gateway
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel, g.done = cancel, make(chan error, 1)
 	go func() { g.done <- gateway.Run(ctx) }()

@@ -2,13 +2,18 @@ package daemon
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/schedule"
 )
 
 // startRole runs another gateway process on base's configuration, fakes and
@@ -16,7 +21,7 @@ import (
 func startRole(base *gw, role string) *gw {
 	base.t.Helper()
 	g := *base
-	g.role, g.cancel, g.done, g.client = role, nil, nil, nil
+	g.role, g.cancel, g.done, g.client, g.gateway = role, nil, nil, nil, nil
 	g.log = base.log.Named(role)
 	g.start()
 	return &g
@@ -68,5 +73,93 @@ func TestScaleOutChannelsAndTwoWorkers(t *testing.T) {
 	_, body := base.get("/readyz")
 	if !strings.Contains(body, `"nats"`) {
 		t.Errorf("/readyz of the channels process does not check nats: %s", body)
+	}
+}
+
+var jobTag = regexp.MustCompile(`Scheduled job [0-9a-f]+`)
+
+// Cron among split processes: the agent workers compete for the scheduler
+// lease and only the leader runs the jobs. A job added through the other
+// worker's scheduler (as its cron tool does) runs once; when the leader
+// shuts down, the other worker takes over and runs the next job once.
+func TestScaleOutCronRunsOnceOnTheLeader(t *testing.T) {
+	srv := natsfake.Start(t, t.TempDir())
+	base := newGW(t, setup{})
+	base.script.Func = func(r fakellm.Request) fakellm.Reply {
+		return fakellm.Reply{Text: "ran " + jobTag.FindString(r.LastUserText())}
+	}
+	base.writeConfig(setup{}, fmt.Sprintf(
+		"bus:\n  backend: nats\n  nats: {url: %q, partitions: 4, ack_wait: 2s, lease_ttl: 1s}\n", srv.URL()))
+	base.role = RoleChannels
+	base.start()
+	workers := []*gw{startRole(base, RoleAgent), startRole(base, RoleAgent)}
+	for _, w := range workers {
+		w.waitReady(true)
+	}
+	leader, other := electedOf(base, workers)
+	for w, want := range map[*gw]string{leader: "1", other: "0"} {
+		if _, body := w.get("/metrics"); !strings.Contains(body, "\nnanobot_scheduler_leader "+want+"\n") {
+			t.Errorf("a worker's /metrics lacks nanobot_scheduler_leader %s", want)
+		}
+	}
+	if _, body := base.get("/metrics"); strings.Contains(body, "nanobot_scheduler_leader") {
+		t.Error("the channels process competes for the scheduler lease")
+	}
+
+	ranOnce(t, base, other, "first")
+	if err := leader.stop(); err != nil {
+		t.Fatalf("leader: %v", err)
+	}
+	base.waitUntil("the other worker to lead", other.gateway.lease.Leading)
+	ranOnce(t, base, other, "second")
+}
+
+// electedOf waits until exactly one of workers holds the scheduler lease.
+func electedOf(base *gw, workers []*gw) (leader, other *gw) {
+	base.t.Helper()
+	base.waitUntil("one worker to lead", func() bool {
+		return workers[0].gateway.lease.Leading() != workers[1].gateway.lease.Leading()
+	})
+	if workers[0].gateway.lease.Leading() {
+		return workers[0], workers[1]
+	}
+	return workers[1], workers[0]
+}
+
+// ranOnce adds a one-time job for the owner's chat through w's scheduler,
+// due in a few seconds, and checks that its run is answered in the chat
+// once, the model is asked once, and the job leaves the shared file.
+func ranOnce(t *testing.T, base, w *gw, what string) {
+	t.Helper()
+	chat := schedule.Chat{Channel: "telegram", ChatID: fmt.Sprint(owner), SenderID: fmt.Sprint(owner),
+		SessionKey: fmt.Sprintf("telegram:%d", owner), Metadata: map[string]string{"chat_type": "private"}}
+	at := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
+	j, err := w.gateway.cron.Add(chat, schedule.When{At: at}, "Remind the user of the "+what+" thing.")
+	if err != nil {
+		t.Fatalf("add the %s job: %v", what, err)
+	}
+	want := "ran Scheduled job " + j.ID
+	base.tg.Wait(t, "the "+what+" job's run", func() bool { return slices.Contains(base.tg.Visible(owner), want) })
+	jobs := filepath.Join(base.cfg.Agents.Workspace, "cron", "jobs.json")
+	base.waitUntil("the "+what+" job to leave the jobs file", func() bool {
+		data, err := os.ReadFile(jobs)
+		return err == nil && !strings.Contains(string(data), j.ID)
+	})
+	// Time for a second run, were there one: more than a lease and a look
+	// at the file on every worker.
+	time.Sleep(3 * time.Second)
+	shown, asked := 0, 0
+	for _, v := range base.tg.Visible(owner) {
+		if v == want {
+			shown++
+		}
+	}
+	for _, r := range base.script.Requests() {
+		if strings.Contains(r.LastUserText(), "Scheduled job "+j.ID) {
+			asked++
+		}
+	}
+	if shown != 1 || asked != 1 {
+		t.Errorf("the %s job's run was shown %d times and the model asked %d times; want once each", what, shown, asked)
 	}
 }

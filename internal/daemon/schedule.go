@@ -9,8 +9,10 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/web"
@@ -21,14 +23,18 @@ type scheduler interface {
 	Run(ctx context.Context) error
 }
 
+// schedulerLease is the key of the lease that elects, among processes
+// sharing NATS, the one agent process running cron and the heartbeat.
+const schedulerLease = "scheduler"
+
 // buildSchedule creates the cron scheduler (and offers its tool to the
 // model) and, when enabled, the heartbeat (S-R1, S-R2). They only exist in
 // the gateway: a job's run needs a daemon that is up when it is due and a
-// chat app to reach.
+// chat app to reach. With NATS every agent process builds them, and the one
+// holding the scheduler lease runs them (docs/scale-out.md).
 func (g *Gateway) buildSchedule() error {
 	ws := g.cfg.Agents.Workspace
-	cron := schedule.NewCron(schedule.CronConfig{Path: filepath.Join(ws, "cron", "jobs.json")},
-		schedule.CronDeps{Bus: g.core.Pub}, g.log.Named("cron"))
+	cron := g.newCron()
 	if err := g.core.Tools.Register(cron.Tool(g.runsChannel)); err != nil {
 		return fmt.Errorf("register tool cron: %w", err)
 	}
@@ -43,26 +49,72 @@ func (g *Gateway) buildSchedule() error {
 			Model: g.core.Router, Bus: g.core.Pub, Sessions: g.core.Sessions, Target: g.chatOfSession,
 		}, g.log.Named("heartbeat")))
 	}
+	if g.core.NATS != nil {
+		g.lease = g.core.NATS.Lease(schedulerLease, g.cfg.Bus.NATS.LeaseTTL)
+		g.core.Metrics.WatchLeader(g.lease.Leading)
+	}
 	return nil
 }
 
-// runSchedule starts the schedulers with the channels: they stop taking
-// part when intake stops, before the bus's inbound side closes. A scheduler
-// that fails (an unreadable jobs file) stops the daemon like a channel does.
-func (g *Gateway) runSchedule(ctx context.Context, intake *sync.WaitGroup, stop context.CancelCauseFunc) {
-	for _, s := range g.schedulers {
-		intake.Go(func() {
-			if err := s.Run(ctx); err != nil {
-				g.log.Error("scheduler stopped", zap.Error(err))
-				stop(err)
-			}
-		})
+// newCron returns the jobs of the shared workspace. With NATS, other
+// processes change the jobs file too (a worker's cron tool, the control
+// panel of the channels process), so the scheduler looks at it as often as
+// the leader renews its lease.
+func (g *Gateway) newCron() *schedule.Cron {
+	cfg := schedule.CronConfig{Path: filepath.Join(g.cfg.Agents.Workspace, "cron", "jobs.json")}
+	if g.core.NATS != nil {
+		cfg.Watch = g.cfg.Bus.NATS.LeaseTTL / 3
 	}
+	return schedule.NewCron(cfg, schedule.CronDeps{Bus: g.core.Pub}, g.log.Named("cron"))
+}
+
+// runSchedule starts the schedulers with the channels: they stop taking
+// part when intake stops, before the bus's inbound side closes. With a
+// lease they run only while this process holds it. A scheduler that fails
+// (an unreadable jobs file) stops the daemon like a channel does.
+func (g *Gateway) runSchedule(ctx context.Context, intake *sync.WaitGroup, stop context.CancelCauseFunc) {
+	if len(g.schedulers) == 0 {
+		return
+	}
+	intake.Go(func() {
+		var err error
+		if g.lease != nil {
+			err = g.lease.Run(ctx, g.runSchedulers)
+		} else {
+			err = g.runSchedulers(ctx)
+		}
+		if err != nil {
+			g.log.Error("scheduler stopped", zap.Error(err))
+			stop(err)
+		}
+	})
+}
+
+// runSchedulers runs every scheduler until ctx ends or one fails.
+func (g *Gateway) runSchedulers(ctx context.Context) error {
+	eg, ctx := errgroup.WithContext(ctx)
+	for _, s := range g.schedulers {
+		eg.Go(func() error { return s.Run(ctx) })
+	}
+	return eg.Wait()
 }
 
 // runsChannel reports whether a chat of this channel can receive job runs:
-// the channel is running in this gateway.
+// the channel is running in this gateway or, in an agent worker, in the
+// channels process, which serves what the configuration enables.
 func (g *Gateway) runsChannel(name string) bool {
+	if !g.runs(RoleChannels) {
+		ch := g.cfg.Channels
+		switch name {
+		case telegram.Name:
+			return ch.Telegram.Enabled
+		case discord.Name:
+			return ch.Discord.Enabled
+		case web.Channel:
+			return ch.Web.Enabled
+		}
+		return false
+	}
 	if name == web.Channel {
 		return g.web != nil // the page's conversations take reminders too
 	}

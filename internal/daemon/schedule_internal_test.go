@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 )
 
@@ -17,7 +18,7 @@ type named struct {
 func (n named) Name() string { return n.name }
 
 func TestChatOfSession(t *testing.T) {
-	g := &Gateway{channels: []channels.Channel{named{name: "telegram"}, named{name: "discord"}}}
+	g := &Gateway{opts: Options{Role: RoleAll}, channels: []channels.Channel{named{name: "telegram"}, named{name: "discord"}}}
 	tests := []struct {
 		key  string
 		ok   bool
@@ -45,5 +46,32 @@ func TestChatOfSession(t *testing.T) {
 	}
 	if !g.runsChannel("telegram") || g.runsChannel("cli") {
 		t.Error("runsChannel should accept running channels only")
+	}
+}
+
+// An agent worker runs no channel itself: job runs and heartbeat work reach
+// the chats of the channels the channels process serves, by configuration.
+func TestRunsChannelInAnAgentWorker(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Channels.Telegram.Enabled = true
+	cfg.Channels.Web.Enabled = true
+	g := &Gateway{cfg: cfg, opts: Options{Role: RoleAgent}}
+	tests := []struct {
+		channel string
+		want    bool
+	}{
+		{"telegram", true},
+		{"web", true},
+		{"discord", false}, // not enabled
+		{"api", false},     // answers its own request, no chat to reach later
+		{"cli", false},
+	}
+	for _, tc := range tests {
+		if got := g.runsChannel(tc.channel); got != tc.want {
+			t.Errorf("runsChannel(%q) = %v, want %v", tc.channel, got, tc.want)
+		}
+	}
+	if _, ok := g.chatOfSession("telegram:42"); !ok {
+		t.Error("chatOfSession refuses a Telegram chat in an agent worker")
 	}
 }

@@ -212,6 +212,21 @@ func (m *Metrics) WatchNATS(role string, held func() int, healthy func() error) 
 	}, func() float64 { return float64(held()) }))
 }
 
+// WatchLeader exports nanobot_scheduler_leader: 1 while this process holds
+// the lease that makes it run cron and the heartbeat among split processes
+// (docs/scale-out.md), else 0.
+func (m *Metrics) WatchLeader(leading func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "scheduler_leader",
+		Help: "1 while this process is the elected one that runs cron and the heartbeat, else 0.",
+	}, func() float64 {
+		if leading() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // factory makes and registers the vectors with the namespace.
 type factory struct{ reg *prometheus.Registry }
 

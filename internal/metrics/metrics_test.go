@@ -85,12 +85,14 @@ func TestGaugesAreReadAtScrapeTime(t *testing.T) {
 	m := New(BuildInfo{Version: "dev"})
 	in, out, cached := 0, 0, 0
 	var tgErr error
+	leading := false
 	m.WatchQueues(func() int { return in }, func() int { return out })
+	m.WatchLeader(func() bool { return leading })
 	m.WatchSessions(func() int { return cached })
 	m.WatchChannel("telegram", func() error { return tgErr })
 	m.WatchChannel("discord", func() error { return nil })
 
-	in, out, cached, tgErr = 3, 1, 7, errors.New("getUpdates: connection refused")
+	in, out, cached, tgErr, leading = 3, 1, 7, errors.New("getUpdates: connection refused"), true
 	got := scrape(t, m)
 	for _, line := range []string{
 		`nanobot_bus_queue_depth{queue="inbound"} 3`,
@@ -98,6 +100,7 @@ func TestGaugesAreReadAtScrapeTime(t *testing.T) {
 		`nanobot_sessions_cached 7`,
 		`nanobot_channel_up{channel="telegram"} 0`,
 		`nanobot_channel_up{channel="discord"} 1`,
+		`nanobot_scheduler_leader 1`,
 	} {
 		if !strings.Contains(got, line+"\n") {
 			t.Errorf("/metrics lacks %s", line)

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +55,12 @@ type CronConfig struct {
 	LateAfter time.Duration
 	// MaxMessage caps a job's instruction in characters [4000].
 	MaxMessage int
+	// Watch, when positive, is how often Run looks whether another process
+	// replaced the jobs file (an agent worker's cron tool, in split roles:
+	// docs/scale-out.md), so a job added there is scheduled here. There is
+	// no notification that crosses processes on a shared volume, so it is a
+	// stat of the file. Zero: only this process changes the file [0].
+	Watch time.Duration
 }
 
 func (c CronConfig) withDefaults() CronConfig {
@@ -88,6 +96,11 @@ type CronDeps struct {
 // and at worst repeated once if the daemon dies between the two writes. A
 // recurring job's next time is saved as soon as its run is on the bus: a
 // missed occurrence of a recurring job is not worth a duplicate.
+//
+// Several processes may share the jobs file (the agent workers of a split
+// gateway): every change is made under an advisory lock of the file, on the
+// jobs as the file holds them then, so one process never overwrites another's
+// change; and every read first checks whether the file was replaced.
 type Cron struct {
 	cfg   CronConfig
 	bus   Inbound
@@ -95,8 +108,11 @@ type Cron struct {
 	log   *zap.Logger
 	wake  chan struct{} // a job was added or removed; capacity 1
 
-	mu       sync.Mutex
-	ready    bool // the file has been read
+	mu    sync.Mutex
+	ready bool // the file has been read
+	// seen is the jobs file as this process last read or wrote it (nil:
+	// there was none); a file that differs was replaced by another process.
+	seen     os.FileInfo
 	jobs     map[string]*Job
 	broken   []json.RawMessage // unusable entries, written back as they were
 	inflight map[string]bool   // one-shots on the bus, waiting for their Ack
@@ -130,26 +146,59 @@ func (c *Cron) Run(ctx context.Context) error {
 	c.log.Info("cron started", zap.Int("jobs", n), zap.String("file", c.cfg.Path))
 	for {
 		if err := c.fireDue(ctx); err != nil {
-			c.log.Info("cron stopped", zap.NamedError("reason", err))
-			return nil
+			if ctx.Err() != nil {
+				c.log.Info("cron stopped", zap.NamedError("reason", err))
+				return nil
+			}
+			// The bus refused the run but the daemon goes on (NATS away
+			// for longer than a publish waits): the job is still due, so
+			// try again later rather than stop scheduling for good.
+			c.log.Warn("cannot publish a due job; trying again", zap.Duration("in", publishRetry), zap.Error(err))
+			if c.pause(ctx, publishRetry) != nil {
+				return nil
+			}
+			continue
 		}
-		var timer clock.Timer
-		var fired <-chan time.Time
+		var timer, watch clock.Timer
+		var fired, changed <-chan time.Time
 		if next, ok := c.nextDue(); ok {
 			timer = c.clock.NewTimer(next.Sub(c.clock.Now()))
 			fired = timer.C()
 		}
+		if c.cfg.Watch > 0 {
+			watch = c.clock.NewTimer(c.cfg.Watch)
+			changed = watch.C()
+		}
 		select {
 		case <-ctx.Done():
 		case <-fired:
+		case <-changed: // fireDue reloads the file if it was replaced
 		case <-c.wake:
 		}
-		if timer != nil {
-			timer.Stop()
+		for _, t := range []clock.Timer{timer, watch} {
+			if t != nil {
+				t.Stop()
+			}
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
+	}
+}
+
+// publishRetry is the pause before a due job whose publish failed is tried
+// again.
+const publishRetry = 30 * time.Second
+
+// pause waits d on the scheduler's clock, or until ctx ends.
+func (c *Cron) pause(ctx context.Context, d time.Duration) error {
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -169,9 +218,11 @@ func (c *Cron) Add(chat Chat, w When, message string) (Job, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.loadLocked(); err != nil {
+	unlock, err := c.lockFileLocked()
+	if err != nil {
 		return Job{}, err
 	}
+	defer unlock()
 	if n := len(c.chatJobs(chat.Key())); n >= c.cfg.MaxJobsPerChat {
 		return Job{}, fmt.Errorf("this chat already has %d jobs, the limit; remove one first (action \"list\" shows them)", n)
 	}
@@ -226,9 +277,11 @@ func (c *Cron) All() ([]Job, error) {
 func (c *Cron) Remove(key, id string) (Job, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.loadLocked(); err != nil {
+	unlock, err := c.lockFileLocked()
+	if err != nil {
 		return Job{}, err
 	}
+	defer unlock()
 	j, ok := c.jobs[strings.TrimSpace(id)]
 	if !ok || j.Chat.Key() != key {
 		ids := make([]string, 0)
@@ -256,6 +309,11 @@ func (c *Cron) Remove(key, id string) (Job, error) {
 func (c *Cron) fireDue(ctx context.Context) error {
 	now := c.clock.Now()
 	c.mu.Lock()
+	if err := c.loadLocked(); err != nil {
+		// The jobs as last read are still the best guess; the next look
+		// may succeed.
+		c.log.Warn("cannot read the jobs file again; keeping the jobs as last read", zap.Error(err))
+	}
 	var due []*Job
 	for _, j := range c.jobs {
 		if !c.inflight[j.ID] && !j.NextRun.After(now) {
@@ -304,6 +362,13 @@ func (c *Cron) fire(ctx context.Context, j Job, now time.Time) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if unlock, err := c.lockFileLocked(); err != nil {
+		// The next run is still set in memory: the job must not run again
+		// at once.
+		c.log.Error("cannot lock the jobs file to save the next run", zap.String("job", j.ID), zap.Error(err))
+	} else {
+		defer unlock()
+	}
 	cur, ok := c.jobs[j.ID]
 	if !ok {
 		return nil // removed while it was being published
@@ -323,6 +388,13 @@ func (c *Cron) delivered(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.inflight, id)
+	unlock, err := c.lockFileLocked()
+	if err != nil {
+		// It stays in the file, and runs once more after a restart.
+		c.log.Error("cannot lock the jobs file to remove a one-time job", zap.String("job", id), zap.Error(err))
+		return
+	}
+	defer unlock()
 	if _, ok := c.jobs[id]; !ok {
 		return
 	}
@@ -352,11 +424,12 @@ func (c *Cron) poke() {
 	}
 }
 
-// loadLocked reads the jobs file once. A file that is not JSON is moved
-// aside (kept for the user) and the scheduler starts empty; a file that
-// cannot be read is an error.
+// loadLocked makes the jobs those of the file: it reads the file the first
+// time and again whenever another process replaced it since (otherwise it
+// costs a stat). A file that is not JSON is moved aside (kept for the user)
+// and the scheduler starts empty; a file that cannot be read is an error.
 func (c *Cron) loadLocked() error {
-	if c.ready {
+	if c.ready && c.unchangedLocked() {
 		return nil
 	}
 	l, err := readJobs(c.cfg.Path)
@@ -374,20 +447,65 @@ func (c *Cron) loadLocked() error {
 	for _, p := range l.problems {
 		c.log.Error("jobs file entry not usable; kept in the file, not scheduled", zap.String("problem", p))
 	}
+	reload := c.ready
+	c.jobs = make(map[string]*Job, len(l.jobs))
 	for _, j := range l.jobs {
 		c.jobs[j.ID] = j
 	}
-	c.broken = l.broken
-	c.ready = true
+	for id := range c.inflight {
+		if c.jobs[id] == nil {
+			delete(c.inflight, id) // removed elsewhere while its run was on the bus
+		}
+	}
+	c.broken, c.seen, c.ready = l.broken, l.info, true
+	if reload {
+		c.log.Info("jobs file changed by another process; reloaded", zap.Int("jobs", len(c.jobs)))
+	}
 	return nil
 }
 
+// unchangedLocked reports whether the jobs file is the one last read or
+// written here. Every write replaces the file (a new inode, renamed over
+// it), so identity alone tells; size and time guard file systems that reuse
+// inodes.
+func (c *Cron) unchangedLocked() bool {
+	fi, err := os.Stat(c.cfg.Path)
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist) && c.seen == nil
+	}
+	return c.seen != nil && os.SameFile(fi, c.seen) && fi.Size() == c.seen.Size() && fi.ModTime().Equal(c.seen.ModTime())
+}
+
+// lockFileLocked takes the jobs file's lock, for a change, and reloads the
+// jobs if another process changed them: the change applies to what the
+// file holds now, and nobody else writes it until unlock.
+func (c *Cron) lockFileLocked() (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(c.cfg.Path), 0o700); err != nil {
+		return nil, fmt.Errorf("lock jobs file: %w", err)
+	}
+	unlock, err = lockFile(filepath.Join(filepath.Dir(c.cfg.Path), "."+filepath.Base(c.cfg.Path)+".lock"))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.loadLocked(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// saveLocked writes the jobs; it is called with the file's lock held, so
+// the file it then finds is its own.
 func (c *Cron) saveLocked() error {
 	err := writeJobs(c.cfg.Path, c.jobs, c.broken)
 	if err != nil {
 		c.log.Error("save jobs", zap.Error(err))
+		return err
 	}
-	return err
+	if fi, statErr := os.Stat(c.cfg.Path); statErr == nil {
+		c.seen = fi
+	}
+	return nil
 }
 
 func (c *Cron) chatJobs(key string) []*Job {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -58,6 +59,9 @@ type jobsFile struct {
 // loaded is what a jobs file held: the usable jobs, and the entries that
 // could not be used, kept verbatim so saving never drops them.
 type loaded struct {
+	// info is the file that was read (nil: there was none), to tell later
+	// whether it was replaced since.
+	info   os.FileInfo
 	jobs   []*Job
 	broken []json.RawMessage
 	// problems explain each broken entry, for the log.
@@ -69,10 +73,21 @@ var errCorrupt = errors.New("not a jobs file")
 
 // readJobs reads path; a missing file holds no jobs.
 func readJobs(path string) (loaded, error) {
-	data, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return loaded{}, nil
 	}
+	if err != nil {
+		return loaded{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer fh.Close()
+	// The file's identity is taken from the open file, not the path: the
+	// path may be replaced meanwhile, and that must read as a change.
+	info, err := fh.Stat()
+	if err != nil {
+		return loaded{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	data, err := io.ReadAll(fh)
 	if err != nil {
 		return loaded{}, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -84,7 +99,7 @@ func readJobs(path string) (loaded, error) {
 		return loaded{}, fmt.Errorf("read %s: format version %d is newer than this nanobot understands (%d); upgrade nanobot",
 			path, f.Version, fileVersion)
 	}
-	var l loaded
+	l := loaded{info: info}
 	seen := map[string]bool{}
 	for i, raw := range f.Jobs {
 		j, err := decodeJob(raw)

@@ -22,4 +22,8 @@
 // messages it holds; one that dies loses them to another worker after
 // bus.nats.ack_wait, and the agent recognises the redelivered message in the
 // session (internal/agent/replay.go), so it is answered once.
+//
+// A Lease elects one process among those that run it, on a key of the KV
+// bucket <PREFIX>_LEASE: the daemon's agent processes compete for the
+// "scheduler" lease, and the holder runs cron and the heartbeat.
 package natsbus

@@ -19,6 +19,9 @@ type names struct {
 func (n names) inStream() string  { return strings.ToUpper(n.prefix) + "_IN" }
 func (n names) outStream() string { return strings.ToUpper(n.prefix) + "_OUT" }
 
+// leaseBucket is the KV bucket of the leases (Lease).
+func (n names) leaseBucket() string { return strings.ToUpper(n.prefix) + "_LEASE" }
+
 // inSubject is partition p's subject; inSubjects matches them all.
 func (n names) inSubject(p int) string { return fmt.Sprintf("%s.in.%d", n.prefix, p) }
 func (n names) inSubjects() string     { return n.prefix + ".in.*" }
