@@ -320,7 +320,20 @@ type NATSConfig struct {
 	// AckWait is how long a worker may go silent before its message is
 	// handed to another worker; it heartbeats every third of it.
 	AckWait time.Duration `mapstructure:"ack_wait"`
+	// Sessions is where the agent workers of a split deployment keep
+	// sessions: SessionsSharedVolume (default) or SessionsJetStream.
+	Sessions string `mapstructure:"sessions"`
 }
+
+// Session stores of bus.nats.sessions (docs/scale-out.md).
+const (
+	// SessionsSharedVolume keeps sessions as JSONL files in the workspace,
+	// a volume every worker mounts.
+	SessionsSharedVolume = "shared-volume"
+	// SessionsJetStream keeps sessions in the <PREFIX>_SESSIONS stream, one
+	// subject per session, each write checked against the last sequence.
+	SessionsJetStream = "jetstream"
+)
 
 // NATSTLS holds the TLS files for the NATS connection; all empty means the
 // URL's scheme decides (tls:// uses the system roots).

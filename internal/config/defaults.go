@@ -105,6 +105,7 @@ var defaults = map[string]any{
 	"bus.nats.prefix":        "nanobot",
 	"bus.nats.partitions":    32,
 	"bus.nats.ack_wait":      "30s",
+	"bus.nats.sessions":      "shared-volume",
 
 	"log.level":  "info",
 	"log.format": "auto",

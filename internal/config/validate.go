@@ -445,6 +445,7 @@ func validateBus(p *checker, b *BusConfig) {
 	if n.AckWait < time.Second {
 		p.add("bus.nats.ack_wait", "must be at least 1s (workers heartbeat every third of it), got %s", n.AckWait)
 	}
+	p.oneOf("bus.nats.sessions", n.Sessions, SessionsSharedVolume, SessionsJetStream)
 	if (n.TLS.CertFile == "") != (n.TLS.KeyFile == "") {
 		p.add("bus.nats.tls", "cert_file and key_file go together (a client certificate needs its key)")
 	}
