@@ -274,19 +274,12 @@ func (s *Store) Archive(key string) (string, error) {
 		if e.start == 0 {
 			return nil
 		}
-		first, last := e.start, e.last
-		err := s.write(ctx, e, opArchive, func() ([]byte, error) {
-			if e.start == 0 {
-				return nil, nil // archived meanwhile by another writer
-			}
-			first, last = e.start, e.last
+		// Encoded again on a rebase: meta records in between belong to
+		// the archived conversation.
+		return s.write(ctx, e, opArchive, func() ([]byte, error) {
+			where = fmt.Sprintf("nats:%s/%s#%d-%d", s.n.stream(), s.n.subject(key), e.start, e.last)
 			return e.log.EncodeArchive()
 		})
-		if err != nil {
-			return err
-		}
-		where = fmt.Sprintf("nats:%s/%s#%d-%d", s.n.stream(), s.n.subject(key), first, last)
-		return nil
 	})
 	return where, err
 }

@@ -500,3 +500,52 @@ func TestCacheBoundAndClose(t *testing.T) {
 		t.Fatalf("get after close: %v", err)
 	}
 }
+
+// lossyJS stores the first lose publishes but reports them lost, as when
+// NATS restarts between storing a record and acknowledging it.
+type lossyJS struct {
+	jetstream.JetStream
+	mu   sync.Mutex
+	lose int
+}
+
+func (l *lossyJS) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	ack, err := l.JetStream.PublishMsg(ctx, msg, opts...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil && l.lose > 0 {
+		l.lose--
+		return nil, nats.ErrTimeout
+	}
+	return ack, err
+}
+
+// TestLostAcknowledgementStoredOnce: the write is published again, refused
+// as stale because the first attempt was stored, and recognised by its id:
+// the caller sees success and the record is there once.
+func TestLostAcknowledgementStoredOnce(t *testing.T) {
+	srv := natsfake.Start(t, t.TempDir())
+	_, js := connect(t, srv)
+	lossy := &lossyJS{JetStream: js}
+	s := jsstore.New(cfg, jsstore.ConnFunc(func(context.Context) (jetstream.JetStream, error) { return lossy, nil }),
+		jsstore.Options{Now: stepClock()}, zaptest.NewLogger(t))
+	t.Cleanup(func() { _ = s.Close() })
+	const key = "telegram:5"
+	for _, text := range []string{"one", "two"} {
+		lossy.mu.Lock()
+		lossy.lose = 1
+		lossy.mu.Unlock()
+		if _, err := s.Append(key, userText(text)); err != nil {
+			t.Fatalf("append %s: %v", text, err)
+		}
+	}
+	if err := s.SetMeta(key, session.MetaUpdate{Title: ptr("t")}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"one", "two"}
+	for name, st := range map[string]*jsstore.Store{"same": s, "fresh": newStore(t, srv, jsstore.Options{})} {
+		if got := mustGet(t, st, key); !reflect.DeepEqual(texts(got), want) || got.Title != "t" {
+			t.Fatalf("%s store reads %q, title %q", name, texts(got), got.Title)
+		}
+	}
+}
