@@ -29,6 +29,7 @@ var allowed = []struct {
 	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging"}},
 	{"internal/history", []string{"internal/llm"}},
 	{"internal/session", []string{"internal/llm"}},
+	{"internal/session/jsstore", []string{"internal/llm", "internal/config", "internal/session"}},
 	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace"}},
 	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider"}},
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools"}},

@@ -324,7 +324,20 @@ type NATSConfig struct {
 	// heartbeat keeps its lease without renewing it (every third of it): a
 	// dead leader is replaced after at most this long.
 	LeaseTTL time.Duration `mapstructure:"lease_ttl"`
+	// Sessions is where the agent workers of a split deployment keep
+	// sessions: SessionsSharedVolume (default) or SessionsJetStream.
+	Sessions string `mapstructure:"sessions"`
 }
+
+// Session stores of bus.nats.sessions (docs/scale-out.md).
+const (
+	// SessionsSharedVolume keeps sessions as JSONL files in the workspace,
+	// a volume every worker mounts.
+	SessionsSharedVolume = "shared-volume"
+	// SessionsJetStream keeps sessions in the <PREFIX>_SESSIONS stream, one
+	// subject per session, each write checked against the last sequence.
+	SessionsJetStream = "jetstream"
+)
 
 // NATSTLS holds the TLS files for the NATS connection; all empty means the
 // URL's scheme decides (tls:// uses the system roots).

@@ -106,6 +106,7 @@ var defaults = map[string]any{
 	"bus.nats.partitions":    32,
 	"bus.nats.ack_wait":      "30s",
 	"bus.nats.lease_ttl":     "15s",
+	"bus.nats.sessions":      "shared-volume",
 
 	"log.level":  "info",
 	"log.format": "auto",

@@ -448,6 +448,7 @@ func validateBus(p *checker, b *BusConfig) {
 	if n.LeaseTTL < time.Second {
 		p.add("bus.nats.lease_ttl", "must be at least 1s (the scheduler's leader renews its lease every third of it), got %s", n.LeaseTTL)
 	}
+	p.oneOf("bus.nats.sessions", n.Sessions, SessionsSharedVolume, SessionsJetStream)
 	if (n.TLS.CertFile == "") != (n.TLS.KeyFile == "") {
 		p.add("bus.nats.tls", "cert_file and key_file go together (a client certificate needs its key)")
 	}

@@ -321,6 +321,7 @@ func TestValidateRules(t *testing.T) {
 		{"nats partitions", func(c *Config) { c.Bus.Backend = BusNATS; c.Bus.NATS.Partitions = 0 }, "bus.nats.partitions: must be at least 1, got 0"},
 		{"nats ack_wait", func(c *Config) { c.Bus.Backend = BusNATS; c.Bus.NATS.AckWait = 10 * time.Millisecond }, "bus.nats.ack_wait: must be at least 1s"},
 		{"nats lease_ttl", func(c *Config) { c.Bus.Backend = BusNATS; c.Bus.NATS.LeaseTTL = 500 * time.Millisecond }, "bus.nats.lease_ttl: must be at least 1s"},
+		{"nats sessions", func(c *Config) { c.Bus.Backend = BusNATS; c.Bus.NATS.Sessions = "kv" }, `bus.nats.sessions: must be one of shared-volume, jetstream, got "kv"`},
 		{"nats tls pair", func(c *Config) { c.Bus.Backend = BusNATS; c.Bus.NATS.TLS.CertFile = "/c.pem" }, "bus.nats.tls: cert_file and key_file go together"},
 		{"log level", func(c *Config) { c.Log.Level = "verbose" }, `log.level: must be one of debug, info, warn, error, got "verbose"`},
 		{"log format", func(c *Config) { c.Log.Format = "xml" }, `log.format: must be one of auto, console, json, got "xml"`},

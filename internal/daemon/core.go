@@ -22,6 +22,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/health"
+	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/mcp"
 	"github.com/nanobot-go/nanobot/internal/memory"
@@ -31,6 +32,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/provider/gemini"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/session/jsstore"
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/tools"
@@ -50,8 +52,10 @@ type Core struct {
 	// Pub is where this process publishes: Bus itself, or NATS.
 	Pub Publisher
 	// NATS is the NATS bus (bus.backend: nats in the gateway), else nil.
-	NATS     *natsbus.Bus
-	Sessions *session.Store
+	NATS *natsbus.Bus
+	// Sessions are the JSONL files in the workspace, or the JetStream
+	// stream with bus.nats.sessions: jetstream in a split gateway.
+	Sessions Sessions
 	Router   *provider.Router
 	Tools    *tools.Registry
 	MCP      *mcp.Manager // connects MCP servers' tools into Tools; the gateway runs it
@@ -94,6 +98,31 @@ const (
 	RoleAll      = "all"
 	RoleChannels = "channels"
 	RoleAgent    = "agent"
+)
+
+// Sessions is what the daemon and the components it wires use of a session
+// store; the methods mean what they mean on *session.Store.
+type Sessions interface {
+	// Get, Append, Stage, Sync, SetMeta and Archive are the agent's.
+	Get(key string) (session.Snapshot, error)
+	Append(key string, msgs ...llm.Message) (session.Snapshot, error)
+	Stage(key string, msgs ...llm.Message) (session.Snapshot, error)
+	Sync(key string) error
+	SetMeta(key string, u session.MetaUpdate) error
+	Archive(key string) (string, error)
+	// List is for /status, the web panel and the heartbeat.
+	List() ([]session.Info, error)
+	// Forget makes a worker read what other workers wrote to a session
+	// when it takes one of its messages.
+	Forget(key string) error
+	// Cached is for metrics.
+	Cached() int
+	Close() error
+}
+
+var (
+	_ Sessions = (*session.Store)(nil)
+	_ Sessions = (*jsstore.Store)(nil)
 )
 
 // Publisher is where a process publishes inbound and outbound messages.
@@ -164,17 +193,19 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		return nil, fmt.Errorf("open workspace %s: %w", ws, err)
 	}
 	b := bus.New(busSize)
-	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: cfg.Agents.SessionCache}, log.Named("session"))
 	redact := logging.Redactor(cfg.Secrets())
 	m := metrics.New(metrics.BuildInfo{Version: opts.Version, GoVersion: runtime.Version()})
 	m.WatchQueues(b.InboundLen, b.OutboundLen)
 	var pub Publisher = b
+	var store Sessions
 	var nb *natsbus.Bus
 	if opts.Role != "" && cfg.Bus.Backend == config.BusNATS {
-		nb = newNATSBus(cfg, opts.Role, b, store, log)
+		// The bus takes messages only once it runs, after store is set.
+		nb = newNATSBus(cfg, opts.Role, b, func(key string) error { return store.Forget(key) }, log)
 		pub = nb
 		m.WatchNATS(opts.Role, nb.Held, nb.Healthy)
 	}
+	store = newSessions(cfg, nb, log.Named("session"))
 	m.WatchSessions(store.Cached)
 	modelHealth := &health.ModelHealth{}
 	usage := newUsageTally(time.Now)
@@ -219,15 +250,25 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		Metrics: m, ModelHealth: modelHealth, usage: usage, root: root, log: log}, nil
 }
 
+// newSessions builds the session store: the <PREFIX>_SESSIONS stream with
+// bus.nats.sessions: jetstream in a gateway on the NATS bus (nb), JSONL
+// files in the workspace otherwise. The stream store shares nb's connection.
+func newSessions(cfg *config.Config, nb *natsbus.Bus, log *zap.Logger) Sessions {
+	if nb != nil && cfg.Bus.NATS.Sessions == config.SessionsJetStream {
+		return jsstore.New(cfg.Bus.NATS, nb, jsstore.Options{CacheSize: cfg.Agents.SessionCache}, log)
+	}
+	return session.NewStore(filepath.Join(cfg.Agents.Workspace, "sessions"), session.Options{CacheSize: cfg.Agents.SessionCache}, log)
+}
+
 // newNATSBus builds the NATS bus of a gateway process in role. A worker
-// re-reads a session from the shared workspace when it takes one of its
-// messages: the previous turn may have run on another worker.
-func newNATSBus(cfg *config.Config, role string, local *bus.Bus, store *session.Store, log *zap.Logger) *natsbus.Bus {
+// re-reads a session (forget) when it takes one of its messages: the
+// previous turn may have run on another worker.
+func newNATSBus(cfg *config.Config, role string, local *bus.Bus, forget func(key string) error, log *zap.Logger) *natsbus.Bus {
 	roles := natsbus.Roles{Agent: role != RoleChannels, Channels: role != RoleAgent}
 	var onTake func(string)
 	if roles.Agent {
 		onTake = func(key string) {
-			if err := store.Forget(key); err != nil {
+			if err := forget(key); err != nil {
 				log.Warn("cannot drop the cached session; it is read again on use", zap.String("session", key), zap.Error(err))
 			}
 		}

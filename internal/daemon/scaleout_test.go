@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,10 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 	"github.com/nanobot-go/nanobot/internal/schedule"
+	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/session/jsstore"
 )
 
 // startRole runs another gateway process on base's configuration, fakes and
@@ -30,16 +38,23 @@ func startRole(base *gw, role string) *gw {
 var turnTag = regexp.MustCompile(`m\d+`)
 
 // The whole gateway split in three processes over NATS: one channels
-// process and two agent workers, sharing the workspace. Every message of
-// every chat is answered once, in order, and both workers take turns.
+// process and two agent workers, sharing the workspace, with sessions in
+// its files or in the JetStream stream. Every message of every chat is
+// answered once, in order, and both workers take turns.
 func TestScaleOutChannelsAndTwoWorkers(t *testing.T) {
+	for _, sessions := range []string{config.SessionsSharedVolume, config.SessionsJetStream} {
+		t.Run(sessions, func(t *testing.T) { testScaleOut(t, sessions) })
+	}
+}
+
+func testScaleOut(t *testing.T, sessions string) {
 	srv := natsfake.Start(t, t.TempDir())
 	base := newGW(t, setup{})
 	base.script.Func = func(r fakellm.Request) fakellm.Reply {
 		return fakellm.Reply{Text: "re: " + turnTag.FindString(r.LastUserText())}
 	}
 	base.writeConfig(setup{agents: "max_concurrent_turns: 2", telegram: `allow_from: ["*"]`}, fmt.Sprintf(
-		"bus:\n  backend: nats\n  nats: {url: %q, partitions: 8, ack_wait: 2s}\n", srv.URL()))
+		"bus:\n  backend: nats\n  nats: {url: %q, partitions: 8, ack_wait: 2s, sessions: %s}\n", srv.URL(), sessions))
 	base.role = RoleChannels
 	base.start()
 	workers := []*gw{startRole(base, RoleAgent), startRole(base, RoleAgent)}
@@ -73,6 +88,46 @@ func TestScaleOutChannelsAndTwoWorkers(t *testing.T) {
 	_, body := base.get("/readyz")
 	if !strings.Contains(body, `"nats"`) {
 		t.Errorf("/readyz of the channels process does not check nats: %s", body)
+	}
+	if sessions != config.SessionsJetStream {
+		return
+	}
+	// Every session is in the stream, each user message once, in order;
+	// none is in the workspace.
+	if files, _ := filepath.Glob(filepath.Join(base.cfg.Agents.Workspace, "sessions", "*")); len(files) != 0 {
+		t.Errorf("session files with sessions: jetstream: %v", files)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := jsstore.New(base.cfg.Bus.NATS, jsstore.ConnFunc(func(context.Context) (jetstream.JetStream, error) { return js, nil }),
+		jsstore.Options{}, zaptest.NewLogger(t))
+	defer func() { _ = store.Close() }()
+	list, err := store.List()
+	if err != nil || len(list) != chats {
+		t.Fatalf("stream lists %d sessions (%v), want %d", len(list), err, chats)
+	}
+	for c := range chats {
+		key := fmt.Sprintf("telegram:%d", owner+int64(c))
+		snap, err := store.Get(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var users []string
+		for _, m := range snap.Messages {
+			if m.Role == llm.RoleUser {
+				users = append(users, turnTag.FindString(m.Text()))
+			}
+		}
+		if got := strings.Join(users, "|"); got != "m0|m1|m2" {
+			t.Errorf("%s holds user messages %q, want m0|m1|m2", key, got)
+		}
 	}
 }
 

@@ -100,6 +100,10 @@ func unhex(c byte) (byte, bool) {
 	return 0, false
 }
 
+// CheckKey reports whether key is one the stores can keep (see checkKey),
+// for stores outside this package that share its rules.
+func CheckKey(key string) error { return checkKey(key) }
+
 // checkKey refuses keys the store cannot keep faithfully: empty ones, invalid
 // UTF-8 (JSON would replace it, so the header would no longer match), and keys
 // whose file name would be too long.

@@ -78,6 +78,49 @@ func (e *encoder) message(m llm.Message) (llm.Message, error) {
 	return back, nil
 }
 
+// messages appends a message record per message, stamping those without a
+// Time with now and compacting them (S-V5), and returns them as they will
+// read back.
+func (e *encoder) messages(msgs []llm.Message, now time.Time) ([]llm.Message, error) {
+	back := make([]llm.Message, 0, len(msgs))
+	for i, m := range msgs {
+		if m.Time.IsZero() {
+			m.Time = now
+		}
+		got, err := e.message(compact(m))
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		back = append(back, got)
+	}
+	return back, nil
+}
+
+// metaRecord returns the meta record that applies u to st: only the fields
+// that differ from st's values, ok false when none does (now is read only
+// when there is a record to stamp). A Consolidated
+// outside [0, len(messages)] is an error.
+func metaRecord(st *state, u MetaUpdate, now func() time.Time) (r record, ok bool, err error) {
+	if c := u.Consolidated; c != nil && (*c < 0 || *c > len(st.msgs)) {
+		return record{}, false, fmt.Errorf("consolidated %d outside [0, %d]", *c, len(st.msgs))
+	}
+	r = record{Type: typeMeta}
+	if c := u.Consolidated; c != nil && *c != st.consolidated {
+		r.Consolidated = c
+	}
+	if v := u.Route; v != nil && *v != st.route {
+		r.Route = v
+	}
+	if v := u.Title; v != nil && *v != st.title {
+		r.Title = v
+	}
+	if r.Consolidated == nil && r.Route == nil && r.Title == nil {
+		return record{}, false, nil
+	}
+	r.Time = now().UTC()
+	return r, true, nil
+}
+
 // decodeMessage parses and validates a message body.
 func decodeMessage(raw []byte) (llm.Message, error) {
 	var m llm.Message

@@ -18,6 +18,15 @@ import (
 // down and should stop using the store.
 var ErrClosed = errors.New("session store closed")
 
+// ErrConflict means a write was refused because another writer — another
+// agent worker of a scaled-out deployment — wrote to the session since this
+// store last read it, in a way the write does not commute with (see
+// internal/session/jsstore). Nothing was written, and the store has read the
+// session again: the caller should Get it and decide whether its write
+// still applies (for a turn: whether another worker answered it already).
+// The file Store never returns it.
+var ErrConflict = errors.New("session changed by another writer")
+
 // ErrKeyMismatch means a session file's header names a different key than the
 // one asked for: two keys mapped to one file name, or a file was copied or
 // renamed by hand. The file is left untouched; an operator has to look at it.
@@ -214,23 +223,10 @@ func (s *Store) appendOp(key, op string, durable bool, msgs []llm.Message) (Snap
 // within [0, len(Messages)].
 func (s *Store) SetMeta(key string, u MetaUpdate) error {
 	return s.with(key, "set meta", func(e *entry) error {
-		if c := u.Consolidated; c != nil && (*c < 0 || *c > len(e.msgs)) {
-			return fmt.Errorf("consolidated %d outside [0, %d]", *c, len(e.msgs))
+		r, ok, err := metaRecord(&e.state, u, s.opts.Now)
+		if err != nil || !ok {
+			return err
 		}
-		r := record{Type: typeMeta}
-		if c := u.Consolidated; c != nil && *c != e.consolidated {
-			r.Consolidated = c
-		}
-		if v := u.Route; v != nil && *v != e.route {
-			r.Route = v
-		}
-		if v := u.Title; v != nil && *v != e.title {
-			r.Title = v
-		}
-		if r.Consolidated == nil && r.Route == nil && r.Title == nil {
-			return nil
-		}
-		r.Time = s.opts.Now().UTC()
 		enc, created, err := s.begin(e)
 		if err != nil {
 			return err

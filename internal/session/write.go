@@ -48,17 +48,9 @@ func (s *Store) appendMessages(e *entry, msgs []llm.Message, durable bool) error
 	if err != nil {
 		return err
 	}
-	now := s.opts.Now().UTC()
-	back := make([]llm.Message, 0, len(msgs))
-	for i, m := range msgs {
-		if m.Time.IsZero() {
-			m.Time = now
-		}
-		got, err := enc.message(compact(m))
-		if err != nil {
-			return fmt.Errorf("message %d: %w", i, err)
-		}
-		back = append(back, got)
+	back, err := enc.messages(msgs, s.opts.Now().UTC())
+	if err != nil {
+		return err
 	}
 	if err := s.write(e, enc.buf.Bytes(), created, durable); err != nil {
 		return err

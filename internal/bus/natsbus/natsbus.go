@@ -172,6 +172,16 @@ func (b *Bus) Healthy() error {
 	return nil
 }
 
+// JetStream returns the bus's JetStream context once Run is connected and
+// set up, so the session store of bus.nats.sessions: jetstream shares the
+// connection (and its reconnects) instead of opening one of its own.
+func (b *Bus) JetStream(ctx context.Context) (jetstream.JetStream, error) {
+	if err := b.wait(ctx); err != nil {
+		return nil, err
+	}
+	return b.js, nil
+}
+
 // Held reports how many messages the process holds unacknowledged, for
 // metrics.
 func (b *Bus) Held() int { return b.held.len() }
