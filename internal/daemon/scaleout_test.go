@@ -19,8 +19,8 @@ import (
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
-	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/session/jsstore"
 )
 
