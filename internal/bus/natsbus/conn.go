@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -57,11 +58,35 @@ func (b *Bus) setupRetrying(ctx context.Context, js jetstream.JetStream) error {
 	}
 }
 
+// ensureStream creates the stream of cfg when it is missing and updates it
+// only when a setting we choose differs. Every process runs this at start,
+// and updating a stream unchanged while another process creates a consumer
+// on it races inside the server (seen under the race detector), so an
+// unchanged stream is left alone.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	st, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err = js.CreateStream(ctx, cfg); !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return err // created (or failed); another process may have made it the same way
+		}
+		st, err = js.Stream(ctx, cfg.Name)
+	}
+	if err != nil {
+		return err
+	}
+	if have := st.CachedInfo().Config; have.Description == cfg.Description && slices.Equal(have.Subjects, cfg.Subjects) &&
+		have.Retention == cfg.Retention && have.Storage == cfg.Storage && have.Duplicates == cfg.Duplicates {
+		return nil
+	}
+	_, err = js.UpdateStream(ctx, cfg)
+	return err
+}
+
 // Setup creates or updates the streams and consumers of cfg. It is
 // idempotent and every process runs it, so no process has to start first.
 func Setup(ctx context.Context, js jetstream.JetStream, cfg config.NATSConfig) error {
 	n := names{prefix: cfg.Prefix}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if err := ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        n.inStream(),
 		Description: "nanobot inbound messages, one subject per partition of session keys",
 		Subjects:    []string{n.inSubjects()},
@@ -71,7 +96,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg config.NATSConfig) e
 	}); err != nil {
 		return fmt.Errorf("stream %s: %w", n.inStream(), err)
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if err := ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        n.outStream(),
 		Description: "nanobot outbound messages, one subject per channel",
 		Subjects:    []string{n.outSubjects()},

@@ -175,7 +175,24 @@ func (s *Store) setup(ctx context.Context) (jetstream.JetStream, jetstream.Strea
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	// Opened when it exists, created otherwise, never updated by a running
+	// worker: updating a stream while another process creates a consumer
+	// on it races inside the server.
+	st, err := js.Stream(ctx, s.n.stream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		st, err = s.create(ctx, js)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("stream %s: %w", s.n.stream(), err)
+	}
+	s.js, s.stream = js, st
+	return js, st, nil
+}
+
+// create makes the stream; a worker that lost the race to another one
+// opens the other's.
+func (s *Store) create(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:        s.n.stream(),
 		Description: "nanobot sessions, one subject per session key, one message per write",
 		Subjects:    []string{s.n.subjects()},
@@ -187,11 +204,10 @@ func (s *Store) setup(ctx context.Context) (jetstream.JetStream, jetstream.Strea
 		DenyDelete:  true,
 		AllowDirect: true,
 	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("stream %s: %w", s.n.stream(), err)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.Stream(ctx, s.n.stream())
 	}
-	s.js, s.stream = js, st
-	return js, st, nil
+	return st, err
 }
 
 // Get returns the session for key: read from the stream on first use (an
