@@ -26,6 +26,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
 	"github.com/nanobot-go/nanobot/internal/provider/gemini"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
+	"github.com/nanobot-go/nanobot/internal/session/jsstore"
 )
 
 // checkDirs checks that the workspace (and its sessions/) and the data dir
@@ -119,12 +120,24 @@ func checkBus(ctx context.Context, r *report, cfg *config.Config) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := natsbus.Check(ctx, nc, cfg.Bus.NATS); err != nil {
+	var more []string
+	if cfg.Bus.NATS.Sessions == config.SessionsJetStream {
+		more = append(more, jsstore.StreamName(cfg.Bus.NATS.Prefix))
+	}
+	if err := natsbus.Check(ctx, nc, cfg.Bus.NATS, more...); err != nil {
 		r.add("bus.nats", statusWarn, fmt.Sprintf("connected to %s, but: %v", nc.ConnectedUrlRedacted(), err),
-			"the first gateway process creates the streams; if one runs, check that JetStream is enabled (nats-server -js)")
+			"the first gateway process creates the streams (the sessions stream: the first agent worker's first turn); "+
+				"if one runs, check that JetStream is enabled (nats-server -js)")
 		return
 	}
-	r.add("bus.nats", statusOK, "connected to "+nc.ConnectedUrlRedacted()+"; streams present", "")
+	leader := "no process holds the scheduler lease (cron and heartbeat run nowhere until an agent process starts)"
+	switch holder, err := natsbus.LeaseHolder(ctx, nc, cfg.Bus.NATS, natsbus.SchedulerLease); {
+	case err != nil:
+		leader = fmt.Sprintf("scheduler lease unreadable: %v", err)
+	case holder != "":
+		leader = "cron and heartbeat run on " + holder
+	}
+	r.add("bus.nats", statusOK, "connected to "+nc.ConnectedUrlRedacted()+"; streams present; "+leader, "")
 }
 
 func probeHealthz(ctx context.Context, addr string) bool {

@@ -159,7 +159,29 @@ func TestDoctorChecksNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, code = e.doctor(bus(srv.URL()))
-	if v := verdicts(out)["bus.nats"]; code != 0 || !strings.HasPrefix(v, "ok connected") {
+	if v := verdicts(out)["bus.nats"]; code != 0 || !strings.HasPrefix(v, "ok connected") || !strings.Contains(v, "no process holds the scheduler lease") {
 		t.Errorf("streams set up: exit %d, bus.nats %q\n%s", code, v, out)
+	}
+
+	// With sessions in JetStream the sessions stream is looked for too,
+	// and the report names the process that runs cron and the heartbeat.
+	jsSessions := append(bus(srv.URL()), "NANOBOT_BUS_NATS_SESSIONS=jetstream")
+	out, _ = e.doctor(jsSessions)
+	if v := verdicts(out)["bus.nats"]; !strings.HasPrefix(v, "warn connected") || !strings.Contains(v, "NANOBOT_SESSIONS") {
+		t.Errorf("no sessions stream yet: bus.nats %q\n%s", v, out)
+	}
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "NANOBOT_SESSIONS", Subjects: []string{"nanobot.session.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "NANOBOT_LEASE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), natsbus.SchedulerLease, []byte("nanobot agent@host pid 42")); err != nil {
+		t.Fatal(err)
+	}
+	out, code = e.doctor(jsSessions)
+	if v := verdicts(out)["bus.nats"]; code != 0 || !strings.Contains(v, "cron and heartbeat run on nanobot agent@host pid 42") {
+		t.Errorf("sessions stream and a leader: exit %d, bus.nats %q\n%s", code, v, out)
 	}
 }

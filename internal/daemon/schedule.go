@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
@@ -22,10 +23,6 @@ import (
 type scheduler interface {
 	Run(ctx context.Context) error
 }
-
-// schedulerLease is the key of the lease that elects, among processes
-// sharing NATS, the one agent process running cron and the heartbeat.
-const schedulerLease = "scheduler"
 
 // buildSchedule creates the cron scheduler (and offers its tool to the
 // model) and, when enabled, the heartbeat (S-R1, S-R2). They only exist in
@@ -50,7 +47,7 @@ func (g *Gateway) buildSchedule() error {
 		}, g.log.Named("heartbeat")))
 	}
 	if g.core.NATS != nil {
-		g.lease = g.core.NATS.Lease(schedulerLease, g.cfg.Bus.NATS.LeaseTTL)
+		g.lease = g.core.NATS.Lease(natsbus.SchedulerLease, g.cfg.Bus.NATS.LeaseTTL)
 		g.core.Metrics.WatchLeader(g.lease.Leading)
 	}
 	return nil

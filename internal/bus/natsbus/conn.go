@@ -135,13 +135,13 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg config.NATSConfig) e
 
 // Check reports whether the streams and consumers of cfg exist on the
 // server nc is connected to, for nanobot doctor.
-func Check(ctx context.Context, nc *nats.Conn, cfg config.NATSConfig) error {
+func Check(ctx context.Context, nc *nats.Conn, cfg config.NATSConfig, more ...string) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
 	n := names{prefix: cfg.Prefix}
-	for _, s := range []string{n.inStream(), n.outStream()} {
+	for _, s := range append([]string{n.inStream(), n.outStream()}, more...) {
 		if _, err := js.Stream(ctx, s); err != nil {
 			return fmt.Errorf("stream %s: %w", s, err)
 		}

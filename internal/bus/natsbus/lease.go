@@ -10,8 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/config"
 )
 
 // releaseWait bounds the deletion of a lease at shutdown: past it the
@@ -33,6 +36,33 @@ type Lease struct {
 	log    *zap.Logger
 
 	leading atomic.Bool
+}
+
+// SchedulerLease is the lease whose holder runs cron and the heartbeat.
+const SchedulerLease = "scheduler"
+
+// LeaseHolder returns who holds lease key, "" when nobody does (or the
+// bucket does not exist yet), for nanobot doctor.
+func LeaseHolder(ctx context.Context, nc *nats.Conn, cfg config.NATSConfig, key string) (string, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	kv, err := js.KeyValue(ctx, names{prefix: cfg.Prefix}.leaseBucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("lease bucket: %w", err)
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("lease %s: %w", key, err)
+	}
+	return string(e.Value()), nil
 }
 
 // Lease returns the lease named key on this bus's NATS, expiring ttl after

@@ -123,6 +123,9 @@ type entry struct {
 }
 
 // New returns a store of the sessions under cfg.Prefix reached through conn.
+// StreamName is the sessions stream of bus.nats.prefix.
+func StreamName(prefix string) string { return strings.ToUpper(prefix) + "_SESSIONS" }
+
 func New(cfg config.NATSConfig, conn Conn, opts Options, log *zap.Logger) *Store {
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = defaultCacheSize
@@ -139,7 +142,7 @@ func New(cfg config.NATSConfig, conn Conn, opts Options, log *zap.Logger) *Store
 // names are the stream and subjects of one prefix.
 type names struct{ prefix string }
 
-func (n names) stream() string   { return strings.ToUpper(n.prefix) + "_SESSIONS" }
+func (n names) stream() string   { return StreamName(n.prefix) }
 func (n names) subjects() string { return n.prefix + ".session.*" }
 
 // subject is key's subject. Keys hold ':' and may hold '.', which a subject
