@@ -16,6 +16,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/session/jsstore"
 )
 
 func newStatusCmd(g *globalFlags) *cobra.Command {
@@ -101,7 +102,17 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	} else {
 		fmt.Fprintf(w, "API	off (no api.keys)\n")
 	}
+	if b := cfg.Bus; b.Backend == config.BusNATS {
+		fmt.Fprintf(w, "Bus\tnats at %s, prefix %s, %d partitions, sessions: %s\n", cfg.Redacted().Bus.NATS.URL, b.NATS.Prefix, b.NATS.Partitions, b.NATS.Sessions)
+	} else {
+		fmt.Fprintf(w, "Bus\tmemory (one process)\n")
+	}
 	fmt.Fprintln(w)
+	if cfg.Bus.Backend == config.BusNATS && cfg.Bus.NATS.Sessions == config.SessionsJetStream {
+		// status does not connect to NATS; doctor does.
+		fmt.Fprintf(w, "Sessions\tagent workers keep them in the %s stream (nanobot doctor checks it); files in the workspace:\n",
+			jsstore.StreamName(cfg.Bus.NATS.Prefix))
+	}
 	store := session.NewStore(filepath.Join(cfg.Agents.Workspace, "sessions"), session.Options{}, zap.NewNop())
 	defer store.Close()
 	infos, err := store.List()

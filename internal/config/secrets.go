@@ -88,6 +88,10 @@ func (c *Config) Secrets() []string {
 		addMap(m.Env)
 		addURL(m.URL)
 	}
+	for _, u := range natsURLs(c.Bus.NATS.URL) {
+		addURL(u)
+		add(natsToken(u))
+	}
 	slices.SortFunc(s, func(a, b string) int {
 		return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b))
 	})
@@ -157,6 +161,15 @@ func (c Config) Redacted() Config {
 		}
 		c.Tools.MCPServers = servers
 	}
+	if urls := natsURLs(c.Bus.NATS.URL); len(urls) > 0 {
+		for i, u := range urls {
+			if tok := natsToken(u); tok != "" {
+				u = strings.Replace(u, tok+"@", mask+"@", 1)
+			}
+			urls[i] = redactURL(u)
+		}
+		c.Bus.NATS.URL = strings.Join(urls, ",")
+	}
 	return c
 }
 
@@ -215,4 +228,28 @@ func redactURL(raw string) string {
 	}
 	u.RawQuery = strings.Join(pairs, "&")
 	return strings.Replace(u.String(), ":"+marker+"@", ":"+mask+"@", 1)
+}
+
+// natsURLs splits bus.nats.url, a comma-separated list of servers.
+func natsURLs(raw string) []string {
+	var out []string
+	for _, u := range strings.Split(raw, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// natsToken returns the token of a NATS URL that carries one as its bare
+// user (nats://TOKEN@host, NATS's token authentication), else "".
+func natsToken(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return ""
+	}
+	if _, ok := u.User.Password(); ok {
+		return ""
+	}
+	return u.User.Username()
 }

@@ -39,6 +39,8 @@ tools:
       headers: {X-Api-Key: mcp-key-444, Accept-Language: en-GB-oxford}
 api:
   keys: {webui: api-key-webui-555555}
+bus:
+  nats: {url: "nats://worker:nats-pass-666@n1:4222, nats://s3cr3t-nats-token-777@n2:4222"}
 `
 
 // secretValues are every secret in secretsYAML that is long enough to be one.
@@ -46,7 +48,7 @@ var secretValues = []string{
 	"sk-openai-0123456789", "Bearer gw-token-abcdef", "base-pass-123", "query-key-456",
 	"123456:telegram-token-xyz", "telegram-token-xyz", "webhook-secret-789", "proxy-pass-000", "discord-token-qwerty",
 	"transcribe-key-111", "brave-key-222", "ghp-token-333", "mcp-key-444",
-	"api-key-webui-555555",
+	"api-key-webui-555555", "nats-pass-666", "s3cr3t-nats-token-777",
 }
 
 // publicValues are values in secretsYAML under names that do not look secret.
@@ -114,8 +116,10 @@ func TestRedacted(t *testing.T) {
 		"transcription":     r.Channels.Transcription.APIKey,
 		"webhook secret":    r.Channels.Telegram.WebhookSecret,
 		"empty stays empty": r.Channels.Telegram.WebhookURL,
+		"nats url":          r.Bus.NATS.URL,
 	}
 	want := map[string]string{
+		"nats url":          "nats://worker:***@n1:4222,nats://***@n2:4222",
 		"ollama base_url":   "http://user:***@localhost:11434/v1?api_key=***&x=1",
 		"telegram proxy":    "socks5://me:***@127.0.0.1:1080",
 		"empty stays empty": "",
