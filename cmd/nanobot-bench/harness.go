@@ -50,6 +50,8 @@ type setup struct {
 	// embedded NATS server, one --role channels process (the one measured
 	// and probed) and this many --role agent processes.
 	Workers int
+	// Sessions is bus.nats.sessions with Workers > 0 ("" leaves the default).
+	Sessions string
 	// MaxGroupTurns overrides agents.max_group_turns when > 0.
 	MaxGroupTurns int
 }
@@ -177,7 +179,11 @@ func (h *harness) config(s setup, ws string) []byte {
 			"rate_per_minute": 100_000_000, "burst": 1_000_000, "max_concurrent": 100_000}
 	}
 	if h.nats != nil {
-		cfg["bus"] = map[string]any{"backend": "nats", "nats": map[string]any{"url": h.nats.URL(), "partitions": 64}}
+		nc := map[string]any{"url": h.nats.URL(), "partitions": 64}
+		if s.Sessions != "" {
+			nc["sessions"] = s.Sessions
+		}
+		cfg["bus"] = map[string]any{"backend": "nats", "nats": nc}
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -48,6 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.webClientTurns, "web-client-turns", 10, "web: turns each of the -web-clients runs in the second concurrency phase (the lone client of the first runs -web-turns)")
 	fs.StringVar(&workers, "workers", "1,2,4", "scale: agent worker processes over NATS, one run per value (plus one single-process run)")
 	fs.IntVar(&o.scaleChats, "scale-chats", 32, "scale: concurrent chats")
+	fs.StringVar(&o.scaleSessions, "scale-sessions", "", "scale: bus.nats.sessions of the workers, shared-volume or jetstream [the config default]")
 	fs.DurationVar(&o.modelDelay, "model-delay", 500*time.Millisecond, "scale: how long the model takes to answer")
 	fs.StringVar(&jsonPath, "json", "", "also write every run's raw results to this file")
 	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window to this directory (builds the binary with -tags nanobot_pprof)")
@@ -235,9 +236,9 @@ func intList(s string) ([]int, error) {
 }
 
 func (o options) describe() string {
-	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v web-turns=%d web-clients=%d web-client-turns=%d workers=%v scale-chats=%d model-delay=%v",
+	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v web-turns=%d web-clients=%d web-client-turns=%d workers=%v scale-chats=%d model-delay=%v scale-sessions=%q",
 		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think, o.pin != nil, o.webTurns, o.webClients, o.webClientTurns,
-		o.workers, o.scaleChats, o.modelDelay)
+		o.workers, o.scaleChats, o.modelDelay, o.scaleSessions)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

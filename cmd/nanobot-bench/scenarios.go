@@ -42,6 +42,8 @@ type options struct {
 	workers        []int
 	scaleChats     int
 	modelDelay     time.Duration
+	// scaleSessions is bus.nats.sessions of the scale scenario's workers.
+	scaleSessions string
 }
 
 // withGateway prepares a harness, starts the gateway and waits until it is
@@ -156,7 +158,7 @@ const scaleTurns = 4
 // runScale drives o.scaleChats chats in a closed loop against a model that
 // takes o.modelDelay, with workers agent processes (0: one process).
 func runScale(ctx context.Context, o options, workers int) (loadResult, error) {
-	s := setup{Workers: workers, MaxConcurrentTurns: scaleTurns, MaxGroupTurns: scaleTurns}
+	s := setup{Workers: workers, Sessions: o.scaleSessions, MaxConcurrentTurns: scaleTurns, MaxGroupTurns: scaleTurns}
 	var res loadResult
 	err := withGateway(ctx, o, s, func(h *harness, _ ready) error {
 		d := newDriver(h, o.scaleChats)
