@@ -66,7 +66,11 @@ func Start(t *testing.T, helper string, env ...string) *Child {
 func (c *Child) Expect(t *testing.T, want string) {
 	t.Helper()
 	if got := c.Read(t); got != want {
-		t.Fatalf("child said %q, want %q; its stderr:\n%s", got, want, c.stderr)
+		// The child failed (its report follows on stdout) or lost its
+		// way; with stdin closed it runs to its end.
+		_ = c.in.Close()
+		rest, _ := io.ReadAll(c.out)
+		t.Fatalf("child said %q, want %q; then:\n%s\nits stderr:\n%s", got, want, rest, c.stderr)
 	}
 }
 
