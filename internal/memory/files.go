@@ -102,7 +102,8 @@ func (f *Files) AppendHistory(entry string) error {
 }
 
 // lock takes the mutex and the memory files' flock, for one check and write;
-// release gives up both.
+// release gives up both. Taking the flock creates memory/ (the lock file lives
+// there), which the writes need.
 func (f *Files) lock() (release func(), err error) {
 	f.mu.Lock()
 	unlock, err := f.root.Guard(MemoryFile)
