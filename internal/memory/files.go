@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"strings"
 	"sync"
 
@@ -29,11 +28,16 @@ const maxMemoryBytes = 1 << 20
 // overwritten.
 var ErrConflict = errors.New("MEMORY.md changed while the update was prepared")
 
-// Files reads and updates MEMORY.md and HISTORY.md. Every update goes
-// through one mutex, so concurrent consolidations of different sessions
-// write one at a time, and Commit's compare-and-replace of MEMORY.md is
-// atomic with respect to them. Paths are opened through the workspace root,
-// so a symlink planted in memory/ cannot redirect the writes.
+// Files reads and updates MEMORY.md and HISTORY.md. Every update holds a
+// mutex and then the memory files' lock (workspace.MemoryLock, a flock), so
+// concurrent consolidations of different sessions — in this process or in
+// another one sharing the workspace — write one at a time, and Commit's
+// compare-and-replace of MEMORY.md is atomic with respect to them and to the
+// web panel's edits. The mutex keeps the goroutines of one process from
+// queueing on the kernel lock; the flock is what other processes see. Reads
+// take neither: MEMORY.md is replaced by rename, so it reads whole. Paths are
+// opened through the workspace root, so a symlink planted in memory/ cannot
+// redirect the writes.
 type Files struct {
 	root *workspace.Root
 	mu   sync.Mutex
@@ -64,8 +68,11 @@ func (f *Files) Memory() (string, error) {
 // whereas the other order would leave a history entry that the retry writes
 // a second time.
 func (f *Files) Commit(base, memory, entry string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	release, err := f.lock()
+	if err != nil {
+		return fmt.Errorf("memory: commit: %w", err)
+	}
+	defer release()
 	current, err := f.Memory()
 	if err != nil {
 		return err
@@ -74,9 +81,6 @@ func (f *Files) Commit(base, memory, entry string) error {
 		return fmt.Errorf("memory: commit: %w", ErrConflict)
 	}
 	if memory != current {
-		if err := f.root.MkdirAll(path.Dir(MemoryFile), 0o700); err != nil {
-			return fmt.Errorf("memory: write %s: %w", MemoryFile, err)
-		}
 		if err := f.root.WriteFileAtomic(MemoryFile, []byte(memory), 0o600); err != nil {
 			return fmt.Errorf("memory: write %s: %w", MemoryFile, err)
 		}
@@ -86,23 +90,45 @@ func (f *Files) Commit(base, memory, entry string) error {
 
 // AppendHistory appends entry to HISTORY.md as a paragraph of its own.
 func (f *Files) AppendHistory(entry string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if strings.TrimSpace(entry) == "" {
+		return nil
+	}
+	release, err := f.lock()
+	if err != nil {
+		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)
+	}
+	defer release()
 	return f.appendHistory(entry)
 }
 
+// lock takes the mutex and the memory files' flock, for one check and write;
+// release gives up both. Taking the flock creates memory/ (the lock file lives
+// there), which the writes need.
+func (f *Files) lock() (release func(), err error) {
+	f.mu.Lock()
+	unlock, err := f.root.Guard(MemoryFile)
+	if err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	return func() {
+		unlock()
+		f.mu.Unlock()
+	}, nil
+}
+
 // appendHistory writes entry with one write and an fsync, after a blank line
-// separating it from what is there. A failed write is cut off again so a
-// retry does not leave half an entry behind. Called with f.mu held.
+// separating it from what is there. The file is opened with O_APPEND so that
+// even a writer that does not take the lock (an editor on the host) cannot be
+// overwritten; the lock makes the separator check and the write one step. A
+// failed write is cut off again so a retry does not leave half an entry
+// behind. Called with the lock held.
 func (f *Files) appendHistory(entry string) error {
 	entry = strings.TrimSpace(entry)
 	if entry == "" {
 		return nil
 	}
-	if err := f.root.MkdirAll(path.Dir(HistoryFile), 0o700); err != nil {
-		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)
-	}
-	file, err := f.root.OpenFile(HistoryFile, os.O_RDWR|os.O_CREATE, 0o600)
+	file, err := f.root.OpenFile(HistoryFile, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)
 	}
@@ -115,7 +141,7 @@ func (f *Files) appendHistory(entry string) error {
 	if err != nil {
 		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)
 	}
-	_, err = file.WriteAt([]byte(sep+entry+"\n"), size)
+	_, err = file.Write([]byte(sep + entry + "\n"))
 	if err == nil {
 		err = file.Sync()
 	}

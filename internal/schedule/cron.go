@@ -18,6 +18,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/filelock"
 )
 
 // Inbound is where due work goes: the bus's inbound side.
@@ -483,7 +484,7 @@ func (c *Cron) lockFileLocked() (unlock func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(c.cfg.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock jobs file: %w", err)
 	}
-	unlock, err = lockFile(filepath.Join(filepath.Dir(c.cfg.Path), "."+filepath.Base(c.cfg.Path)+".lock"))
+	unlock, err = filelock.Acquire(filepath.Join(filepath.Dir(c.cfg.Path), "."+filepath.Base(c.cfg.Path)+".lock"))
 	if err != nil {
 		return nil, err
 	}

@@ -58,6 +58,15 @@ func (t *EditFile) Run(ctx context.Context, inv Invocation) (Result, error) {
 	if a.OldText == a.NewText {
 		return errorResult("old_text and new_text are identical; nothing to change."), nil
 	}
+	// MEMORY.md and the bootstrap files are also rewritten by
+	// consolidations and the web panel, in this process or another one
+	// sharing the workspace; their lock makes this read and the write one
+	// step with respect to them, so neither update replaces the other.
+	release, err := t.ws.Guard(a.Path)
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
 	data, err := t.ws.ReadFile(a.Path, editMaxBytes)
 	if err != nil {
 		return Result{}, err

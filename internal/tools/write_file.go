@@ -63,6 +63,14 @@ func (t *WriteFile) Run(ctx context.Context, inv Invocation) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
+	// A consolidation or the web panel checks MEMORY.md (or a bootstrap
+	// file) and then replaces it under the file's lock; writing under it
+	// too means they see this write in their check instead of replacing it.
+	release, err := t.ws.Guard(a.Path)
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
 	if err := t.ws.WriteFileAtomic(a.Path, []byte(a.Content), 0o600); err != nil {
 		return Result{}, err
 	}

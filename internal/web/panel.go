@@ -20,6 +20,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // Panel is the control panel: what it shows and what it may change. The
@@ -45,7 +46,8 @@ type Panel struct {
 	sessions Sessions
 	now      func() time.Time
 	log      *zap.Logger
-	// edit serialises the panel's own file edits (check, then write).
+	// edit serialises the panel's own file edits (check, then write);
+	// across processes the files' flock does (see guard).
 	edit sync.Mutex
 }
 
@@ -514,6 +516,12 @@ func (p *Panel) writeFile(w http.ResponseWriter, r *http.Request) {
 	}
 	p.edit.Lock()
 	defer p.edit.Unlock()
+	release, err := p.guard(rel)
+	if err != nil {
+		p.fail(w, "lock "+rel, err)
+		return
+	}
+	defer release()
 	cur, _, err := p.read(rel)
 	if err != nil {
 		p.fail(w, "read "+rel, err)
@@ -532,6 +540,19 @@ func (p *Panel) writeFile(w http.ResponseWriter, r *http.Request) {
 	tag := etagOf([]byte(req.Content))
 	w.Header().Set("ETag", tag)
 	writeJSON(w, http.StatusOK, map[string]string{"etag": tag})
+}
+
+// guard holds the lock of rel (workspace.Guard) that every writer of the
+// file takes — a consolidation in any agent worker, edit_file, the panel of
+// another process — so the ETag check and the rename are one step for all of
+// them, not only for this process's edits.
+func (p *Panel) guard(rel string) (release func(), err error) {
+	root, err := os.OpenRoot(p.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	return workspace.Guard(root, rel)
 }
 
 // writeAtomic writes a temp file next to rel and renames it over rel, all

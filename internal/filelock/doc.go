@@ -1,0 +1,13 @@
+// Package filelock takes exclusive advisory locks (flock) on lock files, so
+// that processes sharing a workspace on one volume (the agent workers and the
+// channels process of a split gateway) can make a read-check-write of a
+// shared file one step, as a mutex does within a process.
+//
+// A lock is held by an open file description: two opens of the same lock
+// file exclude each other even inside one process, so goroutines and
+// processes are kept apart alike. The kernel drops the lock when its holder
+// dies, so a killed process never leaves a stale lock behind.
+//
+// It imports nothing of this module; the schedule's jobs file, the memory
+// files and the web panel's edits use it.
+package filelock
