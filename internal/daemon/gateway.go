@@ -58,7 +58,7 @@ type Gateway struct {
 	routes []string
 	// web is the browser chat and control panel; nil when not served.
 	web     *web.Server
-	pairing *channels.PairingStore
+	pairing channels.Pairing
 	started time.Time
 	links   *webLinks
 
