@@ -20,10 +20,10 @@ const (
 	oldFriend = 300 // approved in pairing.json before the switch to NATS
 )
 
-// With bus.backend: nats, pairing lives in the KV bucket: the gateway
-// imports the pairing file it had once, and `nanobot pairing approve`, run
-// as its own process, lets a pending sender in on the running gateway
-// without touching the file.
+// With bus.backend: nats, pairing lives in the KV bucket: the channels
+// process imports the pairing file it had once, and `nanobot pairing
+// approve`, run as its own process, lets a pending sender in on the running
+// channels process (an agent worker answers) without touching the file.
 func TestPairingApproveThroughNATS(t *testing.T) {
 	srv := natsfake.Start(t, t.TempDir())
 	e := newGatewayEnv(t, "policy: pairing")
@@ -49,7 +49,9 @@ func TestPairingApproveThroughNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e.start() // --role all on the NATS bus
+	front, worker := e.role("channels"), e.role("agent")
+	front.start()
+	worker.launch()
 	e.say(oldFriend, "hello")
 	e.waitVisible(oldFriend, "answer to hello")
 
@@ -77,7 +79,8 @@ func TestPairingApproveThroughNATS(t *testing.T) {
 	if after, _ := os.ReadFile(file); string(after) != string(before) {
 		t.Errorf("the pairing file was written with pairing in NATS:\n%s", after)
 	}
-	e.stop()
+	front.stop()
+	worker.stop()
 }
 
 // pairing runs `nanobot pairing args...` on e's config and returns its
