@@ -35,6 +35,7 @@ var allowed = []struct {
 	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider"}},
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools"}},
 	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels"}},
+	{"internal/channels/pairingkv", []string{"internal/config", "internal/channels"}},
 	{"internal/fakes", []string{"internal/llm", "internal/fakes"}},
 	{"internal/golden", nil},
 	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config"}},
@@ -70,7 +71,7 @@ func TestImportLayering(t *testing.T) {
 			if strings.HasPrefix(imp, "internal/fakes") && !strings.HasPrefix(pkg, "internal/fakes") && pkg != "cmd/nanobot-bench" {
 				t.Errorf("%s imports %s: fakes are for tests (and the bench tool) only", pkg, imp)
 			}
-			if imp == "internal/golden" || imp == "internal/bus/bustest" {
+			if imp == "internal/golden" || imp == "internal/bus/bustest" || imp == "internal/channels/pairingtest" {
 				t.Errorf("%s imports %s: it is for tests only", pkg, imp)
 			}
 		}

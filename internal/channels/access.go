@@ -26,7 +26,7 @@ type Access struct {
 	all         bool
 	ids         map[string]bool
 	usernames   map[string]bool // lower case, without "@"
-	pairing     *PairingStore
+	pairing     Pairing
 }
 
 // Sender identifies who wrote a message.
@@ -43,7 +43,7 @@ type Sender struct {
 // pairing store; it is required for the pairing policy and may be nil
 // otherwise. An allowlist policy with an empty allow_from is an error:
 // nobody could ever talk to the bot, and silently opening it would be worse.
-func NewAccess(channel string, cfg config.Access, pairing *PairingStore) (*Access, error) {
+func NewAccess(channel string, cfg config.Access, pairing Pairing) (*Access, error) {
 	a := &Access{
 		channel:     channel,
 		policy:      cfg.Policy,

@@ -3,7 +3,6 @@ package channels
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,7 +22,7 @@ func TestNewAccessValidates(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     config.Access
-		store   *PairingStore
+		store   Pairing
 		wantErr string
 	}{
 		{"empty allowlist", config.Access{Policy: "allowlist"}, nil, "channels.test.allow_from: must not be empty"},
@@ -80,77 +79,6 @@ func TestAccessAllowed(t *testing.T) {
 	a, _ = NewAccess("test", config.Access{AllowFrom: []string{"1"}, GroupPolicy: "open"}, nil)
 	if !a.GroupAllows(false) {
 		t.Error("group_policy open must allow unaddressed messages")
-	}
-}
-
-func TestPairingStoreLifecycle(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "sub", "pairing.json")
-	daemon := NewPairingStore(path)
-	cli := NewPairingStore(path) // a second process's view of the same file
-	code, err := daemon.Request("telegram", "42", "@bob", "42")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := daemon.Request("telegram", "42", "@bob", "42"); again != code {
-		t.Fatalf("second request gave a new code %s, want the pending %s", again, code)
-	}
-	if ok, _ := daemon.IsApproved("telegram", "42"); ok {
-		t.Fatal("approved before approval")
-	}
-	st, err := cli.List()
-	if err != nil || len(st.Pending) != 1 || st.Pending[0].Code != code || st.Pending[0].SenderName != "@bob" {
-		t.Fatalf("List = %+v, %v", st, err)
-	}
-	if _, err := cli.Approve("NOPE2345"); !errors.Is(err, ErrUnknownCode) {
-		t.Fatalf("approve unknown code: %v", err)
-	}
-	a, err := cli.Approve(strings.ToLower(code))
-	if err != nil || a.SenderID != "42" || a.Channel != "telegram" {
-		t.Fatalf("Approve = %+v, %v", a, err)
-	}
-	if ok, _ := daemon.IsApproved("telegram", "42"); !ok {
-		t.Fatal("daemon does not see the CLI's approval")
-	}
-	if ok, _ := daemon.IsApproved("discord", "42"); ok {
-		t.Fatal("approval leaked to another channel")
-	}
-	if _, err := cli.Approve(code); !errors.Is(err, ErrUnknownCode) {
-		t.Fatal("a code was usable twice")
-	}
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("pairing file mode = %v, %v; want 0600", fi.Mode(), err)
-	}
-	if found, err := cli.Revoke("telegram", "42"); !found || err != nil {
-		t.Fatalf("Revoke = %v, %v", found, err)
-	}
-	if ok, _ := daemon.IsApproved("telegram", "42"); ok {
-		t.Fatal("still approved after revoke")
-	}
-}
-
-func TestPairingCodesExpireAndAreBounded(t *testing.T) {
-	s := NewPairingStore(filepath.Join(t.TempDir(), "pairing.json"))
-	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	s.now = func() time.Time { return now }
-	s.MaxPending = 3
-	old, _ := s.Request("t", "1", "", "")
-	for _, id := range []string{"2", "3", "4"} {
-		if _, err := s.Request("t", id, "", ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := s.Approve(old); !errors.Is(err, ErrUnknownCode) {
-		t.Fatal("oldest code survived the cap")
-	}
-	st, _ := s.List()
-	if len(st.Pending) != 3 {
-		t.Fatalf("pending = %d, want 3", len(st.Pending))
-	}
-	now = now.Add(2 * time.Hour)
-	st, _ = s.List()
-	if len(st.Pending) != 0 {
-		t.Fatalf("expired codes still listed: %+v", st.Pending)
 	}
 }
 
@@ -363,26 +291,5 @@ func TestLRUEvictsOldest(t *testing.T) {
 	}
 	if _, ok := c.get(1); !ok || c.len() != 2 {
 		t.Fatal("1 should have stayed")
-	}
-}
-
-func TestPairingDeny(t *testing.T) {
-	s := NewPairingStore(filepath.Join(t.TempDir(), "pairing.json"))
-	code, err := s.Request("telegram", "42", "@bob", "42")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := s.Deny(strings.ToLower(code))
-	if err != nil || p.SenderID != "42" {
-		t.Fatalf("Deny = %+v, %v", p, err)
-	}
-	if _, err := s.Approve(code); !errors.Is(err, ErrUnknownCode) {
-		t.Fatalf("approve after deny: %v", err)
-	}
-	if _, err := s.Deny(code); !errors.Is(err, ErrUnknownCode) {
-		t.Fatalf("deny twice: %v", err)
-	}
-	if ok, _ := s.IsApproved("telegram", "42"); ok {
-		t.Fatal("denied sender is approved")
 	}
 }

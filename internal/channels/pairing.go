@@ -42,6 +42,33 @@ type PairingState struct {
 	Approved []Approval       `json:"approved"`
 }
 
+// Pairing is what the channels, the web panel, the daemon's /web links and
+// the `nanobot pairing` CLI need of a pairing store. PairingStore keeps it in
+// a JSON file; internal/channels/pairingkv in a JetStream KV bucket shared by
+// the processes of a scaled-out deployment. Both keep the same rules: a
+// sender has at most one valid code, a code expires after a TTL and is usable
+// once, pending codes are capped (the oldest dropped), approvals are per
+// channel and sender.
+type Pairing interface {
+	// Request returns a pairing code for sender on channel: the pending one
+	// if it is still valid, otherwise a new one.
+	Request(channel, senderID, senderName, chatID string) (string, error)
+	// Approve lets the sender who was given code in; ErrUnknownCode when
+	// the code is not pending (never issued, expired, used or denied).
+	Approve(code string) (Approval, error)
+	// Deny drops a pending code without letting its sender in.
+	Deny(code string) (PairingRequest, error)
+	// Revoke removes an approval; it reports whether there was one.
+	Revoke(channel, senderID string) (bool, error)
+	// List returns the valid pending codes, oldest first, and the approvals.
+	List() (PairingState, error)
+	// IsApproved reports whether sender was approved on channel. It is
+	// called for every inbound message, so it must not do network I/O.
+	IsApproved(channel, senderID string) (bool, error)
+}
+
+var _ Pairing = (*PairingStore)(nil)
+
 // PairingStore keeps pairing codes and approvals in a small JSON file (e.g.
 // ~/.nanobot/pairing.json), shared by the daemon, which issues codes, and the
 // `nanobot pairing` CLI, which approves and revokes them. Writes are atomic
@@ -53,7 +80,8 @@ type PairingStore struct {
 	// [64], the oldest dropped first, so strangers cannot grow the file.
 	TTL        time.Duration
 	MaxPending int
-	now        func() time.Time
+	// Now is the clock [time.Now]; tests set it to expire codes.
+	Now func() time.Time
 
 	mu     sync.Mutex
 	cached *PairingState
@@ -67,7 +95,7 @@ type fileStamp struct {
 
 // NewPairingStore returns a store backed by path. It does no I/O.
 func NewPairingStore(path string) *PairingStore {
-	return &PairingStore{path: path, TTL: time.Hour, MaxPending: 64, now: time.Now}
+	return &PairingStore{path: path, TTL: time.Hour, MaxPending: 64, Now: time.Now}
 }
 
 // Path returns the file's path.
@@ -90,7 +118,7 @@ func (s *PairingStore) Request(channel, senderID, senderName, chatID string) (st
 		}
 		code = c
 		st.Pending = append(st.Pending, PairingRequest{Code: c, Channel: channel, SenderID: senderID,
-			SenderName: senderName, ChatID: chatID, Created: s.now().UTC()})
+			SenderName: senderName, ChatID: chatID, Created: s.Now().UTC()})
 		if over := len(st.Pending) - s.MaxPending; over > 0 {
 			st.Pending = st.Pending[over:]
 		}
@@ -113,7 +141,7 @@ func (s *PairingStore) Approve(code string) (Approval, error) {
 		}
 		p := st.Pending[i]
 		st.Pending = slices.Delete(st.Pending, i, i+1)
-		a = Approval{Channel: p.Channel, SenderID: p.SenderID, SenderName: p.SenderName, ApprovedAt: s.now().UTC()}
+		a = Approval{Channel: p.Channel, SenderID: p.SenderID, SenderName: p.SenderName, ApprovedAt: s.Now().UTC()}
 		st.Approved = slices.DeleteFunc(st.Approved, func(o Approval) bool {
 			return o.Channel == a.Channel && o.SenderID == a.SenderID
 		})
@@ -225,7 +253,7 @@ func (s *PairingStore) loadLocked() (*PairingState, error) {
 }
 
 func (s *PairingStore) expireLocked(st *PairingState) {
-	cutoff := s.now().Add(-s.TTL)
+	cutoff := s.Now().Add(-s.TTL)
 	st.Pending = slices.DeleteFunc(st.Pending, func(p PairingRequest) bool { return p.Created.Before(cutoff) })
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/channels/pairingkv"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/health"
@@ -58,9 +59,12 @@ type Gateway struct {
 	routes []string
 	// web is the browser chat and control panel; nil when not served.
 	web     *web.Server
-	pairing *channels.PairingStore
-	started time.Time
-	links   *webLinks
+	pairing channels.Pairing
+	// runPairing keeps the KV pairing store's view current (bus.backend:
+	// nats); nil with the file store, which needs no goroutine.
+	runPairing func(ctx context.Context) error
+	started    time.Time
+	links      *webLinks
 
 	// schedulers publish cron runs and heartbeat work (schedule.go).
 	schedulers []scheduler
@@ -186,7 +190,7 @@ func (g *Gateway) announce(addr string) {
 
 func (g *Gateway) buildChannels() error {
 	cfg, ws := g.cfg, g.cfg.Agents.Workspace
-	pairing := channels.NewPairingStore(filepath.Join(g.opts.DataDir, PairingFile))
+	pairing := g.newPairing()
 	g.pairing = pairing
 	limits := func(a config.Access) channels.IntakeConfig {
 		return channels.IntakeConfig{MaxChars: cfg.Agents.MaxInputChars, RatePerMinute: a.RatePerMinute}
@@ -222,6 +226,20 @@ func (g *Gateway) buildChannels() error {
 		g.channels = append(g.channels, d)
 	}
 	return nil
+}
+
+// newPairing builds the pairing store: with the NATS bus, the KV bucket
+// <PREFIX>_PAIRING, so `nanobot pairing` and the web panel of any process
+// change what this channels process checks (docs/scale-out.md); it imports
+// the data dir's pairing file once. Otherwise the file, as always.
+func (g *Gateway) newPairing() channels.Pairing {
+	path := filepath.Join(g.opts.DataDir, PairingFile)
+	if g.core.NATS == nil {
+		return channels.NewPairingStore(path)
+	}
+	s := pairingkv.New(g.cfg.Bus.NATS, g.core.NATS, pairingkv.Options{ImportFile: path}, g.log.Named("pairing"))
+	g.runPairing = s.Run
+	return s
 }
 
 // RunGateway builds and runs the gateway until ctx ends.
@@ -294,6 +312,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 		})
 	} else {
 		close(natsDone)
+	}
+	if g.runPairing != nil {
+		// Its view is read until the channels stop, and its watch rides on
+		// the bus's connection: it stops with the bus.
+		eg.Go(func() error { return g.runPairing(natsCtx) })
 	}
 	agentDone := make(chan struct{})
 	managerDone := make(chan struct{})

@@ -168,7 +168,7 @@ func (j cronJobs) Remove(id string) (bool, error) {
 type webLinks struct {
 	cfg     *config.Config
 	srv     *web.Server
-	pairing *channels.PairingStore
+	pairing channels.Pairing
 	base    string
 }
 

@@ -93,7 +93,8 @@ type CronJobs interface {
 	Remove(id string) (ok bool, err error)
 }
 
-// Pairing is the pairing store (channels.PairingStore).
+// Pairing is what the panel uses of the pairing store (channels.Pairing:
+// the file, or the KV bucket with NATS).
 type Pairing interface {
 	List() (channels.PairingState, error)
 	Approve(code string) (channels.Approval, error)

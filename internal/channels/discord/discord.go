@@ -56,7 +56,7 @@ type Deps struct {
 	// itself (/whoami, pairing codes). Required.
 	Bus channels.Publisher
 	// Pairing is the shared pairing store; required with policy pairing.
-	Pairing *channels.PairingStore
+	Pairing channels.Pairing
 	// Workspace is the agent's workspace root; received files are saved
 	// under <workspace>/inbox/ and outbound file_ref paths are resolved in
 	// it. Without it files are described to the agent, not saved.

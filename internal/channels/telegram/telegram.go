@@ -40,7 +40,7 @@ type Deps struct {
 	// replies (/whoami, pairing codes, "transcription is off").
 	Bus channels.Publisher
 	// Pairing is the shared pairing store; required when policy is pairing.
-	Pairing *channels.PairingStore
+	Pairing channels.Pairing
 	// DataDir holds the update journal (telegram-updates.json), so a restart
 	// neither drops nor re-answers a message. Empty keeps it in memory only.
 	DataDir string
