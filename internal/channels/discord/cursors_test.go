@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +13,7 @@ import (
 
 func testCursors(t *testing.T, now *time.Time) *cursors {
 	t.Helper()
-	return newCursors(filepath.Join(t.TempDir(), CursorFile), func() time.Time { return *now }, zaptest.NewLogger(t))
+	return newCursors(FileCursorStore{Path: filepath.Join(t.TempDir(), CursorFile)}, func() time.Time { return *now }, zaptest.NewLogger(t))
 }
 
 // step is one event in a chat's life.
@@ -122,8 +123,8 @@ func TestCursorsOnlyTrackedChatsAreKept(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	again := newCursors(cs.path, cs.now, cs.log)
-	if err := again.load(); err != nil {
+	again := newCursors(cs.store, cs.now, cs.log)
+	if err := again.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	jobs := again.due()
@@ -162,10 +163,10 @@ func TestCursorsForgetIdleChatsAndBoundTheirNumber(t *testing.T) {
 func TestCursorsCorruptFileIsReportedNotFatal(t *testing.T) {
 	now := time.Now()
 	cs := testCursors(t, &now)
-	if err := os.WriteFile(cs.path, []byte("{not json"), 0o600); err != nil {
+	if err := os.WriteFile(cs.store.(FileCursorStore).Path, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := cs.load(); err == nil {
+	if err := cs.load(context.Background()); err == nil {
 		t.Fatal("a corrupt file loaded without an error")
 	}
 	if !cs.seen("c", 1, "") {
