@@ -245,7 +245,7 @@ func (c *Channel) Run(ctx context.Context) error {
 		// A KV store waits here for NATS: catching up on cursors that are
 		// not loaded yet would fetch nothing, and saving them would
 		// overwrite the ones kept.
-		if err := c.cursors.load(ctx); err != nil {
+		if err := c.cursors.load(ctx); err != nil && ctx.Err() == nil { // stopped while waiting: no error
 			c.log.Error("discord cursors not loaded", zap.Error(err))
 		}
 		// The writer outlives the lanes: the acks of the messages they
