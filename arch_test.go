@@ -36,6 +36,7 @@ var allowed = []struct {
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools"}},
 	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels"}},
 	{"internal/channels/pairingkv", []string{"internal/config", "internal/channels"}},
+	{"internal/channels/cursorkv", []string{"internal/config"}},
 	{"internal/fakes", []string{"internal/llm", "internal/fakes"}},
 	{"internal/golden", nil},
 	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config"}},

@@ -19,6 +19,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/api"
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/cursorkv"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/channels/pairingkv"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
@@ -215,6 +216,7 @@ func (g *Gateway) buildChannels() error {
 	if dc := cfg.Channels.Discord; dc.Enabled {
 		d, err := discord.New(dc, discord.Deps{
 			Bus: g.core.Pub, Pairing: pairing, Workspace: ws, DataDir: g.opts.DataDir,
+			Cursors:       g.discordCursors(),
 			Transcription: cfg.Channels.Transcription, Limits: limits(dc.Access),
 		}, g.log.Named("discord"))
 		if err != nil {
@@ -240,6 +242,21 @@ func (g *Gateway) newPairing() channels.Pairing {
 	s := pairingkv.New(g.cfg.Bus.NATS, g.core.NATS, pairingkv.Options{ImportFile: path}, g.log.Named("pairing"))
 	g.runPairing = s.Run
 	return s
+}
+
+// discordCursors is where Discord keeps its cursors: with the NATS bus, the
+// key "discord" of the KV bucket <PREFIX>_CURSORS, so a channels process
+// restarted on another host still catches up (docs/scale-out.md); it imports
+// the data dir's cursor file once. Otherwise nil: the data dir's file, as
+// always. The store rides on the bus's connection, which outlives the
+// channels, and needs no goroutine.
+func (g *Gateway) discordCursors() discord.CursorStore {
+	if g.core.NATS == nil {
+		return nil
+	}
+	return cursorkv.New(g.cfg.Bus.NATS, g.core.NATS, cursorkv.Options{
+		Key: "discord", ImportFile: filepath.Join(g.opts.DataDir, discord.CursorFile),
+	}, g.log.Named("cursors"))
 }
 
 // RunGateway builds and runs the gateway until ctx ends.

@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,7 +17,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
@@ -217,4 +221,34 @@ func ranOnce(t *testing.T, base, w *gw, what string) {
 	if shown != 1 || asked != 1 {
 		t.Errorf("the %s job's run was shown %d times and the model asked %d times; want once each", what, shown, asked)
 	}
+}
+
+// On the NATS bus Discord's cursors are in KV, not in the data dir: a
+// channels process restarted with no cursor file still answers the message
+// sent while it was down.
+func TestScaleOutDiscordCatchesUpFromKV(t *testing.T) {
+	srv := natsfake.Start(t, t.TempDir())
+	base := newGW(t, setup{discord: true})
+	base.script.Func = func(r fakellm.Request) fakellm.Reply {
+		text := r.LastUserText()
+		return fakellm.Reply{Text: "re: " + text[strings.LastIndex(text, "\n")+1:]}
+	}
+	base.writeConfig(setup{discord: true, noTelegram: true}, fmt.Sprintf(
+		"bus:\n  backend: nats\n  nats: {url: %q, partitions: 4, ack_wait: 2s}\n", srv.URL()))
+	base.role = RoleChannels
+	base.start()
+	startRole(base, RoleAgent).waitReady(true)
+	base.dc.WaitReady(t, 1)
+	dm := base.dc.AddDM(base.dcOwner)
+	base.dc.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: base.dcOwner, Content: "one"})
+	base.dcWaitLast(dm, "re: one")
+	if err := base.stop(); err != nil {
+		t.Fatalf("channels: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(base.home, discord.CursorFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s in the data dir (err %v): the cursors belong in KV", discord.CursorFile, err)
+	}
+	base.dc.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: base.dcOwner, Content: "two"})
+	again := startRole(base, RoleChannels)
+	again.dcWaitLast(dm, "re: two")
 }

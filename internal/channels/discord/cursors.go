@@ -3,7 +3,6 @@ package discord
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,9 +30,10 @@ import (
 // again. While a chat waits for its catch-up, Done does not move at all:
 // the ids between it and the live messages were never seen.
 //
-// The file is rewritten atomically (and fsync'd) by one writer goroutine,
-// which coalesces the changes that pile up while it writes; only a chat's
-// first tracking is saved at once, before its message goes on.
+// The document is saved (CursorStore: a file, or a KV key when scaled out)
+// by one writer goroutine, which coalesces the changes that pile up while
+// it writes; only a chat's first tracking is saved at once, before its
+// message goes on.
 
 // maxHandled bounds a chat's Handled list while an old message stays
 // pending (a long turn in a busy guild channel); beyond it the oldest are
@@ -78,11 +78,11 @@ type cursorFileEntry struct {
 
 // cursors is safe for concurrent use.
 type cursors struct {
-	path string
-	now  func() time.Time
-	log  *zap.Logger
+	store CursorStore
+	now   func() time.Time
+	log   *zap.Logger
 
-	wmu    sync.Mutex // serialises file writes; taken before mu
+	wmu    sync.Mutex // serialises saves; taken before mu
 	mu     sync.Mutex
 	chats  map[string]*cursor
 	dirty  bool
@@ -90,20 +90,24 @@ type cursors struct {
 	wake   chan struct{}
 }
 
-func newCursors(path string, now func() time.Time, log *zap.Logger) *cursors {
-	return &cursors{path: path, now: now, log: log, chats: map[string]*cursor{}, wake: make(chan struct{}, 1)}
+func newCursors(store CursorStore, now func() time.Time, log *zap.Logger) *cursors {
+	return &cursors{store: store, now: now, log: log, chats: map[string]*cursor{}, wake: make(chan struct{}, 1)}
 }
 
-// load reads the file; every chat in it waits for a catch-up. A corrupt
-// file is reported and set aside: the bot must still start.
-func (cs *cursors) load() error {
-	var f cursorFile
-	found, err := channels.ReadStateFile(cs.path, &f)
-	if errors.Is(err, channels.ErrCorruptState) {
-		return fmt.Errorf("discord cursors are corrupt (missed messages will not be fetched; the file is rewritten): %w", err)
+// load reads the saved document; every chat in it waits for a catch-up. A
+// corrupt document is reported and set aside: the bot must still start.
+func (cs *cursors) load(ctx context.Context) error {
+	data, found, err := cs.store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load discord cursors: %w", err)
 	}
-	if err != nil || !found {
-		return err
+	if !found {
+		return nil
+	}
+	var f cursorFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("discord cursors are corrupt (missed messages will not be fetched; they are rewritten): %w %v: %w",
+			channels.ErrCorruptState, cs.store, err)
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -392,13 +396,17 @@ func (cs *cursors) save() error {
 	cs.mu.Unlock()
 	data, err := json.Marshal(f)
 	if err == nil {
-		err = channels.WriteFileAtomic(cs.path, data, 0o600)
+		// Not the caller's context: a save that began must not be cut
+		// short by shutdown, only bounded.
+		ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
+		err = cs.store.Save(ctx, data)
+		cancel()
 	}
 	if err != nil {
 		cs.mu.Lock()
 		cs.dirty = true // try again at the next change
 		cs.mu.Unlock()
-		return fmt.Errorf("save %s: %w", cs.path, err)
+		return fmt.Errorf("save discord cursors %v: %w", cs.store, err)
 	}
 	return nil
 }

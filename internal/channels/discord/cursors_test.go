@@ -1,18 +1,24 @@
 package discord
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func testCursors(t *testing.T, now *time.Time) *cursors {
 	t.Helper()
-	return newCursors(filepath.Join(t.TempDir(), CursorFile), func() time.Time { return *now }, zaptest.NewLogger(t))
+	return newCursors(FileCursorStore{Path: filepath.Join(t.TempDir(), CursorFile)}, func() time.Time { return *now }, zaptest.NewLogger(t))
 }
 
 // step is one event in a chat's life.
@@ -122,8 +128,8 @@ func TestCursorsOnlyTrackedChatsAreKept(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	again := newCursors(cs.path, cs.now, cs.log)
-	if err := again.load(); err != nil {
+	again := newCursors(cs.store, cs.now, cs.log)
+	if err := again.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	jobs := again.due()
@@ -162,10 +168,10 @@ func TestCursorsForgetIdleChatsAndBoundTheirNumber(t *testing.T) {
 func TestCursorsCorruptFileIsReportedNotFatal(t *testing.T) {
 	now := time.Now()
 	cs := testCursors(t, &now)
-	if err := os.WriteFile(cs.path, []byte("{not json"), 0o600); err != nil {
+	if err := os.WriteFile(cs.store.(FileCursorStore).Path, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := cs.load(); err == nil {
+	if err := cs.load(context.Background()); err == nil {
 		t.Fatal("a corrupt file loaded without an error")
 	}
 	if !cs.seen("c", 1, "") {
@@ -232,5 +238,59 @@ func TestCursorsBoundTheHandledList(t *testing.T) {
 	}
 	if c.done != 0 {
 		t.Errorf("done = %d, want 0: message 1 is still pending", c.done)
+	}
+}
+
+// flakyStore fails saves while down is set, like a KV store while NATS is
+// unreachable, and records what it stored.
+type flakyStore struct {
+	mu    sync.Mutex
+	down  bool
+	saved []byte
+}
+
+func (f *flakyStore) Load(context.Context) ([]byte, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.saved, f.saved != nil, nil
+}
+
+func (f *flakyStore) Save(_ context.Context, data []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return errors.New("nats: no responders available for request")
+	}
+	f.saved = slices.Clone(data)
+	return nil
+}
+
+func TestCursorsFailedSaveIsLoggedAndRetried(t *testing.T) {
+	now := time.Now()
+	store := &flakyStore{down: true}
+	core, logs := observer.New(zap.ErrorLevel)
+	cs := newCursors(store, func() time.Time { return now }, zap.New(core))
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cs.writer(ctx) }()
+	defer func() { stop(); <-done }()
+
+	cs.seen("c", 10, "")
+	cs.track("c", 10)
+	for logs.FilterMessage("discord cursors not saved").Len() == 0 {
+		runtime.Gosched() // the writer tries and fails; it must not stop
+	}
+	store.mu.Lock()
+	store.down = false
+	store.mu.Unlock()
+	cs.ack("c", 10) // the next change saves everything, the failed change too
+	stop()
+	<-done
+	again := newCursors(store, cs.now, zaptest.NewLogger(t))
+	if err := again.load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again.seen("c", 10, "") {
+		t.Error("message 10 is new after the restart: the save after the failure did not happen")
 	}
 }

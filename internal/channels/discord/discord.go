@@ -79,6 +79,9 @@ type Deps struct {
 	// posted while the bot was away are fetched and answered. Empty, or
 	// catch_up 0, turns that off.
 	DataDir string
+	// Cursors, when set, keeps the cursors instead of DataDir (a KV bucket
+	// when the channels process is scaled out, docs/scale-out.md).
+	Cursors CursorStore
 }
 
 // Channel is the Discord adapter. Create it with New, then Run it; Send,
@@ -170,8 +173,11 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 		disconnected: make(chan struct{}, 1),
 		catchUpDue:   make(chan struct{}, 1),
 	}
-	if cfg.CatchUp > 0 && deps.DataDir != "" {
-		c.cursors = newCursors(filepath.Join(deps.DataDir, CursorFile), deps.Clock.Now, log)
+	if store := deps.Cursors; cfg.CatchUp > 0 && (store != nil || deps.DataDir != "") {
+		if store == nil {
+			store = FileCursorStore{Path: filepath.Join(deps.DataDir, CursorFile)}
+		}
+		c.cursors = newCursors(store, deps.Clock.Now, log)
 	}
 	deps.Limits.Channel, deps.Limits.Clock = Name, deps.Clock
 	c.intake, c.access = channels.NewIntake(deps.Limits, access, deps.Bus, log), access
@@ -236,7 +242,10 @@ func (c *Channel) Run(ctx context.Context) error {
 	var wg, catching sync.WaitGroup
 	wctx, stopWriter := context.WithCancel(context.Background())
 	if c.cursors != nil {
-		if err := c.cursors.load(); err != nil {
+		// A KV store waits here for NATS: catching up on cursors that are
+		// not loaded yet would fetch nothing, and saving them would
+		// overwrite the ones kept.
+		if err := c.cursors.load(ctx); err != nil && ctx.Err() == nil { // stopped while waiting: no error
 			c.log.Error("discord cursors not loaded", zap.Error(err))
 		}
 		// The writer outlives the lanes: the acks of the messages they
