@@ -5,13 +5,13 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/fakes"
 	"github.com/nanobot-go/nanobot/internal/fakes/anthropicfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -23,15 +23,8 @@ import (
 // writes bytes, so allocs/op are the client side's (SDK + adapter + net/http).
 func BenchmarkStream1000TextDeltas(b *testing.B) {
 	body := recordStream(b, fakellm.Reply{Text: strings.Repeat("x", 8000), Chunk: 8})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = w.Write(body)
-	}))
-	b.Cleanup(srv.Close)
-	client := &http.Client{Transport: &http.Transport{}}
-	b.Cleanup(client.CloseIdleConnections)
-	p := New("claude", config.ProviderConfig{APIKey: "k", BaseURL: srv.URL}, client, zap.NewNop())
+	url, client := fakes.Replay(b, body)
+	p := New("claude", config.ProviderConfig{APIKey: "k", BaseURL: url}, client, zap.NewNop())
 	req := ask("hello")
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -146,16 +146,26 @@ func (s *stream) fail(err error) {
 	s.emit(llm.Delta{Kind: llm.DeltaError, Err: err})
 }
 
-func (s *stream) run(parent context.Context, req llm.Request) {
-	p := s.p
-	if !s.emit(llm.Delta{Kind: llm.DeltaStart, Meta: &llm.Meta{Provider: p.name, API: API, Model: req.Model}}) {
-		return
+// begin sends the start delta and opens the call's context; false means the
+// stream is over already (the consumer stopped or the caller gave up).
+func (s *stream) begin(parent context.Context, api, model string) (context.Context, context.CancelFunc, bool) {
+	if !s.emit(llm.Delta{Kind: llm.DeltaStart, Meta: &llm.Meta{Provider: s.p.name, API: api, Model: model}}) {
+		return nil, nil, false
 	}
 	if err := parent.Err(); err != nil {
 		s.fail(err)
+		return nil, nil, false
+	}
+	ctx, cancel := s.p.callContext(parent)
+	return ctx, cancel, true
+}
+
+func (s *stream) run(parent context.Context, req llm.Request) {
+	p := s.p
+	ctx, cancel, ok := s.begin(parent, API, req.Model)
+	if !ok {
 		return
 	}
-	ctx, cancel := p.callContext(parent)
 	defer cancel()
 
 	body := p.chatRequest(req)

@@ -57,14 +57,10 @@ type rstream struct {
 
 func (s *rstream) run(parent context.Context, req llm.Request) {
 	p := s.p
-	if !s.emit(llm.Delta{Kind: llm.DeltaStart, Meta: &llm.Meta{Provider: p.name, API: ResponsesAPI, Model: req.Model}}) {
+	ctx, cancel, ok := s.begin(parent, ResponsesAPI, req.Model)
+	if !ok {
 		return
 	}
-	if err := parent.Err(); err != nil {
-		s.fail(err)
-		return
-	}
-	ctx, cancel := p.callContext(parent)
 	defer cancel()
 	d := &doer{client: p.http, extra: p.cfg.ExtraHeaders}
 	body := (&Responses{p}).responsesRequest(req)
