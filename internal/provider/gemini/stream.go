@@ -1,8 +1,6 @@
 package gemini
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/provider/sse"
 )
 
 // maxEvent bounds one server-sent event; Gemini sends a chunk per event, a
@@ -49,59 +48,27 @@ type decoder struct {
 }
 
 // read decodes the server-sent events of body until the stream ends, then
-// sends the terminal.
+// sends the terminal. Event names carry nothing: each event is one chunk. A
+// last event the body's end cut short still counts.
 func (d *decoder) read(ctx, callCtx context.Context, body io.Reader) {
-	r := bufio.NewReaderSize(body, 32<<10)
-	var data []byte
+	r := sse.NewReader(body, maxEvent)
 	for {
-		line, err := readLine(r)
-		if err == nil || (errors.Is(err, io.EOF) && len(line) > 0) {
-			switch {
-			case len(line) == 0:
-				if len(data) > 0 && !d.event(data) {
-					return
-				}
-				data = data[:0]
-			case bytes.HasPrefix(line, []byte("data:")):
-				if len(data) > 0 {
-					data = append(data, '\n')
-				}
-				data = append(data, bytes.TrimPrefix(line[5:], []byte(" "))...)
-				if len(data) > maxEvent {
-					d.e.Fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream", Message: "server-sent event too large"})
-					return
-				}
-			}
-			// Comments (":") and other fields (event:, id:) carry nothing.
+		ev, err := r.Next()
+		if len(ev.Data) > 0 && (err == nil || errors.Is(err, io.EOF)) && !d.event(ev.Data) {
+			return
 		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				if len(data) > 0 && !d.event(data) {
-					return
-				}
-				d.end(ctx, callCtx)
-				return
-			}
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF):
+			d.end(ctx, callCtx)
+			return
+		case errors.Is(err, sse.ErrEventTooLarge):
+			d.e.Fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream", Message: "server-sent event too large"})
+			return
+		default:
 			d.e.Fail(d.p.transportError(ctx, callCtx, err, true))
 			return
 		}
-	}
-}
-
-// readLine reads one line without its line ending, however long.
-func readLine(r *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if len(line) > maxEvent {
-				return nil, errors.New("line too long")
-			}
-			continue
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		return line, err
 	}
 }
 
