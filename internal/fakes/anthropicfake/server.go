@@ -5,7 +5,8 @@
 // lists models for doctor checks.
 //
 // It is strict the way Anthropic is: a request is refused with 401 without the
-// right x-api-key and with 400 invalid_request_error when roles do not
+// right x-api-key, with 400 invalid_request_error without a known
+// anthropic-version header (both endpoints), and when roles do not
 // alternate, the first message is not a user message, tool_result blocks do
 // not answer exactly the tool_use blocks of the assistant message before them
 // (or are not first in their message), max_tokens is missing, or a thinking
@@ -127,8 +128,7 @@ func (s *Server) messagesEndpoint(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r, raw) {
 		return
 	}
-	if r.Header.Get("anthropic-version") == "" {
-		s.reject(w, raw, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
+	if !s.versioned(w, r, raw) {
 		return
 	}
 	req, verr := parseRequest(raw)
@@ -166,8 +166,26 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request, raw []byte) 
 	return false
 }
 
+// apiVersions are the anthropic-version values Anthropic accepts.
+var apiVersions = map[string]bool{"2023-06-01": true, "2023-01-01": true}
+
+// versioned refuses a request without a known anthropic-version header, as
+// Anthropic does on every endpoint.
+func (s *Server) versioned(w http.ResponseWriter, r *http.Request, raw []byte) bool {
+	v := r.Header.Get("anthropic-version")
+	switch {
+	case v == "":
+		s.reject(w, raw, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
+	case !apiVersions[v]:
+		s.reject(w, raw, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("anthropic-version: %q is not a valid version", v))
+	default:
+		return true
+	}
+	return false
+}
+
 func (s *Server) modelsEndpoint(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(w, r, nil) {
+	if !s.authorized(w, r, nil) || !s.versioned(w, r, nil) {
 		return
 	}
 	type model struct {

@@ -70,6 +70,7 @@ func TestValidation(t *testing.T) {
 		{name: "valid tool round", body: req(`[`+hi+`,{"role":"assistant","content":[{"type":"text","text":"looking"},`+use1+`,`+use2+`]},{"role":"user","content":[`+result1+`,`+result2+`,{"type":"text","text":"thanks"}]}]`, toolDefs), status: 200},
 		{name: "wrong key", body: req(`[` + hi + `]`), header: map[string]string{"x-api-key": "nope"}, status: 401, message: "invalid x-api-key"},
 		{name: "no version header", body: req(`[` + hi + `]`), header: map[string]string{"anthropic-version": ""}, status: 400, message: "anthropic-version"},
+		{name: "unknown version", body: req(`[` + hi + `]`), header: map[string]string{"anthropic-version": "2025-01-01"}, status: 400, message: "not a valid version"},
 		{name: "not JSON", body: `{"model":`, status: 400, message: "invalid request body"},
 		{name: "unknown field", body: req(`[`+hi+`]`, `"frequency_penalty":1`), status: 400, message: "unknown field"},
 		{name: "max_tokens missing", body: `{"model":"m","messages":[` + hi + `]}`, status: 400, message: "max_tokens: Field required"},
@@ -268,9 +269,10 @@ func TestNonStreamingAndModels(t *testing.T) {
 		t.Errorf("message = %+v", msg)
 	}
 
-	get := func(key string) (int, string) {
+	get := func(key, version string) (int, string) {
 		r, _ := http.NewRequest(http.MethodGet, s.URL()+"/v1/models", nil)
 		r.Header.Set("x-api-key", key)
+		r.Header.Set("anthropic-version", version)
 		resp, err := s.Client().Do(r)
 		if err != nil {
 			t.Fatal(err)
@@ -279,10 +281,13 @@ func TestNonStreamingAndModels(t *testing.T) {
 		raw, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(raw)
 	}
-	if status, body := get(APIKey); status != 200 || !strings.Contains(body, `"id":"claude-x"`) {
+	if status, body := get(APIKey, "2023-06-01"); status != 200 || !strings.Contains(body, `"id":"claude-x"`) {
 		t.Errorf("models: %d %s", status, body)
 	}
-	if status, _ := get("wrong"); status != 401 {
+	if status, _ := get("wrong", "2023-06-01"); status != 401 {
 		t.Errorf("models without key: %d", status)
+	}
+	if status, body := get(APIKey, ""); status != 400 || !strings.Contains(body, "anthropic-version") {
+		t.Errorf("models without version: %d %s", status, body)
 	}
 }

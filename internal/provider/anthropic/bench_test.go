@@ -18,9 +18,9 @@ import (
 )
 
 // BenchmarkStream1000TextDeltas streams one answer of 1,000 text deltas over
-// loopback HTTP through the SDK and the adapter into an Accumulator. The
-// stream is recorded once from the fake and replayed by a handler that only
-// writes bytes, so allocs/op are the client side's (SDK + adapter + net/http).
+// loopback HTTP through the adapter into an Accumulator. The stream is
+// recorded once from the fake and replayed by a handler that only writes
+// bytes, so allocs/op are the client side's (adapter + net/http).
 func BenchmarkStream1000TextDeltas(b *testing.B) {
 	body := recordStream(b, fakellm.Reply{Text: strings.Repeat("x", 8000), Chunk: 8})
 	url, client := fakes.Replay(b, body)

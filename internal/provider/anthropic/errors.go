@@ -5,22 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
-	sdk "github.com/anthropics/anthropic-sdk-go"
-
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
+
+// maxErrorBody bounds how much of a refusal's body is read.
+const maxErrorBody = 1 << 20
 
 // streamError classifies why a stream ended without message_stop:
 //   - the caller cancelled: its context error, wrapped (not an APIError, so
 //     nobody retries it);
 //   - the configured timeout fired: a retryable APIError of type "timeout";
-//   - the server refused (HTTP status) or sent `event: error`: an APIError
-//     with its status, type, message and Retry-After;
+//   - the server sent `event: error`: that APIError (see apiError);
 //   - the body was not valid event JSON: an APIError of type "invalid_stream";
 //   - the connection failed before an answer: a retryable APIError (status 0);
 //   - the stream had begun and then stopped: an error wrapping
@@ -33,13 +34,15 @@ func (p *Provider) streamError(ctx, callCtx context.Context, err error, resp *ht
 		return &llm.APIError{Provider: p.name, Type: "timeout",
 			Message: fmt.Sprintf("no complete answer within %s", p.timeout), Err: callCtx.Err()}
 	}
-	var apiErr *sdk.Error
+	var apiErr *llm.APIError
 	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
 	opened := resp != nil && resp.StatusCode < 300
 	switch {
 	case errors.As(err, &apiErr):
-		return p.apiError(err, resp)
-	case errors.As(err, &syntaxErr) || isDecodeError(err):
+		return err
+	case errors.As(err, &syntaxErr) || errors.As(err, &typeErr):
+		// typeErr: the JSON parsed but does not fit the event's shape.
 		return &llm.APIError{Provider: p.name, Type: "invalid_stream",
 			Message: "server sent an event that is not valid JSON", Err: err}
 	case err != nil && !opened:
@@ -51,48 +54,37 @@ func (p *Provider) streamError(ctx, callCtx context.Context, err error, resp *ht
 	}
 }
 
-// isDecodeError recognises an event whose JSON parsed but does not fit the
-// event's shape.
-func isDecodeError(err error) bool {
-	var typeErr *json.UnmarshalTypeError
-	return errors.As(err, &typeErr)
+// responseError reads a refusal (HTTP status >= 400) into an APIError; a
+// body that cannot be read is classified like a failed request.
+func (p *Provider) responseError(ctx, callCtx context.Context, resp *http.Response) error {
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if err != nil {
+		return p.streamError(ctx, callCtx, fmt.Errorf("read error body: %w", err), resp)
+	}
+	return p.apiError(resp, raw)
 }
 
-// apiError turns an SDK error into *llm.APIError. For an HTTP refusal the
-// status, Anthropic's error type and message and the server's requested wait
-// are kept; an `event: error` inside a 200 stream has status 0 and its type.
-func (p *Provider) apiError(err error, resp *http.Response) error {
-	var apiErr *sdk.Error
-	if !errors.As(err, &apiErr) {
-		return &llm.APIError{Provider: p.name, Message: "request failed", Err: err}
+// apiError turns Anthropic's error envelope into *llm.APIError. For an
+// HTTP refusal the status, Anthropic's error type and message and the
+// server's requested wait are kept; an `event: error` inside a 200 stream
+// has status 0 and its type. A body that is not the envelope (a proxy's
+// page) becomes the message.
+func (p *Provider) apiError(resp *http.Response, raw []byte) *llm.APIError {
+	cause := &httpError{status: resp.StatusCode, requestID: resp.Header.Get("request-id"), body: strings.TrimSpace(string(raw))}
+	if r := resp.Request; r != nil {
+		cause.method, cause.path = r.Method, r.URL.Path
 	}
-	out := &llm.APIError{Provider: p.name, Type: string(apiErr.Type()), Err: err}
-	var body struct {
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
+	out := &llm.APIError{Provider: p.name, Err: cause}
+	var body wireErrorBody
+	if json.Unmarshal(raw, &body) == nil {
+		out.Type, out.Message = body.Error.Type, body.Error.Message
 	}
-	if json.Unmarshal([]byte(apiErr.RawJSON()), &body) == nil {
-		out.Message = body.Error.Message
-		if out.Type == "" {
-			out.Type = body.Error.Type
-		}
-	}
-	if apiErr.StatusCode >= 400 {
-		out.Status = apiErr.StatusCode
-		// The SDK error keeps the response; resp (recorded by the call) is
-		// the fallback should a future SDK stop doing so.
-		header := http.Header(nil)
-		if apiErr.Response != nil {
-			header = apiErr.Response.Header
-		} else if resp != nil {
-			header = resp.Header
-		}
-		out.RetryAfter = retryAfter(header, p.now())
+	if resp.StatusCode >= 400 {
+		out.Status = resp.StatusCode
+		out.RetryAfter = retryAfter(resp.Header, p.now())
 	}
 	if out.Message == "" {
-		out.Message = strings.TrimSpace(apiErr.RawJSON())
+		out.Message = cause.body
 	}
 	if out.Status == 0 && out.Type != "" {
 		// llm.APIError prints no type without a status; a mid-stream error
@@ -103,6 +95,26 @@ func (p *Provider) apiError(err error, resp *http.Response) error {
 		out.Message = http.StatusText(out.Status)
 	}
 	return out
+}
+
+// httpError is the cause an APIError keeps: the call, the answer's status,
+// the request id Anthropic's support asks for, and the body.
+type httpError struct {
+	method, path string
+	status       int
+	requestID    string
+	body         string
+}
+
+func (e *httpError) Error() string {
+	msg := fmt.Sprintf("%s %s: %d %s", e.method, e.path, e.status, http.StatusText(e.status))
+	if e.requestID != "" {
+		msg += " (request-id " + e.requestID + ")"
+	}
+	if e.body != "" {
+		msg += ": " + e.body
+	}
+	return msg
 }
 
 // retryAfter reads retry-after-ms (milliseconds, Anthropic's precise form)

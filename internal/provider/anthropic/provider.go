@@ -1,31 +1,36 @@
-// Package anthropic is the provider adapter for Anthropic's Messages API, on
-// the official Go SDK. It turns a provider-neutral llm.Request into one
-// streamed Messages call and the server's events into llm.Delta values:
-// text, thinking (signatures kept, redacted thinking kept opaque), tool_use
-// with its argument fragments, usage, and exactly one terminal.
+// Package anthropic is the provider adapter for Anthropic's Messages API. It
+// turns a provider-neutral llm.Request into one streamed Messages call and
+// the server's events into llm.Delta values: text, thinking (signatures
+// kept, redacted thinking kept opaque), tool_use with its argument
+// fragments, usage, and exactly one terminal.
 //
-// The SDK client is built without reading the environment
-// (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, profiles... are ignored: only the
-// config counts), without its own retries (the router retries and falls back)
-// and without OpenTelemetry spans.
+// It speaks the REST protocol over net/http with its own small wire types
+// (wire.go) rather than through the official SDK
+// (github.com/anthropics/anthropic-sdk-go), which added 7 MB to the stripped
+// binary for the one endpoint used; see docs/providers-anthropic.md. Only
+// the config counts: no ANTHROPIC_* variable is read. The adapter makes
+// exactly one attempt per call: the router retries and falls back.
 //
 // The request conversion (request.go) is where the provider-neutral history
 // meets Anthropic's rules: system prompt apart, roles alternating, all tool
 // results of a turn in one user message right after the tool calls, thinking
 // replayed only to Anthropic. It never fails on a history the agent could
-// produce: what cannot be sent as is, is repaired and logged.
+// produce: what cannot be sent as is, is repaired and logged. Only the
+// daemon and doctor construct it; everything else reaches it through
+// provider.Streamer.
 package anthropic
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
 	"strings"
 	"time"
 
-	sdk "github.com/anthropics/anthropic-sdk-go"
-	"github.com/anthropics/anthropic-sdk-go/option"
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -36,11 +41,23 @@ import (
 // API is the value of llm.Meta.API for messages this adapter produced.
 const API = "anthropic"
 
+const (
+	// defaultBaseURL is where the API is when base_url is not set.
+	defaultBaseURL = "https://api.anthropic.com"
+	// apiVersion is the anthropic-version header: the wire format this
+	// adapter was written against.
+	apiVersion = "2023-06-01"
+	// maxModelList bounds the model list read for doctor.
+	maxModelList = 4 << 20
+)
+
 // Provider is one configured Anthropic endpoint. It is safe for concurrent
 // use; each Stream call is independent.
 type Provider struct {
 	name    string
-	client  sdk.Client
+	cfg     config.ProviderConfig
+	root    string // base URL without /v1, e.g. https://api.anthropic.com
+	http    *http.Client
 	timeout time.Duration
 	log     *zap.Logger
 	// now reads the clock for Retry-After dates.
@@ -48,9 +65,10 @@ type Provider struct {
 }
 
 // New builds the adapter for providers.<name>. It does no I/O. A nil
-// httpClient means a client of its own; cfg.Timeout, when set, bounds each
-// call from connect to last event. cfg.MaxRetries is the router's business:
-// the adapter makes exactly one attempt per Stream.
+// httpClient means a client of its own (its Timeout should be zero: a
+// stream can run for minutes); cfg.Timeout, when set, bounds each call from
+// connect to last event. cfg.MaxRetries is the router's business: the
+// adapter makes exactly one attempt per Stream.
 func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *zap.Logger) *Provider {
 	if httpClient == nil {
 		httpClient = &http.Client{}
@@ -58,42 +76,30 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 	if log == nil {
 		log = zap.NewNop()
 	}
-	opts := []option.RequestOption{
-		// Only the config counts: no ANTHROPIC_* variables, no profile files.
-		option.WithoutEnvironmentDefaults(),
-		option.WithHTTPClient(httpClient),
-		// The router owns retries, backoff and fallback.
-		option.WithMaxRetries(0),
-		option.WithoutOpenTelemetry(),
-	}
-	if base := baseURL(cfg.BaseURL); base != "" {
-		opts = append(opts, option.WithBaseURL(base))
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	}
-	for k, v := range cfg.ExtraHeaders {
-		opts = append(opts, option.WithHeader(k, v))
+	root := baseURL(cfg.BaseURL)
+	if root == "" {
+		root = defaultBaseURL
 	}
 	return &Provider{
 		name:    name,
-		client:  sdk.NewClient(opts...),
+		cfg:     cfg,
+		root:    root,
+		http:    httpClient,
 		timeout: cfg.Timeout,
 		log:     log,
 		now:     time.Now,
 	}
 }
 
-// baseURL drops a trailing /v1: the SDK adds v1/messages itself, and a base
-// URL copied from OpenAI-style configs ends in /v1.
+// baseURL drops a trailing /v1: the adapter adds /v1/messages itself, and a
+// base URL copied from OpenAI-style configs ends in /v1.
 func baseURL(s string) string {
 	s = strings.TrimRight(s, "/")
 	return strings.TrimSuffix(s, "/v1")
 }
 
 // withLog returns p logging with the fields ctx carries (the turn id), for
-// one call. Provider holds no lock (the SDK client is a value of option
-// lists and services), so the copy is cheap and safe.
+// one call. Provider holds no lock, so the copy is cheap and safe.
 func (p *Provider) withLog(ctx context.Context) *Provider {
 	log := logging.From(ctx, p.log)
 	if log == p.log {
@@ -116,25 +122,53 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Del
 		callCtx, cancel := p.callContext(ctx)
 		defer cancel()
 		e := llm.NewEmitter(yield, llm.Meta{Provider: p.name, API: API, Model: req.Model})
-		params, err := p.params(req)
+		body, err := p.request(req)
 		if err != nil {
 			e.Fail(fmt.Errorf("anthropic %s: build request: %w", p.name, err))
 			return
 		}
-		var resp *http.Response
-		stream := p.client.Messages.NewStreaming(callCtx, params, option.WithResponseInto(&resp))
-		defer stream.Close()
-		d := decoder{p: p, e: e}
-		for stream.Next() {
-			if !d.event(stream.Current()) {
-				return
-			}
-		}
-		if e.Done() {
+		resp, err := p.do(callCtx, http.MethodPost, "/v1/messages", body)
+		if err != nil {
+			e.Fail(p.streamError(ctx, callCtx, err, nil))
 			return
 		}
-		e.Fail(p.streamError(ctx, callCtx, stream.Err(), resp))
+		defer resp.Body.Close()
+		if resp.StatusCode >= 400 {
+			e.Fail(p.responseError(ctx, callCtx, resp))
+			return
+		}
+		d := decoder{p: p, e: e}
+		if err := d.read(resp); !e.Done() {
+			e.Fail(p.streamError(ctx, callCtx, err, resp))
+		}
 	}
+}
+
+// do sends one request with the key, the API version and the configured
+// extra headers (which may override the others).
+func (p *Provider) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	hr, err := http.NewRequestWithContext(ctx, method, p.root+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("anthropic-version", apiVersion)
+	if body != nil {
+		hr.Header.Set("content-type", "application/json")
+		hr.Header.Set("accept", "text/event-stream")
+	} else {
+		hr.Header.Set("accept", "application/json")
+	}
+	if p.cfg.APIKey != "" {
+		hr.Header.Set("x-api-key", p.cfg.APIKey)
+	}
+	for k, v := range p.cfg.ExtraHeaders {
+		hr.Header.Set(k, v)
+	}
+	return p.http.Do(hr)
 }
 
 // callContext applies the configured per-call timeout.
@@ -145,19 +179,31 @@ func (p *Provider) callContext(ctx context.Context) (context.Context, context.Ca
 	return context.WithCancel(ctx)
 }
 
-// Models lists the model ids the endpoint offers (first page), for doctor.
-// Failures are *llm.APIError like Stream's.
+// Models lists the model ids the endpoint offers (first page, GET
+// /v1/models), for doctor: the cheapest call that proves the server is
+// reachable and the key accepted. Failures are *llm.APIError like Stream's.
 func (p *Provider) Models(ctx context.Context) ([]string, error) {
-	var resp *http.Response
-	page, err := p.client.Models.List(ctx, sdk.ModelListParams{}, option.WithResponseInto(&resp))
+	resp, err := p.do(ctx, http.MethodGet, "/v1/models", nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("anthropic %s: list models: %w", p.name, ctx.Err())
 		}
-		return nil, p.apiError(err, resp)
+		return nil, &llm.APIError{Provider: p.name, Message: "request failed", Err: err}
 	}
-	ids := make([]string, 0, len(page.Data))
-	for _, m := range page.Data {
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return nil, p.responseError(ctx, ctx, resp)
+	}
+	var list wireModelList
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxModelList)).Decode(&list); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("anthropic %s: list models: %w", p.name, ctx.Err())
+		}
+		return nil, &llm.APIError{Provider: p.name, Message: "request failed",
+			Err: fmt.Errorf("GET /v1/models: model list is not valid JSON: %w", err)}
+	}
+	ids := make([]string, 0, len(list.Data))
+	for _, m := range list.Data {
 		ids = append(ids, m.ID)
 	}
 	return ids, nil

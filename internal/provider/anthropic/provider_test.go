@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	sdk "github.com/anthropics/anthropic-sdk-go"
 	"go.uber.org/goleak"
 
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -94,9 +93,10 @@ func cloneMessages(ms []llm.Message) []llm.Message {
 	return out
 }
 
-// TestEnvironmentIgnored: the SDK's default options read ANTHROPIC_API_KEY,
+// TestEnvironmentIgnored: the official SDK's defaults read ANTHROPIC_API_KEY,
 // ANTHROPIC_BASE_URL, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_CUSTOM_HEADERS and
-// profile files; the adapter must use the config and nothing else.
+// profile files, and users may expect them to count; the adapter must use
+// the config and nothing else.
 func TestEnvironmentIgnored(t *testing.T) {
 	var decoyHits atomic.Int32
 	decoy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -261,15 +261,41 @@ func TestConcurrentStreams(t *testing.T) {
 	}
 }
 
-// TestRetryAfterWhenTheSDKErrorHasNoResponse: the header is still read from
-// the response the call recorded.
-func TestRetryAfterWhenTheSDKErrorHasNoResponse(t *testing.T) {
+// TestRefusalWithoutBody: a refusal whose body is empty (a proxy's, a load
+// balancer's) still gives a classified APIError with the server's wait; the
+// cause names the call and the request id.
+func TestRefusalWithoutBody(t *testing.T) {
 	p := New("claude", config.ProviderConfig{}, nil, nil)
 	httpReq := httptest.NewRequest(http.MethodPost, "https://api.anthropic.com/v1/messages", nil)
-	resp := &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"4"}}}
-	err := p.apiError(&sdk.Error{StatusCode: 429, Request: httpReq}, resp)
-	var apiErr *llm.APIError
-	if !errors.As(err, &apiErr) || apiErr.Status != 429 || apiErr.RetryAfter != 4*time.Second || !apiErr.Retryable() {
+	resp := &http.Response{StatusCode: 429, Request: httpReq,
+		Header: http.Header{"Retry-After": {"4"}, "Request-Id": {"req_011"}}}
+	err := p.apiError(resp, nil)
+	if err.Status != 429 || err.RetryAfter != 4*time.Second || !err.Retryable() || err.Message != "Too Many Requests" {
 		t.Fatalf("err = %#v, want a retryable 429 waiting 4s", err)
+	}
+	if want := "POST /v1/messages: 429 Too Many Requests (request-id req_011)"; err.Err == nil || err.Err.Error() != want {
+		t.Errorf("cause = %v, want %q", err.Err, want)
+	}
+}
+
+// TestRequestHeaders: the key, the API version and the content types go
+// with every call; extra headers from the config are added and may override.
+func TestRequestHeaders(t *testing.T) {
+	f := newFixture(t, func(c *config.ProviderConfig) {
+		c.ExtraHeaders = map[string]string{"anthropic-beta": "interleaved-thinking-2025-05-14"}
+	})
+	if res := run(t, f.p, context.Background(), ask("hi")); res.err != nil {
+		t.Fatalf("call failed: %v", res.err)
+	}
+	h := f.script.Requests()[0].Header
+	want := map[string]string{
+		"X-Api-Key": anthropicfake.APIKey, "Anthropic-Version": "2023-06-01",
+		"Content-Type": "application/json", "Accept": "text/event-stream",
+		"Anthropic-Beta": "interleaved-thinking-2025-05-14",
+	}
+	for k, v := range want {
+		if got := h.Get(k); got != v {
+			t.Errorf("header %s = %q, want %q", k, got, v)
+		}
 	}
 }

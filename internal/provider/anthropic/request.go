@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -9,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	sdk "github.com/anthropics/anthropic-sdk-go"
-	"github.com/anthropics/anthropic-sdk-go/packages/param"
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -38,21 +37,46 @@ const (
 
 var errNoMessages = errors.New("no messages to send")
 
+// Roles of wireMessage.
+const (
+	roleUser      = "user"
+	roleAssistant = "assistant"
+)
+
+// request converts a provider-neutral request into the body of a streamed
+// Messages call.
+func (p *Provider) request(req llm.Request) ([]byte, error) {
+	params, err := p.params(req)
+	if err != nil {
+		return nil, err
+	}
+	// Text goes as it is (no \u003c for <): the model reads it, and tool
+	// schemas and arguments keep their bytes.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(params); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
 // params converts a provider-neutral request into Messages API parameters.
-func (p *Provider) params(req llm.Request) (sdk.MessageNewParams, error) {
+func (p *Provider) params(req llm.Request) (*wireRequest, error) {
 	if req.Model == "" {
-		return sdk.MessageNewParams{}, errors.New("no model")
+		return nil, errors.New("no model")
 	}
 	r := renderer{log: p.log}
 	msgs, systemTexts := r.render(req.Messages)
 	if len(msgs) == 0 {
-		return sdk.MessageNewParams{}, errNoMessages
+		return nil, errNoMessages
 	}
-	out := sdk.MessageNewParams{
-		Model:    sdk.Model(req.Model),
+	out := &wireRequest{
+		Model:    req.Model,
 		Messages: msgs,
 		System:   systemBlocks(req.System, systemTexts),
 		Tools:    tools(req.Tools),
+		Stream:   true,
 	}
 	markLastBlockCached(msgs)
 
@@ -66,13 +90,13 @@ func (p *Provider) params(req llm.Request) (sdk.MessageNewParams, error) {
 			// max_tokens counts thinking too; leave room for the answer.
 			maxTokens = budget + defaultMaxTokens
 		}
-		out.Thinking = sdk.ThinkingConfigParamUnion{OfEnabled: &sdk.ThinkingConfigEnabledParam{BudgetTokens: int64(budget)}}
+		out.Thinking = &wireThinking{BudgetTokens: budget, Type: "enabled"}
 	} else if req.Temperature != nil {
-		out.Temperature = param.NewOpt(*req.Temperature)
+		out.Temperature = req.Temperature
 	}
-	out.MaxTokens = int64(maxTokens)
+	out.MaxTokens = maxTokens
 	if req.ForceTool != "" {
-		out.ToolChoice = sdk.ToolChoiceUnionParam{OfTool: &sdk.ToolChoiceToolParam{Name: req.ForceTool}}
+		out.ToolChoice = &wireToolChoice{Name: req.ForceTool, Type: "tool"}
 	}
 	return out, nil
 }
@@ -82,7 +106,7 @@ func (p *Provider) params(req llm.Request) (sdk.MessageNewParams, error) {
 // progress — when the assistant turn being continued was not started with a
 // thinking block (e.g. it came from another provider); thinking is then left
 // off for this call rather than failing it.
-func (p *Provider) thinkingBudget(req llm.Request, msgs []sdk.MessageParam) int {
+func (p *Provider) thinkingBudget(req llm.Request, msgs []wireMessage) int {
 	budget := req.ThinkingBudget
 	if budget <= 0 {
 		return 0
@@ -91,9 +115,9 @@ func (p *Provider) thinkingBudget(req llm.Request, msgs []sdk.MessageParam) int 
 		p.log.Debug("thinking off for a forced tool call", zap.String("tool", req.ForceTool))
 		return 0
 	}
-	if n := len(msgs); n >= 2 && msgs[n-1].Content[0].OfToolResult != nil {
-		first := msgs[n-2].Content[0]
-		if first.OfThinking == nil && first.OfRedactedThinking == nil {
+	if n := len(msgs); n >= 2 && msgs[n-1].Content[0].Type == blockToolResult {
+		first := msgs[n-2].Content[0].Type
+		if first != blockThinking && first != blockRedactedThinking {
 			p.log.Debug("thinking off: the tool loop being continued has no Anthropic thinking block")
 			return 0
 		}
@@ -101,17 +125,17 @@ func (p *Provider) thinkingBudget(req llm.Request, msgs []sdk.MessageParam) int 
 	return max(budget, minThinkingBudget)
 }
 
-func systemBlocks(system string, more []string) []sdk.TextBlockParam {
-	var out []sdk.TextBlockParam
+func systemBlocks(system string, more []string) []wireBlock {
+	var out []wireBlock
 	for _, s := range append([]string{system}, more...) {
 		if strings.TrimSpace(s) != "" {
-			out = append(out, sdk.TextBlockParam{Text: s})
+			out = append(out, textBlock(s))
 		}
 	}
 	if n := len(out); n > 0 {
 		// One breakpoint after the system prompt caches tools and system
 		// together: the prompt is byte-identical between turns (S-C1).
-		out[n-1].CacheControl = sdk.NewCacheControlEphemeralParam()
+		out[n-1].CacheControl = ephemeral()
 	}
 	return out
 }
@@ -119,44 +143,36 @@ func systemBlocks(system string, more []string) []sdk.TextBlockParam {
 // markLastBlockCached puts the second cache breakpoint on the last block of
 // the conversation, so the next call of a tool loop (or the next turn) reads
 // the whole history before it from the cache.
-func markLastBlockCached(msgs []sdk.MessageParam) {
+func markLastBlockCached(msgs []wireMessage) {
 	last := msgs[len(msgs)-1]
-	if last.Role != sdk.MessageParamRoleUser {
+	if last.Role != roleUser {
 		return
 	}
 	b := &last.Content[len(last.Content)-1]
-	switch {
-	case b.OfText != nil:
-		b.OfText.CacheControl = sdk.NewCacheControlEphemeralParam()
-	case b.OfToolResult != nil:
-		b.OfToolResult.CacheControl = sdk.NewCacheControlEphemeralParam()
-	case b.OfImage != nil:
-		b.OfImage.CacheControl = sdk.NewCacheControlEphemeralParam()
+	switch b.Type {
+	case blockText, blockToolResult, blockImage:
+		b.CacheControl = ephemeral()
 	}
 }
 
-func tools(specs []llm.ToolSpec) []sdk.ToolUnionParam {
-	var out []sdk.ToolUnionParam
+func tools(specs []llm.ToolSpec) []wireTool {
+	var out []wireTool
 	for _, s := range specs {
-		t := &sdk.ToolParam{Name: s.Name, InputSchema: inputSchema(s.Parameters)}
-		if s.Description != "" {
-			t.Description = param.NewOpt(s.Description)
-		}
-		out = append(out, sdk.ToolUnionParam{OfTool: t})
+		out = append(out, wireTool{Name: s.Name, Description: s.Description, InputSchema: inputSchema(s.Parameters)})
 	}
 	return out
 }
 
 // inputSchema sends the tool's JSON schema verbatim when it is an object
 // schema, and an empty object schema otherwise (Anthropic requires one).
-func inputSchema(raw json.RawMessage) sdk.ToolInputSchemaParam {
+func inputSchema(raw json.RawMessage) json.RawMessage {
 	var probe struct {
 		Type string `json:"type"`
 	}
 	if len(raw) == 0 || json.Unmarshal(raw, &probe) != nil || probe.Type != "object" {
 		raw = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	return param.Override[sdk.ToolInputSchemaParam](raw)
+	return raw
 }
 
 // renderer turns the neutral history into alternating Messages API messages.
@@ -169,22 +185,22 @@ func inputSchema(raw json.RawMessage) sdk.ToolInputSchemaParam {
 // that answer no call of the turn before them are dropped.
 type renderer struct {
 	log *zap.Logger
-	out []sdk.MessageParam
+	out []wireMessage
 	// system collects the text of system messages found in the history.
 	system []string
 
-	asst []sdk.ContentBlockParamUnion
+	asst []wireBlock
 	// calls are the wire ids of the current turn's tool calls, in order;
 	// wire maps a call id as stored to its wire id for this turn.
 	calls   []string
 	wire    map[string]string
-	results map[string]sdk.ContentBlockParamUnion
-	user    []sdk.ContentBlockParamUnion
+	results map[string]wireBlock
+	user    []wireBlock
 	// used holds every tool_use id already sent, which must stay unique.
 	used map[string]bool
 }
 
-func (r *renderer) render(history []llm.Message) ([]sdk.MessageParam, []string) {
+func (r *renderer) render(history []llm.Message) ([]wireMessage, []string) {
 	r.used = make(map[string]bool)
 	for _, m := range history {
 		switch m.Role {
@@ -214,12 +230,12 @@ func (r *renderer) render(history []llm.Message) ([]sdk.MessageParam, []string) 
 	if len(r.out) == 0 {
 		return nil, r.system
 	}
-	if r.out[0].Role == sdk.MessageParamRoleAssistant {
+	if r.out[0].Role == roleAssistant {
 		r.log.Debug("history starts with an assistant message; adding a placeholder user message")
-		r.out = append([]sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock(placeholderFirst))}, r.out...)
+		r.out = append([]wireMessage{{Role: roleUser, Content: []wireBlock{textBlock(placeholderFirst)}}}, r.out...)
 	}
-	if r.out[len(r.out)-1].Role == sdk.MessageParamRoleAssistant {
-		r.out = append(r.out, sdk.NewUserMessage(sdk.NewTextBlock(placeholderLast)))
+	if r.out[len(r.out)-1].Role == roleAssistant {
+		r.out = append(r.out, wireMessage{Role: roleUser, Content: []wireBlock{textBlock(placeholderLast)}})
 	}
 	return r.out, r.system
 }
@@ -234,15 +250,16 @@ func (r *renderer) assistant(m llm.Message) {
 		switch part.Kind {
 		case llm.PartText:
 			if strings.TrimSpace(part.Text) != "" {
-				r.asst = append(r.asst, sdk.NewTextBlock(part.Text))
+				r.asst = append(r.asst, textBlock(part.Text))
 			}
 		case llm.PartThinking:
 			switch {
 			case !replay:
 			case part.Redacted && part.Text != "":
-				r.asst = append(r.asst, sdk.NewRedactedThinkingBlock(part.Text))
+				r.asst = append(r.asst, wireBlock{Data: part.Text, Type: blockRedactedThinking})
 			case part.Signature != "":
-				r.asst = append(r.asst, sdk.NewThinkingBlock(part.Signature, part.Text))
+				text := part.Text
+				r.asst = append(r.asst, wireBlock{Signature: part.Signature, Thinking: &text, Type: blockThinking})
 			}
 		case llm.PartToolCall:
 			if part.Call != nil {
@@ -263,7 +280,7 @@ func (r *renderer) toolUse(c llm.ToolCall) {
 		r.wire[c.ID] = id
 	}
 	r.calls = append(r.calls, id)
-	r.asst = append(r.asst, sdk.NewToolUseBlock(id, toolInput(c), c.Name))
+	r.asst = append(r.asst, wireBlock{ID: id, Input: toolInput(c), Name: c.Name, Type: blockToolUse})
 }
 
 // toolInput is the call's arguments, or {} when they did not parse (the
@@ -311,7 +328,7 @@ func (r *renderer) userParts(parts []llm.Part) {
 		switch part.Kind {
 		case llm.PartText:
 			if strings.TrimSpace(part.Text) != "" {
-				r.user = append(r.user, sdk.NewTextBlock(part.Text))
+				r.user = append(r.user, textBlock(part.Text))
 			}
 		case llm.PartImage:
 			if part.Image != nil {
@@ -319,7 +336,7 @@ func (r *renderer) userParts(parts []llm.Part) {
 			}
 		case llm.PartFileRef:
 			if part.File != nil {
-				r.user = append(r.user, sdk.NewTextBlock(fileNote(*part.File)))
+				r.user = append(r.user, textBlock(fileNote(*part.File)))
 			}
 		default:
 			r.log.Warn("skipping part not allowed in a user message", zap.String("kind", string(part.Kind)))
@@ -339,104 +356,92 @@ func (r *renderer) toolResults(parts []llm.Part) {
 		case !ok:
 			r.log.Warn("dropping tool result without its call", zap.String("tool_call_id", res.ToolCallID))
 			continue
-		case r.results[id].OfToolResult != nil:
+		case r.results[id].Type == blockToolResult:
 			r.log.Warn("dropping second tool result for one call", zap.String("tool_call_id", res.ToolCallID))
 			continue
 		}
 		if r.results == nil {
-			r.results = make(map[string]sdk.ContentBlockParamUnion)
+			r.results = make(map[string]wireBlock)
 		}
 		r.results[id] = toolResultBlock(id, *res)
 	}
 }
 
-func toolResultBlock(id string, res llm.ToolResult) sdk.ContentBlockParamUnion {
-	tr := &sdk.ToolResultBlockParam{ToolUseID: id}
-	if res.IsError {
-		tr.IsError = param.NewOpt(true)
-	}
+// toolResultBlock holds the result's text, then its images (or the notes
+// standing for them).
+func toolResultBlock(id string, res llm.ToolResult) wireBlock {
+	tr := wireBlock{ToolUseID: id, IsError: res.IsError, Type: blockToolResult}
 	text := res.Content.Live
 	if strings.TrimSpace(text) == "" && len(res.Images) == 0 {
 		text = emptyResult
 	}
 	if strings.TrimSpace(text) != "" {
-		tr.Content = append(tr.Content, sdk.ToolResultBlockParamContentUnion{OfText: &sdk.TextBlockParam{Text: text}})
+		tr.Content = append(tr.Content, textBlock(text))
 	}
 	for _, img := range res.Images {
-		b := imageBlock(img)
-		switch {
-		case b.OfImage != nil:
-			tr.Content = append(tr.Content, sdk.ToolResultBlockParamContentUnion{OfImage: b.OfImage})
-		case b.OfText != nil:
-			tr.Content = append(tr.Content, sdk.ToolResultBlockParamContentUnion{OfText: b.OfText})
-		}
+		tr.Content = append(tr.Content, imageBlock(img))
 	}
-	return sdk.ContentBlockParamUnion{OfToolResult: tr}
+	return tr
 }
+
+func textBlock(text string) wireBlock { return wireBlock{Text: text, Type: blockText} }
 
 func (r *renderer) flushAssistant() {
 	if len(r.asst) > 0 {
-		r.appendMessage(sdk.MessageParamRoleAssistant, r.asst)
+		r.appendMessage(roleAssistant, r.asst)
 		r.asst = nil
 	}
 }
 
 // flushUser closes the user segment after an assistant turn.
 func (r *renderer) flushUser() {
-	var blocks []sdk.ContentBlockParamUnion
+	var blocks []wireBlock
 	for _, id := range r.calls {
 		res, ok := r.results[id]
 		if !ok {
 			r.log.Warn("tool call without a result; sending a synthetic error result", zap.String("tool_call_id", id))
-			res = sdk.NewToolResultBlock(id, missingResult, true)
+			res = wireBlock{ToolUseID: id, IsError: true, Content: []wireBlock{textBlock(missingResult)}, Type: blockToolResult}
 		}
 		blocks = append(blocks, res)
 	}
 	blocks = append(blocks, r.user...)
 	if len(blocks) > 0 {
-		r.appendMessage(sdk.MessageParamRoleUser, blocks)
+		r.appendMessage(roleUser, blocks)
 	}
 	r.calls, r.wire, r.results, r.user = nil, nil, nil, nil
 }
 
 // appendMessage adds a message, merging it into the previous one of the same
 // role (Anthropic wants roles to alternate).
-func (r *renderer) appendMessage(role sdk.MessageParamRole, blocks []sdk.ContentBlockParamUnion) {
+func (r *renderer) appendMessage(role string, blocks []wireBlock) {
 	if n := len(r.out); n > 0 && r.out[n-1].Role == role {
 		r.out[n-1].Content = append(r.out[n-1].Content, blocks...)
 		return
 	}
-	r.out = append(r.out, sdk.MessageParam{Role: role, Content: blocks})
+	r.out = append(r.out, wireMessage{Role: role, Content: blocks})
 }
 
 // anthropicImageTypes are the image types the Messages API accepts.
-var anthropicImageTypes = map[string]sdk.Base64ImageSourceMediaType{
-	"image/jpeg": sdk.Base64ImageSourceMediaTypeImageJPEG,
-	"image/png":  sdk.Base64ImageSourceMediaTypeImagePNG,
-	"image/gif":  sdk.Base64ImageSourceMediaTypeImageGIF,
-	"image/webp": sdk.Base64ImageSourceMediaTypeImageWebP,
-}
+var anthropicImageTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
 
 // imageBlock sends inline data as base64 and a URL as a URL source; a path
 // (which the adapter cannot read) or an unsupported type becomes a note.
-func imageBlock(img llm.Image) sdk.ContentBlockParamUnion {
+func imageBlock(img llm.Image) wireBlock {
 	switch {
 	case len(img.Data) > 0:
 		mime := img.MIME
 		if mime == "" {
 			mime = http.DetectContentType(img.Data)
 		}
-		mt, ok := anthropicImageTypes[mime]
-		if !ok {
-			return sdk.NewTextBlock(fmt.Sprintf("[image of unsupported type %s omitted]", mime))
+		if !anthropicImageTypes[mime] {
+			return textBlock(fmt.Sprintf("[image of unsupported type %s omitted]", mime))
 		}
-		src := &sdk.Base64ImageSourceParam{Data: base64.StdEncoding.EncodeToString(img.Data), MediaType: mt}
-		return sdk.ContentBlockParamUnion{OfImage: &sdk.ImageBlockParam{Source: sdk.ImageBlockParamSourceUnion{OfBase64: src}}}
+		src := &wireImageSource{Data: base64.StdEncoding.EncodeToString(img.Data), MediaType: mime, Type: "base64"}
+		return wireBlock{Source: src, Type: blockImage}
 	case img.URL != "":
-		src := &sdk.URLImageSourceParam{URL: img.URL}
-		return sdk.ContentBlockParamUnion{OfImage: &sdk.ImageBlockParam{Source: sdk.ImageBlockParamSourceUnion{OfURL: src}}}
+		return wireBlock{Source: &wireImageSource{URL: img.URL, Type: "url"}, Type: blockImage}
 	default:
-		return sdk.NewTextBlock(fmt.Sprintf("[image at %s not attached]", img.Path))
+		return textBlock(fmt.Sprintf("[image at %s not attached]", img.Path))
 	}
 }
 

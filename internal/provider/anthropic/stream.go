@@ -2,13 +2,21 @@ package anthropic
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 
-	sdk "github.com/anthropics/anthropic-sdk-go"
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/provider/sse"
 )
+
+// maxEvent bounds one line of the stream (32 MiB, the official SDK's bound);
+// an event is a line of JSON, a few hundred bytes.
+const maxEvent = 32 << 20
 
 // decoder turns the Messages stream events into deltas. Anthropic numbers
 // content blocks by index; the decoder remembers what each block is so a
@@ -21,6 +29,8 @@ type decoder struct {
 	// message_delta both report cumulative counts, so summing would double.
 	usage llm.Usage
 	stop  string
+	// ev is the event being decoded, reused.
+	ev wireEvent
 }
 
 type block struct {
@@ -33,16 +43,53 @@ type block struct {
 	closed  bool
 }
 
+// read decodes the events of resp's body until a terminal went out or the
+// consumer stopped (then e.Done() holds), or the stream ended without
+// message_stop: the error says why (an `event: error` as *llm.APIError, an
+// event that is not JSON, a broken connection), nil for a clean end.
+//
+// Events are told apart by their data's type; the event name only sorts out
+// pings, errors and nameless events, which carry nothing. An event the
+// body's end cut short (no blank line after it) is dropped, as the SSE
+// standard says.
+func (d *decoder) read(resp *http.Response) error {
+	r := sse.NewReader(resp.Body, maxEvent)
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch ev.Name {
+		case "", "ping":
+			continue
+		case "error":
+			return d.p.apiError(resp, ev.Data)
+		}
+		if len(ev.Data) == 0 {
+			continue
+		}
+		d.ev = wireEvent{}
+		if err := json.Unmarshal(ev.Data, &d.ev); err != nil {
+			return err
+		}
+		if !d.event(&d.ev) {
+			return nil
+		}
+	}
+}
+
 // event handles one stream event; false means stop reading (a terminal was
 // sent or the consumer stopped).
-func (d *decoder) event(ev sdk.MessageStreamEventUnion) bool {
+func (d *decoder) event(ev *wireEvent) bool {
 	switch ev.Type {
 	case "message_start":
 		if m := ev.Message.Model; m != "" {
-			d.e.SetModel(string(m))
+			d.e.SetModel(m)
 		}
-		u := ev.Message.Usage
-		d.noteUsage(u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens)
+		d.noteUsage(ev.Message.Usage)
 		return d.e.Start()
 	case "content_block_start":
 		return d.blockStart(ev)
@@ -52,10 +99,9 @@ func (d *decoder) event(ev sdk.MessageStreamEventUnion) bool {
 		return d.blockStop(ev)
 	case "message_delta":
 		if r := ev.Delta.StopReason; r != "" {
-			d.stop = string(r)
+			d.stop = r
 		}
-		u := ev.Usage
-		d.noteUsage(u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens)
+		d.noteUsage(ev.Usage)
 		return true
 	case "message_stop":
 		return d.finish()
@@ -66,15 +112,15 @@ func (d *decoder) event(ev sdk.MessageStreamEventUnion) bool {
 	}
 }
 
-func (d *decoder) noteUsage(in, out, cacheRead, cacheWrite int64) {
-	d.usage.InputTokens = max(d.usage.InputTokens, int(in))
-	d.usage.OutputTokens = max(d.usage.OutputTokens, int(out))
-	d.usage.CacheReadTokens = max(d.usage.CacheReadTokens, int(cacheRead))
-	d.usage.CacheWriteTokens = max(d.usage.CacheWriteTokens, int(cacheWrite))
+func (d *decoder) noteUsage(u wireUsage) {
+	d.usage.InputTokens = max(d.usage.InputTokens, u.InputTokens)
+	d.usage.OutputTokens = max(d.usage.OutputTokens, u.OutputTokens)
+	d.usage.CacheReadTokens = max(d.usage.CacheReadTokens, u.CacheReadInputTokens)
+	d.usage.CacheWriteTokens = max(d.usage.CacheWriteTokens, u.CacheCreationInputTokens)
 }
 
-func (d *decoder) blockStart(ev sdk.MessageStreamEventUnion) bool {
-	i := int(ev.Index)
+func (d *decoder) blockStart(ev *wireEvent) bool {
+	i := ev.Index
 	if i < 0 || i > len(d.blocks) || (i < len(d.blocks) && d.blocks[i].kind != "") {
 		return d.protocolError("content_block_start for index %d out of order", i)
 	}
@@ -101,7 +147,7 @@ func (d *decoder) blockStart(ev sdk.MessageStreamEventUnion) bool {
 			return d.protocolError("tool_use block %d without id or name", i)
 		}
 		b.kind, b.callID = "tool_use", cb.ID
-		b.input = []byte(cb.JSON.Input.Raw())
+		b.input = cb.Input
 		return d.e.Emit(llm.Delta{Kind: llm.DeltaToolCallStart, CallID: cb.ID, Name: cb.Name})
 	default:
 		// Server-side tool blocks and future kinds carry nothing the
@@ -125,8 +171,8 @@ func (d *decoder) open(i int, kind ...string) (*block, bool) {
 	return b, b.kind == "skip"
 }
 
-func (d *decoder) blockDelta(ev sdk.MessageStreamEventUnion) bool {
-	i := int(ev.Index)
+func (d *decoder) blockDelta(ev *wireEvent) bool {
+	i := ev.Index
 	delta := ev.Delta
 	switch delta.Type {
 	case "text_delta":
@@ -163,8 +209,8 @@ func (d *decoder) blockDelta(ev sdk.MessageStreamEventUnion) bool {
 	}
 }
 
-func (d *decoder) blockStop(ev sdk.MessageStreamEventUnion) bool {
-	i := int(ev.Index)
+func (d *decoder) blockStop(ev *wireEvent) bool {
+	i := ev.Index
 	b, ok := d.open(i, "text", "thinking", "redacted_thinking", "tool_use")
 	if !ok {
 		return d.protocolError("content_block_stop for block %d that is not open", i)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// TestStream runs scripted answers through the real SDK over HTTP and checks
+// TestStream runs scripted answers through the adapter over HTTP and checks
 // what the Accumulator makes of the deltas.
 func TestStream(t *testing.T) {
 	sig := func(p llm.Part) bool { return p.Signature != "" }
@@ -315,4 +316,105 @@ func TestTransportFailures(t *testing.T) {
 			t.Fatalf("err = %v, want llm.ErrTruncated", res.err)
 		}
 	})
+}
+
+// TestRawEvents feeds hand-written event streams to the adapter: the framing
+// cases the fake never produces.
+func TestRawEvents(t *testing.T) {
+	const (
+		start   = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-x\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n"
+		block   = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+		delta   = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"
+		stop    = "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+		msgDone = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":5,\"cache_read_input_tokens\":null}}\n\n"
+		msgStop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	)
+	tests := []struct {
+		name string
+		body string
+		// want is the answer's text, or check looks at the error.
+		want  string
+		check func(t *testing.T, err error)
+	}{
+		{
+			name: "comments, crlf, pings, nameless and unknown events are skipped",
+			body: strings.ReplaceAll(": keep-alive\n\n"+start+"event: ping\ndata: {\"type\": \"ping\"}\n\n"+block+delta+
+				"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"nameless\"}}\n\n"+
+				"event: future_event\ndata: {\"type\":\"future_event\",\"index\":7}\n\n"+
+				stop+msgDone+msgStop, "\n", "\r\n"),
+			want: "hi",
+		},
+		{
+			name: "message_stop cut short by the end of the body",
+			body: start + block + delta + stop + msgDone + strings.TrimSuffix(msgStop, "\n\n"),
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, llm.ErrTruncated) {
+					t.Fatalf("err = %v, want llm.ErrTruncated", err)
+				}
+			},
+		},
+		{
+			name: "error event that is not JSON",
+			body: start + "event: error\ndata: upstream went away\n\n",
+			check: func(t *testing.T, err error) {
+				wantAPIError(0, "", 0, true, false)(t, err)
+				if want := "claude: upstream went away"; err.Error() != want {
+					t.Errorf("error text = %q, want %q", err.Error(), want)
+				}
+			},
+		},
+		{
+			name: "error event keeps the request id in the cause",
+			body: start + block + delta + "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal server error\"}}\n\n",
+			check: func(t *testing.T, err error) {
+				wantAPIError(0, "api_error", 0, true, false)(t, err)
+				var apiErr *llm.APIError
+				errors.As(err, &apiErr)
+				if cause := apiErr.Err; cause == nil || !strings.Contains(cause.Error(), "(request-id req_raw)") {
+					t.Errorf("cause = %v, want the request id", cause)
+				}
+			},
+		},
+		{
+			name:  "event of the wrong shape",
+			body:  start + "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":\"0\"}\n\n",
+			check: wantAPIError(0, "invalid_stream", 0, true, false),
+		},
+		{
+			name: "not an event stream",
+			body: `{"id":"msg_1","type":"message","content":[]}`,
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, llm.ErrTruncated) {
+					t.Fatalf("err = %v, want llm.ErrTruncated", err)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Header().Set("request-id", "req_raw")
+				fmt.Fprint(w, tt.body)
+			}))
+			t.Cleanup(srv.Close)
+			client := &http.Client{Transport: &http.Transport{}}
+			t.Cleanup(client.CloseIdleConnections)
+			p := New("claude", config.ProviderConfig{APIKey: "k", BaseURL: srv.URL}, client, zaptest.NewLogger(t))
+			res := run(t, p, context.Background(), ask("hi"))
+			if tt.check != nil {
+				if res.err == nil {
+					t.Fatalf("want an error terminal, got %+v", res.msg)
+				}
+				tt.check(t, res.err)
+				return
+			}
+			if res.err != nil {
+				t.Fatalf("stream failed: %v", res.err)
+			}
+			if res.msg.Text() != tt.want || res.msg.Meta.Model != "claude-x" || res.msg.Meta.Usage.OutputTokens != 5 {
+				t.Errorf("text %q meta %+v, want %q from claude-x with 5 output tokens", res.msg.Text(), res.msg.Meta, tt.want)
+			}
+		})
+	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// The SDK keeps the network error in the chain, so the user is told the
+// The adapter keeps the network error in the chain, so the user is told the
 // provider cannot be reached, and why.
 func TestUnreachableEndpointIsNamed(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
