@@ -34,6 +34,9 @@ type Reader struct {
 	ev  Event
 	// line is the buffer of the line being read.
 	line []byte
+	// name is the last event name seen: a stream repeats a few names, so
+	// the string is made once per change of name, not per event.
+	name string
 	// has is set once the event being collected has a field; data once it
 	// has a data line (the next one is joined with "\n").
 	has, data bool
@@ -79,7 +82,10 @@ func (s *Reader) field(line []byte) error {
 	value = bytes.TrimPrefix(value, []byte(" "))
 	switch string(name) {
 	case "event":
-		s.ev.Name, s.has = string(value), true
+		if string(value) != s.name {
+			s.name = string(value)
+		}
+		s.ev.Name, s.has = s.name, true
 	case "data":
 		if s.data {
 			s.ev.Data = append(s.ev.Data, '\n')
