@@ -55,11 +55,15 @@ func (p *Provider) streamError(ctx, callCtx context.Context, err error, resp *ht
 }
 
 // responseError reads a refusal (HTTP status >= 400) into an APIError; a
-// body that cannot be read is classified like a failed request.
+// body that cannot be read is classified like a failed request, and a call
+// whose context ended meanwhile like any cancelled or timed-out call.
 func (p *Provider) responseError(ctx, callCtx context.Context, resp *http.Response) error {
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	if err != nil {
-		return p.streamError(ctx, callCtx, fmt.Errorf("read error body: %w", err), resp)
+		err = fmt.Errorf("read error body: %w", err)
+	}
+	if err != nil || callCtx.Err() != nil {
+		return p.streamError(ctx, callCtx, err, resp)
 	}
 	return p.apiError(resp, raw)
 }

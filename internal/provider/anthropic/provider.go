@@ -183,24 +183,24 @@ func (p *Provider) callContext(ctx context.Context) (context.Context, context.Ca
 // /v1/models), for doctor: the cheapest call that proves the server is
 // reachable and the key accepted. Failures are *llm.APIError like Stream's.
 func (p *Provider) Models(ctx context.Context) ([]string, error) {
-	resp, err := p.do(ctx, http.MethodGet, "/v1/models", nil)
-	if err != nil {
+	fail := func(err error) ([]string, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("anthropic %s: list models: %w", p.name, ctx.Err())
 		}
-		return nil, &llm.APIError{Provider: p.name, Message: "request failed", Err: err}
+		return nil, err
+	}
+	resp, err := p.do(ctx, http.MethodGet, "/v1/models", nil)
+	if err != nil {
+		return fail(&llm.APIError{Provider: p.name, Message: "request failed", Err: err})
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
-		return nil, p.responseError(ctx, ctx, resp)
+		return fail(p.responseError(ctx, ctx, resp))
 	}
 	var list wireModelList
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxModelList)).Decode(&list); err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("anthropic %s: list models: %w", p.name, ctx.Err())
-		}
-		return nil, &llm.APIError{Provider: p.name, Message: "request failed",
-			Err: fmt.Errorf("GET /v1/models: model list is not valid JSON: %w", err)}
+		return fail(&llm.APIError{Provider: p.name, Message: "request failed",
+			Err: fmt.Errorf("GET /v1/models: model list is not valid JSON: %w", err)})
 	}
 	ids := make([]string, 0, len(list.Data))
 	for _, m := range list.Data {
