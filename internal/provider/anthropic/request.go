@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -50,15 +49,10 @@ func (p *Provider) request(req llm.Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Text goes as it is (no \u003c for <): the model reads it, and tool
-	// schemas and arguments keep their bytes.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(params); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	// json.Marshal escapes <, > and & in strings as the SDK did (the API
+	// reads the same text either way); tool schemas and arguments are
+	// json.RawMessage, only compacted.
+	return json.Marshal(params)
 }
 
 // params converts a provider-neutral request into Messages API parameters.

@@ -275,6 +275,19 @@ func TestRender(t *testing.T) {
 			},
 		},
 		{
+			name: "html_characters",
+			req: llm.Request{System: "Answer in <answer> tags & be brief.", Tools: testTools, Messages: []llm.Message{
+				userText("is 1 < 2 && 3 > 2?"),
+				assistant("anthropic", call("toolu_a", "exec", `{"command": "test 1 -lt 2 && echo '<yes>'"}`)),
+				tool(result("toolu_a", "exec", "<yes>")),
+			}},
+			check: func(t *testing.T, got fakellm.Request) {
+				if got.Messages[0].Text != "is 1 < 2 && 3 > 2?" || got.Messages[2].ToolResults[0].Content != "<yes>" {
+					t.Errorf("text %q result %q", got.Messages[0].Text, got.Messages[2].ToolResults[0].Content)
+				}
+			},
+		},
+		{
 			name: "forced_tool_and_options",
 			req: llm.Request{System: "s", Tools: testTools, ForceTool: "list_dir", MaxTokens: 1000, Temperature: ptr(0.3),
 				Messages: []llm.Message{userText("list")}},
