@@ -103,14 +103,24 @@ func upd(id int64, text string) json.RawMessage {
 	return raw
 }
 
+// receive journals a batch as the channel does before confirming it:
+// received, then its sync.
+func receive(j *journal, batch []json.RawMessage, ordered bool) ([]json.RawMessage, error) {
+	fresh, sync, err := j.received(batch, ordered)
+	if err != nil {
+		return nil, err
+	}
+	return fresh, sync()
+}
+
 func TestJournalSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.json")
 	j := newJournal(path, zaptest.NewLogger(t))
-	fresh, err := j.received([]json.RawMessage{upd(10, "a"), upd(11, "b"), upd(12, "c")}, true)
+	fresh, err := receive(j, []json.RawMessage{upd(10, "a"), upd(11, "b"), upd(12, "c")}, true)
 	if err != nil || len(fresh) != 3 {
 		t.Fatalf("received = %d, %v", len(fresh), err)
 	}
-	if again, _ := j.received([]json.RawMessage{upd(11, "b"), upd(13, "d")}, true); len(again) != 1 || peekID(again[0]) != 13 {
+	if again, _ := receive(j, []json.RawMessage{upd(11, "b"), upd(13, "d")}, true); len(again) != 1 || peekID(again[0]) != 13 {
 		t.Fatalf("redelivery not skipped: %d fresh", len(again))
 	}
 	j.ack(10)
@@ -140,7 +150,7 @@ func TestJournalSurvivesRestart(t *testing.T) {
 func TestJournalAcksAfterTheWriterStoppedAreWritten(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.json")
 	j := newJournal(path, zaptest.NewLogger(t))
-	if _, err := j.received([]json.RawMessage{upd(10, "a"), upd(11, "b")}, true); err != nil {
+	if _, err := receive(j, []json.RawMessage{upd(10, "a"), upd(11, "b")}, true); err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
@@ -166,14 +176,14 @@ func TestJournalAcksAfterTheWriterStoppedAreWritten(t *testing.T) {
 
 func TestJournalWebhookAcceptsOutOfOrder(t *testing.T) {
 	j := newJournal("", zaptest.NewLogger(t))
-	if f, _ := j.received([]json.RawMessage{upd(20, "x")}, false); len(f) != 1 {
+	if f, _ := receive(j, []json.RawMessage{upd(20, "x")}, false); len(f) != 1 {
 		t.Fatal("first update refused")
 	}
-	if f, _ := j.received([]json.RawMessage{upd(19, "y")}, false); len(f) != 1 {
+	if f, _ := receive(j, []json.RawMessage{upd(19, "y")}, false); len(f) != 1 {
 		t.Fatal("an earlier update arriving later was dropped")
 	}
 	j.ack(20)
-	if f, _ := j.received([]json.RawMessage{upd(20, "x")}, false); len(f) != 0 {
+	if f, _ := receive(j, []json.RawMessage{upd(20, "x")}, false); len(f) != 0 {
 		t.Fatal("a redelivered, acknowledged update was accepted again")
 	}
 }
@@ -270,10 +280,10 @@ func TestJournalAppendsThenCompacts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.json")
 	j := newJournal(path, zaptest.NewLogger(t))
 	j.compactAt = 1 << 20
-	if _, err := j.received([]json.RawMessage{upd(10, "a"), upd(11, "b")}, true); err != nil {
+	if _, err := receive(j, []json.RawMessage{upd(10, "a"), upd(11, "b")}, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.received([]json.RawMessage{upd(12, "c")}, true); err != nil {
+	if _, err := receive(j, []json.RawMessage{upd(12, "c")}, true); err != nil {
 		t.Fatal(err)
 	}
 	j.ack(10)
@@ -292,7 +302,7 @@ func TestJournalAppendsThenCompacts(t *testing.T) {
 
 	j.compactAt = 1 // any growth past twice a snapshot compacts
 	for id := int64(13); id < 40; id++ {
-		if _, err := j.received([]json.RawMessage{upd(id, "more")}, true); err != nil {
+		if _, err := receive(j, []json.RawMessage{upd(id, "more")}, true); err != nil {
 			t.Fatal(err)
 		}
 		j.ack(id)
@@ -375,7 +385,7 @@ func TestJournalReadsWhatACrashLeaves(t *testing.T) {
 				t.Error("the stale temp file of a compaction was left")
 			}
 			// load compacted: the next append starts on a whole line.
-			if _, err := j.received([]json.RawMessage{upd(50, "after")}, true); err != nil {
+			if _, err := receive(j, []json.RawMessage{upd(50, "after")}, true); err != nil {
 				t.Fatal(err)
 			}
 			if _, got := replayIDs(t, path); fmt.Sprint(got) != strings.TrimSuffix(tt.wantIDs, "]")+" 50]" {
@@ -390,7 +400,7 @@ func TestJournalReadsWhatACrashLeaves(t *testing.T) {
 func TestJournalWriteAfterAFailedAppendCompacts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.json")
 	j := newJournal(path, zaptest.NewLogger(t))
-	if _, err := j.received([]json.RawMessage{upd(10, "a")}, true); err != nil {
+	if _, err := receive(j, []json.RawMessage{upd(10, "a")}, true); err != nil {
 		t.Fatal(err)
 	}
 	// What a failed write leaves: half a line, and the file handle dropped.
@@ -399,7 +409,7 @@ func TestJournalWriteAfterAFailedAppendCompacts(t *testing.T) {
 	}
 	j.f.Close()
 	j.f = nil
-	if _, err := j.received([]json.RawMessage{upd(11, "b")}, true); err != nil {
+	if _, err := receive(j, []json.RawMessage{upd(11, "b")}, true); err != nil {
 		t.Fatal(err)
 	}
 	if lines := journalLines(t, path); len(lines) != 1 {
@@ -410,16 +420,171 @@ func TestJournalWriteAfterAFailedAppendCompacts(t *testing.T) {
 	}
 }
 
+// A batch is handed over before its fsync. When the fsync fails nothing may
+// be confirmed, and what the file holds is unknown (after a failed fsync the
+// kernel may have dropped the pages): whatever comes next — the batch
+// redelivered because it was not confirmed, a new batch, or acks — rewrites
+// the whole state before it is confirmed, and a failed rewrite confirms
+// nothing either.
+func TestJournalSyncFailureRewritesTheStateBeforeConfirming(t *testing.T) {
+	errDisk := errors.New("EIO")
+	tests := []struct {
+		name string
+		// next is what follows the failed sync, as the caller would run it:
+		// it returns the updates handed over and the sync's error.
+		next     func(j *journal) ([]json.RawMessage, error)
+		wantNext int64
+		wantIDs  string
+	}{
+		{"the batch redelivered", func(j *journal) ([]json.RawMessage, error) {
+			return receive(j, []json.RawMessage{upd(11, "b"), upd(12, "c")}, true)
+		}, 13, "[10 11 12]"},
+		{"the batch redelivered by webhook", func(j *journal) ([]json.RawMessage, error) {
+			return receive(j, []json.RawMessage{upd(12, "c")}, false)
+		}, 13, "[10 11 12]"},
+		{"a new batch", func(j *journal) ([]json.RawMessage, error) {
+			return receive(j, []json.RawMessage{upd(13, "d")}, true)
+		}, 14, "[10 11 12 13]"},
+		{"acks", func(j *journal) ([]json.RawMessage, error) {
+			j.ack(11)
+			return nil, j.save(false)
+		}, 13, "[10 12]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "j.json")
+			j := newJournal(path, zaptest.NewLogger(t))
+			j.compactAt = 1 << 20
+			if _, err := receive(j, []json.RawMessage{upd(10, "a")}, true); err != nil {
+				t.Fatal(err)
+			}
+			syncs := 0
+			j.fsync = func(*os.File) error { syncs++; return errDisk }
+			fresh, sync, err := j.received([]json.RawMessage{upd(11, "b"), upd(12, "c")}, true)
+			if err != nil || len(fresh) != 2 {
+				t.Fatalf("received = %d fresh, %v; want the 2 written, to hand over", len(fresh), err)
+			}
+			if err := sync(); !errors.Is(err, errDisk) {
+				t.Fatalf("sync = %v, want the fsync's error (the batch must not be confirmed)", err)
+			}
+			if !j.dirty {
+				t.Fatal("a failed fsync left the journal clean")
+			}
+
+			// The disk is still failing: a rewrite fails too, and nothing is
+			// confirmed, however it is asked.
+			restore := breakDir(t, filepath.Dir(path))
+			if _, err := tt.next(j); err == nil {
+				t.Fatal("confirmed while the journal could not be rewritten")
+			}
+			if !j.dirty {
+				t.Fatal("a failed rewrite left the journal clean")
+			}
+			restore()
+			// What the file holds before the next attempt: the failed batch
+			// appended after the first, as a log.
+			if lines := journalLines(t, path); len(lines) != 2 {
+				t.Fatalf("journal before the rewrite: %q", lines)
+			}
+
+			// The disk is back: the next confirm follows a full rewrite, not
+			// an fsync of the file as it was.
+			j.fsync = func(f *os.File) error { syncs++; return f.Sync() }
+			if _, err := tt.next(j); err != nil {
+				t.Fatalf("after the disk recovered: %v", err)
+			}
+			if j.dirty {
+				t.Fatal("still dirty after a successful rewrite")
+			}
+			lines := journalLines(t, path)
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], `{"next_offset":`+fmt.Sprint(tt.wantNext)+`,"pending":[`) {
+				t.Fatalf("journal after the confirm is not one snapshot of next %d: %q", tt.wantNext, lines)
+			}
+			next, pending, err := ReadJournal(path) // unlike a load, leaves the file to j
+			var ids []int64
+			for _, raw := range pending {
+				ids = append(ids, peekID(raw))
+			}
+			if err != nil || next != tt.wantNext || fmt.Sprint(ids) != tt.wantIDs {
+				t.Fatalf("journal reads next %d, pending %v, %v; want %d, %s", next, ids, err, tt.wantNext, tt.wantIDs)
+			}
+
+			// And appends resume on the rewritten file.
+			syncs = 0
+			if _, err := receive(j, []json.RawMessage{upd(20, "z")}, true); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(journalLines(t, path)); n != 2 || syncs != 1 {
+				t.Fatalf("after the next batch: %d lines, %d fsyncs; want an append and its fsync", n, syncs)
+			}
+		})
+	}
+}
+
+// A compaction (the writer's, or finish's) that fails between a batch's
+// write and its sync has closed the file the batch went to: the sync must
+// not take that for a file with nothing left to fsync.
+func TestJournalFailedCompactionBeforeTheSyncConfirmsNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.json")
+	j := newJournal(path, zaptest.NewLogger(t))
+	if _, err := receive(j, []json.RawMessage{upd(10, "a")}, true); err != nil {
+		t.Fatal(err)
+	}
+	_, sync, err := j.received([]json.RawMessage{upd(11, "b")}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := breakDir(t, filepath.Dir(path))
+	j.wmu.Lock()
+	err = j.compact()
+	j.wmu.Unlock()
+	if err == nil {
+		t.Fatal("compaction into a missing directory succeeded")
+	}
+	if err := sync(); err == nil {
+		t.Fatal("sync confirmed a batch whose file was closed by a failed compaction")
+	}
+	restore()
+	if err := sync(); err != nil {
+		t.Fatal(err)
+	}
+	if lines := journalLines(t, path); len(lines) != 1 || !strings.HasPrefix(lines[0], `{"next_offset":12,"pending":[`) {
+		t.Fatalf("journal after the confirm: %q, want one snapshot", lines)
+	}
+}
+
+// breakDir makes writes into dir fail, as a failing disk would, until
+// restore: dir is moved away and a file takes its place, so neither a temp
+// file nor MkdirAll can be made there.
+func breakDir(t *testing.T, dir string) (restore func()) {
+	t.Helper()
+	if err := os.Rename(dir, dir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if err := os.Remove(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(dir+".away", dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Webhook bodies may be indented; the journal keeps each update on one line.
 func TestJournalKeepsIndentedUpdatesOnOneLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.json")
 	j := newJournal(path, zaptest.NewLogger(t))
 	j.compactAt = 1 << 20
-	if _, err := j.received([]json.RawMessage{upd(1, "a")}, false); err != nil {
+	if _, err := receive(j, []json.RawMessage{upd(1, "a")}, false); err != nil {
 		t.Fatal(err)
 	}
 	body := json.RawMessage("{\n  \"update_id\": 7,\n  \"message\": {\"message_id\": 7, \"text\": \"two\\nlines\"}\n}")
-	if _, err := j.received([]json.RawMessage{body}, false); err != nil {
+	if _, err := receive(j, []json.RawMessage{body}, false); err != nil {
 		t.Fatal(err)
 	}
 	if lines := journalLines(t, path); len(lines) != 2 {

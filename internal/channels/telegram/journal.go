@@ -21,15 +21,26 @@ import (
 
 // journal keeps every update received but not yet acknowledged by the agent
 // (Ack: the turn's answer was delivered, or the message was deliberately
-// dropped), and the next offset to poll. A batch is written and fsync'd
-// before Telegram is told it was received, so after a crash the updates
-// still pending are replayed (nothing lost) and the acknowledged ones are
-// not; the agent recognises a replayed message it had already recorded, so
-// it finishes that turn or resends its answer rather than answering twice.
+// dropped), and the next offset to poll. A batch is written, handed to the
+// agent, and fsync'd before Telegram is told it was received (received
+// returns the fsync for the caller to run once the turns have started, so
+// the disk works while they start): after a crash the updates still pending
+// are replayed (nothing lost) and the acknowledged ones are not; the agent
+// recognises a replayed message it had already recorded, so it finishes that
+// turn or resends its answer rather than answering twice. A batch handed over
+// but not yet fsync'd is lost only with the machine (a power cut; a process
+// crash keeps what was written), and it was not confirmed either, so
+// Telegram delivers it again and the agent recognises it like a replay.
 // The only windows for a repeat are a crash between Telegram accepting an
 // answer and this file recording the ack, and a power loss soon after an
 // ack: ack writes are not fsync'd (a process crash keeps them), receive
-// writes are, because they guard against loss.
+// writes are before they are confirmed, because they guard against loss.
+//
+// A failed write or fsync leaves the file unknown: a partial line, or pages
+// the kernel dropped (after a failed fsync Linux may mark unwritten pages
+// clean, so a second fsync would succeed without writing them). The journal
+// is then dirty: the next write (a batch, acks) or sync rewrites the whole
+// state (compact) instead, so nothing is confirmed before it has.
 //
 // The file is a log of JSON lines, appended to (one write per batch, one
 // per burst of acks) and compacted now and then:
@@ -54,6 +65,11 @@ type journal struct {
 	f        *os.File
 	appended int64
 	closed   bool // set by finish: no file is kept open
+	// dirty is set by a failed write or fsync: the file is rewritten
+	// whole before anything more is confirmed.
+	dirty bool
+	// fsync is (*os.File).Sync; tests make it fail.
+	fsync func(*os.File) error
 	// compactAt is the least the log grows by before it is compacted
 	// (compactMin; tests lower it).
 	compactAt int64
@@ -93,7 +109,8 @@ type journalRecord struct {
 }
 
 func newJournal(path string, log *zap.Logger) *journal {
-	return &journal{path: path, pending: map[int64]json.RawMessage{}, recent: map[int64]struct{}{}, wake: make(chan struct{}, 1), compactAt: compactMin, log: log}
+	return &journal{path: path, pending: map[int64]json.RawMessage{}, recent: map[int64]struct{}{}, wake: make(chan struct{}, 1),
+		compactAt: compactMin, fsync: (*os.File).Sync, log: log}
 }
 
 // ReadJournal reads the update journal at path (<data dir>/telegram-updates.json)
@@ -247,16 +264,20 @@ func (j *journal) replay() []json.RawMessage {
 	return out
 }
 
-// received journals a batch and returns the updates not seen before. It
-// appends them to the file and fsyncs it before returning. ordered is true
+// received journals a batch: it appends the updates not seen before to the
+// file, without an fsync, and returns them with sync, which makes them
+// durable. The caller hands the fresh updates over first, so their turns
+// start while the disk works, then calls sync, and confirms the batch to
+// Telegram only if sync returned nil (see journal for why handing them over
+// first is safe). A batch with nothing fresh still gets a sync to call: one
+// of its updates may be pending in a write not yet fsync'd. ordered is true
 // for getUpdates, whose offset also tells redeliveries apart; webhook calls
 // may arrive out of order, so only the pending and recent sets are used for
 // them.
-func (j *journal) received(batch []json.RawMessage, ordered bool) ([]json.RawMessage, error) {
+func (j *journal) received(batch []json.RawMessage, ordered bool) (fresh []json.RawMessage, sync func() error, err error) {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
 	j.mu.Lock()
-	var fresh []json.RawMessage
 	var ids []int64
 	next := j.next
 	for _, raw := range batch {
@@ -277,14 +298,14 @@ func (j *journal) received(batch []json.RawMessage, ordered bool) ([]json.RawMes
 	}
 	if len(fresh) == 0 {
 		j.mu.Unlock()
-		return nil, nil
+		return nil, j.sync, nil
 	}
 	prev := j.next
 	j.next = next
 	j.mu.Unlock()
 
-	err := j.appendLocked(batchRecord(next, fresh), true)
-	if err != nil {
+	if err := j.appendLocked(batchRecord(next, fresh), false); err != nil {
+		// Not handed over, not confirmed: Telegram delivers it again.
 		j.mu.Lock()
 		for i, id := range ids {
 			delete(j.pending, id)
@@ -292,9 +313,29 @@ func (j *journal) received(batch []json.RawMessage, ordered bool) ([]json.RawMes
 		}
 		j.next = prev
 		j.mu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
-	return fresh, nil
+	return fresh, j.sync, nil
+}
+
+// sync makes everything written so far durable: it fsyncs the file, or
+// rewrites it whole when it is dirty. A batch already on disk through a
+// compaction since costs one needless fsync of the new file.
+func (j *journal) sync() error {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	switch {
+	case j.path == "":
+		return nil
+	case j.dirty:
+		return j.compact()
+	case j.f == nil:
+		return nil // nothing written yet, or stopped: every write since was a compaction, fsync'd
+	}
+	if err := j.fsync(j.f); err != nil {
+		return j.failedLocked(fmt.Errorf("fsync: %w", err))
+	}
+	return nil
 }
 
 // oneLine returns raw without line breaks, so it fits on one line of the
@@ -380,7 +421,7 @@ func (j *journal) save(sync bool) error {
 			return err
 		}
 	}
-	if j.f != nil && j.appended > max(j.compactAt, 2*live) {
+	if j.dirty || (j.f != nil && j.appended > max(j.compactAt, 2*live)) {
 		return j.compact()
 	}
 	return nil
@@ -406,36 +447,54 @@ func (j *journal) finish() error {
 }
 
 // appendLocked appends one record (a line) to the file, fsync'd if sync.
-// Without an open file (the first write, or after a failure that may have
-// left a partial line) it compacts instead, which writes the whole state,
-// this record's change included, durably. The caller holds wmu.
+// Without an open file (the first write, or stopped) or when dirty it
+// compacts instead, which writes the whole state, this record's change
+// included, durably. The caller holds wmu.
 func (j *journal) appendLocked(rec []byte, sync bool) error {
 	if j.path == "" {
 		return nil
 	}
-	if j.f == nil {
+	if j.f == nil || j.dirty {
 		return j.compact()
 	}
-	_, err := j.f.Write(rec)
-	if err == nil && sync {
-		err = j.f.Sync()
-	}
-	if err != nil {
-		// The file may end in a partial line now: the next write starts a
-		// fresh file rather than append to it.
-		_ = j.f.Close()
-		j.f = nil
-		return fmt.Errorf("update journal: %w", err)
+	if _, err := j.f.Write(rec); err != nil {
+		return j.failedLocked(err)
 	}
 	j.appended += int64(len(rec))
+	if sync {
+		if err := j.fsync(j.f); err != nil {
+			return j.failedLocked(fmt.Errorf("fsync: %w", err))
+		}
+	}
 	return nil
 }
 
-// compact replaces the file with one snapshot of the current state, written
-// and fsync'd through a temp file and a rename, and reopens it for appends
-// (unless the journal is closed).
+// failedLocked marks the journal dirty after a failed write or fsync: the
+// file may end in a partial line, or miss pages the kernel dropped, so the
+// next write rewrites it rather than append to it. The caller holds wmu.
+func (j *journal) failedLocked(err error) error {
+	_ = j.f.Close()
+	j.f = nil
+	j.dirty = true
+	return fmt.Errorf("update journal: %w", err)
+}
+
+// compact rewrites the file as one snapshot of the current state, which
+// leaves it known-good: dirty is cleared on success and set on failure.
 // The caller holds wmu.
 func (j *journal) compact() error {
+	if err := j.rewrite(); err != nil {
+		j.dirty = true
+		return err
+	}
+	j.dirty = false
+	return nil
+}
+
+// rewrite replaces the file with one snapshot of the current state, written
+// and fsync'd through a temp file and a rename, and reopens it for appends
+// (unless the journal is closed). The caller holds wmu.
+func (j *journal) rewrite() error {
 	j.mu.Lock()
 	data := append(j.snapshotLocked(), '\n')
 	j.mu.Unlock()

@@ -9,9 +9,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// poll long-polls getUpdates until ctx ends. Each batch is journaled before
-// the next call confirms it to Telegram (an offset past an update deletes it
-// there), so a crash between the two never loses it. A call that outlives
+// poll long-polls getUpdates until ctx ends. Each batch is journaled, and
+// fsync'd while its turns start, before the next call confirms it to
+// Telegram (an offset past an update deletes it there), so a crash between
+// the two never loses it. A call that outlives
 // poll_timeout plus the stall grace is abandoned and polling restarts on a
 // fresh connection: that is the stall watchdog.
 //
@@ -60,7 +61,7 @@ func (c *Channel) poll(ctx context.Context) {
 		if len(raw) == 0 {
 			continue
 		}
-		fresh, err := c.journal.received(raw, true)
+		fresh, syncJournal, err := c.journal.received(raw, true)
 		if err != nil {
 			// Without the journal, confirming these would risk losing
 			// them: poll the same offset again after a pause.
@@ -68,10 +69,19 @@ func (c *Channel) poll(ctx context.Context) {
 			backoff = 5 * time.Second
 			continue
 		}
-		offset = max(offset, peekID(raw[len(raw)-1])+1)
+		// The turns start while the batch is fsync'd; only a durable batch
+		// is confirmed, by the next getUpdates' offset.
 		for _, u := range fresh {
 			c.accept(ctx, u)
 		}
+		if err := syncJournal(); err != nil {
+			// Telegram redelivers the batch; the journal recognises it
+			// and rewrites the file before confirming it.
+			c.log.Error("update journal not synced; not confirming the batch", zap.Error(err))
+			backoff = 5 * time.Second
+			continue
+		}
+		offset = max(offset, peekID(raw[len(raw)-1])+1)
 	}
 }
 

@@ -361,8 +361,9 @@ func webhookPath(webhookURL string) (string, error) {
 
 // WebhookHandler returns the path to mount on the gateway's HTTP listener
 // and the handler for Telegram's webhook calls. The handler checks the
-// secret token, journals the update and answers 200 only then, so a crash
-// never loses an update Telegram believes delivered.
+// secret token, journals the update, hands it over, and answers 200 only
+// once the journal is fsync'd, so a crash never loses an update Telegram
+// believes delivered.
 func (c *Channel) WebhookHandler() (string, http.Handler) {
 	path, _ := webhookPath(c.cfg.WebhookURL)
 	return path, http.HandlerFunc(c.serveWebhook)
@@ -396,16 +397,22 @@ func (c *Channel) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not running", http.StatusServiceUnavailable)
 		return
 	}
-	fresh, err := c.journal.received([]json.RawMessage{body}, false)
+	fresh, syncJournal, err := c.journal.received([]json.RawMessage{body}, false)
 	if err != nil {
 		c.log.Error("update journal not written; asking Telegram to redeliver", zap.Error(err))
 		http.Error(w, "journal", http.StatusInternalServerError)
 		return
 	}
-	w.WriteHeader(http.StatusOK)
+	// The turn starts while the update is fsync'd; 200 waits for the fsync.
 	for _, raw := range fresh {
 		c.accept(r.Context(), raw)
 	}
+	if err := syncJournal(); err != nil {
+		c.log.Error("update journal not synced; asking Telegram to redeliver", zap.Error(err))
+		http.Error(w, "journal", http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
 }
 
 // runWebhook registers the webhook and waits for shutdown; updates arrive
