@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,8 +18,14 @@ type profiler struct {
 	dir  string // where profiles are written
 }
 
-// capture takes a CPU profile over the window starting at from, then the
-// allocation, block and mutex profiles, writing name-cpu.pprof and so on.
+// traceSeconds is how much of the window the execution trace covers: enough
+// for a few hundred turns, small enough for go tool trace to open quickly.
+const traceSeconds = 2
+
+// capture takes a CPU profile over the window starting at from, with an
+// execution trace of the window's first seconds beside it, then the
+// allocation, block and mutex profiles, writing name-cpu.pprof,
+// name-trace.out and so on.
 func (p profiler) capture(ctx context.Context, name string, from time.Time, window time.Duration) error {
 	select {
 	case <-time.After(time.Until(from)):
@@ -26,7 +33,14 @@ func (p profiler) capture(ctx context.Context, name string, from time.Time, wind
 		return nil
 	}
 	secs := max(int(window.Seconds()), 1)
-	if err := p.fetch(ctx, fmt.Sprintf("profile?seconds=%d", secs), name+"-cpu.pprof"); err != nil {
+	// The trace runs beside the CPU profile, not after it: the load stops
+	// when the window ends.
+	traced := make(chan error, 1)
+	go func() {
+		traced <- p.fetch(ctx, fmt.Sprintf("trace?seconds=%d", min(traceSeconds, secs)), name+"-trace.out")
+	}()
+	err := p.fetch(ctx, fmt.Sprintf("profile?seconds=%d", secs), name+"-cpu.pprof")
+	if err := errors.Join(err, <-traced); err != nil {
 		return err
 	}
 	for _, kind := range []string{"allocs", "block", "mutex", "heap"} {

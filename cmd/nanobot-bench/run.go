@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.scaleSessions, "scale-sessions", "", "scale: bus.nats.sessions of the workers, shared-volume or jetstream [the config default]")
 	fs.DurationVar(&o.modelDelay, "model-delay", 500*time.Millisecond, "scale: how long the model takes to answer")
 	fs.StringVar(&jsonPath, "json", "", "also write every run's raw results to this file")
-	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window to this directory (builds the binary with -tags nanobot_pprof)")
+	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window, and an execution trace of its first 2 s, to this directory (builds the binary with -tags nanobot_pprof)")
 	fs.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, workspace, gateway.log)")
 	var pin bool
 	fs.BoolVar(&pin, "pin", false, "pin the gateway to CPU 0 (it then runs with GOMAXPROCS 1) and the bench — fakes and load generator — to CPU 1")

@@ -77,7 +77,8 @@ type Options struct {
 	// DataDir holds the daemon's own state next to the config: the pairing
 	// store and the Telegram update journal [the config file's directory].
 	DataDir string
-	// HTTPClient is used for every provider call [a client with sane timeouts].
+	// HTTPClient is used for every provider call [modelClient: keeps a
+	// connection per agents.max_concurrent_turns slot].
 	HTTPClient *http.Client
 	// Listener replaces listening on gateway.listen: an already open
 	// listener (tests on port 0, socket activation). Run closes it.
@@ -154,7 +155,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{}
+		hc = modelClient(cfg.Agents.MaxConcurrentTurns)
 	}
 	providers := make(map[string]provider.Streamer, len(cfg.Providers))
 	for name, pc := range cfg.Providers {
