@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/skills"
 )
 
@@ -57,6 +58,7 @@ type PromptBuilder struct {
 	sig    signature
 	built  time.Time
 	prompt string
+	tokens int // history.EstimateText(prompt)
 
 	// The skills/ listing, read again only when the directory's stat
 	// changes or has not settled, so an unchanged prompt costs stats only.
@@ -103,6 +105,14 @@ type signature struct {
 
 // Build returns the system prompt.
 func (b *PromptBuilder) Build() (string, error) {
+	p, _, err := b.BuildEstimated()
+	return p, err
+}
+
+// BuildEstimated returns the system prompt and its token estimate
+// (history.EstimateText), cached with the prompt so that a turn does not
+// estimate the same prompt again (pass it as history.Options.SystemTokens).
+func (b *PromptBuilder) BuildEstimated() (string, int, error) {
 	now := time.Now
 	if b.Now != nil {
 		now = b.Now
@@ -114,17 +124,17 @@ func (b *PromptBuilder) Build() (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.sig.settled && slices.Equal(sig.stamps, b.sig.stamps) && b.prompt != "" && now().Sub(b.built) < promptRecheck {
-		return b.prompt, nil
+		return b.prompt, b.tokens, nil
 	}
 	p, err := b.build()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	// An unsettled signature may hide a same-tick edit made after the files
 	// were read, so the prompt is used once and built again next time.
 	b.sig = signature{stamps: slices.Clone(sig.stamps), settled: sig.settled}
-	b.prompt, b.built = p, now()
-	return p, nil
+	b.prompt, b.tokens, b.built = p, history.EstimateText(p), now()
+	return b.prompt, b.tokens, nil
 }
 
 // signature stats every file the prompt depends on, appending the stamps

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/skills"
 )
 
@@ -60,11 +61,15 @@ func skillMD(desc string) string {
 	return "---\ndescription: " + desc + "\n---\nDo the thing.\n"
 }
 
+// buildPrompt builds the prompt and checks the estimate that comes with it.
 func buildPrompt(t *testing.T, b *PromptBuilder) string {
 	t.Helper()
-	p, err := b.Build()
+	p, tokens, err := b.BuildEstimated()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := history.EstimateText(p); tokens != want {
+		t.Fatalf("BuildEstimated: %d tokens, the prompt estimates at %d", tokens, want)
 	}
 	return p
 }

@@ -41,6 +41,17 @@ type Options struct {
 	// Summaries is how many observations after the newest are rendered as
 	// Summary before older ones become Gist; 0 means DefaultSummaries.
 	Summaries int
+	// SystemTokens, when positive, is EstimateText of the system prompt,
+	// which a caller that caches its prompt has already computed; 0 means
+	// Project estimates it.
+	SystemTokens int
+}
+
+func (o Options) systemTokens(system string) int {
+	if o.SystemTokens > 0 {
+		return o.SystemTokens
+	}
+	return EstimateText(system)
 }
 
 func (o Options) summaries() int {
@@ -112,7 +123,7 @@ type View struct {
 func Project(system string, msgs []llm.Message, opt Options) View {
 	h := horizon(len(msgs), func(i int) *llm.Message { return &msgs[i] }, opt.Budget)
 	p := newPlan(Repair(msgs[h:]), opt.summaries())
-	v := View{System: system, Tokens: EstimateText(system)}
+	v := View{System: system, Tokens: opt.systemTokens(system)}
 	if len(p.starts) == 0 {
 		v.Omitted = len(msgs)
 		return v
