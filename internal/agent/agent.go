@@ -47,6 +47,9 @@ type Sessions interface {
 
 // Tools is what the agent needs from the tool registry.
 type Tools interface {
+	// Specs returns the tools' specs. It may return the same slice while
+	// the tools are unchanged (the agent keys its token estimate on it), so
+	// it must never modify a slice it returned.
 	Specs() []llm.ToolSpec
 	Execute(ctx context.Context, call llm.ToolCall, origin tools.Origin) llm.ToolResult
 }
@@ -247,6 +250,10 @@ type Agent struct {
 	in          InboundPublisher
 	subs        subagents
 	statusLines func() []string
+
+	// toolTokens and subToolTokens remember the token estimate of tools'
+	// and subTools' specs.
+	toolTokens, subToolTokens specMemo
 }
 
 // sessionQueue is one session's pending work and its running turn.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/skills"
+	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/tools"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -107,6 +110,30 @@ func benchTurn(b *testing.B, prior int) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		turn(i)
+	}
+}
+
+// BenchmarkPromptBuild is the system prompt of a turn when nothing changed:
+// a workspace with every bootstrap file, a memory and eight skills, its
+// files last written an hour ago, and the built-in skills.
+func BenchmarkPromptBuild(b *testing.B) {
+	ws := b.TempDir()
+	for _, f := range append(slices.Clone(BootstrapFiles), MemoryFile) {
+		writeWS(b, ws, f, strings.Repeat("Some rules and facts of this workspace. ", 50))
+	}
+	for i := range 8 {
+		writeWS(b, ws, "skills/s"+strconv.Itoa(i)+"/SKILL.md", skillMD("skill number "+strconv.Itoa(i)))
+	}
+	age(b, ws)
+	pb := &PromptBuilder{Workspace: ws, Version: "bench", Skills: skills.Loader{Builtin: builtin.FS()}}
+	if _, err := pb.Build(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := pb.Build(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/skills"
 )
 
@@ -29,6 +31,16 @@ const HistoryFile = "memory/HISTORY.md"
 // stat cannot see.
 const promptRecheck = 5 * time.Minute
 
+// mtimeSettle is how old a file's modification time must be before its
+// stat is trusted to show the next change. File systems keep mtimes at a
+// granularity: the kernel's clock tick (1-10 ms) on ext4, xfs or tmpfs, a
+// second on HFS+ and some network file systems, two on FAT. An edit within
+// the same tick that keeps the size leaves the stat as it was, so a stat
+// taken while its mtime may still be the current tick proves nothing; once
+// the mtime is older than the coarsest tick, any later write gets a newer
+// one. The extra second is for rounding and clock skew.
+const mtimeSettle = 3 * time.Second
+
 // PromptBuilder builds the system prompt (S-C1). The result is byte-identical
 // between turns unless a file it reads changed, which keeps provider prompt
 // caches warm; it is cached and rebuilt only when a stat shows a change.
@@ -41,57 +53,133 @@ type PromptBuilder struct {
 	Version string
 	Now     func() time.Time
 
-	mu     sync.Mutex
-	sig    string
+	mu sync.Mutex
+	// sig is the signature prompt was built from.
+	sig    signature
 	built  time.Time
 	prompt string
+	tokens int // history.EstimateText(prompt)
+
+	// The skills/ listing, read again only when the directory's stat
+	// changes or has not settled, so an unchanged prompt costs stats only.
+	dirMu     sync.Mutex
+	dirListed bool
+	dirSig    stamp
+	// dirSkills are the SKILL.md paths of the listed skill directories; the
+	// slice is replaced, never modified, so callers may keep it.
+	dirSkills []string
+}
+
+// stamp is what a stat says about a file the prompt depends on: equal
+// stamps mean the file is unchanged once its mtime has settled.
+type stamp struct {
+	mtime int64 // Unix nanoseconds; 0 when missing
+	size  int64
+	ok    bool // the file exists
+}
+
+func stampOf(path string) stamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return stamp{}
+	}
+	return stamp{mtime: fi.ModTime().UnixNano(), size: fi.Size(), ok: true}
+}
+
+// settled reports whether s's mtime is old enough at now that a later
+// write would change it (see mtimeSettle). A missing file has settled: its
+// creation shows.
+func (s stamp) settled(now time.Time) bool {
+	return !s.ok || now.UnixNano()-s.mtime >= int64(mtimeSettle)
+}
+
+// signature summarises every file the prompt depends on: the bootstrap
+// files, the memory file, skills/ and each listed skill's SKILL.md, in that
+// order. The skill stamps need no names: a skill added, removed or renamed
+// changes the stamp of skills/.
+type signature struct {
+	stamps []stamp
+	// settled: every stamp had settled when it was taken.
+	settled bool
 }
 
 // Build returns the system prompt.
 func (b *PromptBuilder) Build() (string, error) {
+	p, _, err := b.BuildEstimated()
+	return p, err
+}
+
+// BuildEstimated returns the system prompt and its token estimate
+// (history.EstimateText), cached with the prompt so that a turn does not
+// estimate the same prompt again (pass it as history.Options.SystemTokens).
+func (b *PromptBuilder) BuildEstimated() (string, int, error) {
 	now := time.Now
 	if b.Now != nil {
 		now = b.Now
 	}
-	sig := b.signature()
+	// The stamps live on the stack unless the prompt is rebuilt; most
+	// workspaces have fewer than 16 files to stat.
+	var buf [16]stamp
+	sig := b.signature(time.Now(), buf[:0])
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if sig == b.sig && b.prompt != "" && now().Sub(b.built) < promptRecheck {
-		return b.prompt, nil
+	if b.sig.settled && slices.Equal(sig.stamps, b.sig.stamps) && b.prompt != "" && now().Sub(b.built) < promptRecheck {
+		return b.prompt, b.tokens, nil
 	}
 	p, err := b.build()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
-	b.sig, b.prompt, b.built = sig, p, now()
-	return p, nil
+	// An unsettled signature may hide a same-tick edit made after the files
+	// were read, so the prompt is used once and built again next time.
+	b.sig = signature{stamps: slices.Clone(sig.stamps), settled: sig.settled}
+	b.prompt, b.tokens, b.built = p, history.EstimateText(p), now()
+	return b.prompt, b.tokens, nil
 }
 
-// signature summarises every file the prompt depends on by name, size and
-// modification time.
-func (b *PromptBuilder) signature() string {
-	var sb strings.Builder
-	stat := func(rel string) {
-		fi, err := os.Stat(filepath.Join(b.Workspace, rel))
-		if err != nil {
-			sb.WriteString(rel + ":-;")
-			return
-		}
-		fmt.Fprintf(&sb, "%s:%d:%d;", rel, fi.Size(), fi.ModTime().UnixNano())
+// signature stats every file the prompt depends on, appending the stamps
+// to buf. wall is the real clock, which file mtimes come from; it is read
+// before the stats, so a stamp settled at wall has settled when taken.
+func (b *PromptBuilder) signature(wall time.Time, buf []stamp) signature {
+	sig := signature{stamps: buf, settled: true}
+	add := func(s stamp) {
+		sig.stamps = append(sig.stamps, s)
+		sig.settled = sig.settled && s.settled(wall)
 	}
 	for _, f := range BootstrapFiles {
-		stat(f)
+		add(stampOf(filepath.Join(b.Workspace, f)))
 	}
-	stat(MemoryFile)
-	stat("skills")
-	if entries, err := os.ReadDir(filepath.Join(b.Workspace, "skills")); err == nil {
-		for _, e := range entries {
-			if e.IsDir() {
-				stat(filepath.Join("skills", e.Name(), "SKILL.md"))
-			}
+	add(stampOf(filepath.Join(b.Workspace, MemoryFile)))
+	files, dir := b.skillFiles(wall)
+	add(dir)
+	for _, f := range files {
+		add(stampOf(f))
+	}
+	return sig
+}
+
+// skillFiles returns the SKILL.md paths of the skill directories under
+// skills/ and the directory's stamp. The directory is listed again only
+// when its stamp changed or has not settled: adding, removing or renaming a
+// skill changes the directory's mtime, while editing a skill changes only
+// its SKILL.md, which signature stats anyway.
+func (b *PromptBuilder) skillFiles(wall time.Time) ([]string, stamp) {
+	dir := filepath.Join(b.Workspace, "skills")
+	st := stampOf(dir)
+	b.dirMu.Lock()
+	defer b.dirMu.Unlock()
+	if b.dirListed && st == b.dirSig && st.settled(wall) {
+		return b.dirSkills, st
+	}
+	var files []string
+	entries, _ := os.ReadDir(dir) // unreadable or missing: no skills, as the loader sees it
+	for _, e := range entries {
+		if e.IsDir() {
+			files = append(files, filepath.Join(dir, e.Name(), "SKILL.md"))
 		}
 	}
-	return sb.String()
+	b.dirListed, b.dirSig, b.dirSkills = true, st, files
+	return files, st
 }
 
 func (b *PromptBuilder) build() (string, error) {

@@ -206,14 +206,15 @@ func (a *Agent) subagentLoop(ctx context.Context, sa *subagent, origin tools.Ori
 	}
 	route := a.routeOf(snap)
 	system := a.subagentPrompt()
+	systemTokens := history.EstimateText(system)
 	specs := a.subTools.Specs()
-	budget := a.model.ContextWindow(route) - a.cfg.MaxTokens - specTokens(specs)
+	budget := a.model.ContextWindow(route) - a.cfg.MaxTokens - a.subToolTokens.of(specs)
 	t := &turn{id: sa.id, key: sa.key, callIDs: map[string]bool{}}
 	origin.TurnID = sa.id
 	msgs := []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.Text(sa.task)}, Time: a.now()}}
 	last := ""
 	for iter := 0; iter < a.cfg.SubagentIterations; iter++ {
-		view := history.Project(system, msgs, history.Options{Budget: budget})
+		view := history.Project(system, msgs, history.Options{Budget: budget, SystemTokens: systemTokens})
 		req := llm.Request{System: system, Messages: view.Messages, Tools: specs, MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature}
 		var msg llm.Message
 		err := a.withSlot(ctx, origin.Group, func() (err error) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -196,16 +197,23 @@ func cancelled(ctx context.Context) string {
 // calls or the iteration cap is hit. stored is the persisted history the
 // turn continues (its user message last).
 func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, route string) (string, error) {
-	system, err := a.prompt.Build()
+	system, systemTokens, err := a.prompt.BuildEstimated()
 	if err != nil {
 		return "", fmt.Errorf("build system prompt: %w", err)
 	}
-	specs := t.specsFor(a.tools.Specs())
-	budget := a.model.ContextWindow(route) - a.cfg.MaxTokens - specTokens(specs)
+	all := a.tools.Specs()
+	specs := t.specsFor(all)
+	toolTokens := a.toolTokens.of(all)
+	if len(specs) != len(all) {
+		// A one-off turn's smaller list is a new slice every time: no use
+		// remembering its estimate.
+		toolTokens = specTokens(specs)
+	}
+	budget := a.model.ContextWindow(route) - a.cfg.MaxTokens - toolTokens
 	draft := &drafter{a: a, t: t, ctx: ctx}
 	for iter := 0; iter < a.cfg.MaxToolIterations; iter++ {
 		window := history.Window(stored, t.msgs, budget)
-		view := history.Project(system, window, history.Options{Budget: budget})
+		view := history.Project(system, window, history.Options{Budget: budget, SystemTokens: systemTokens, Windowed: true})
 		req := llm.Request{
 			System: system, Messages: a.resolveImages(view.Messages), Tools: specs,
 			MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,
@@ -562,6 +570,36 @@ func specTokens(specs []llm.ToolSpec) int {
 		n += history.EstimateText(s.Name) + history.EstimateText(s.Description) + (len(s.Parameters)+3)/4 + 8
 	}
 	return n
+}
+
+// specMemo remembers specTokens of the last tool list it was given, keyed
+// on the slice itself: the registry returns the same slice until a tool
+// comes or goes (tools.Registry.Specs), so the estimate is made once per
+// change instead of once per turn. Holding the slice keeps its array alive,
+// so a different list can never reuse its address.
+type specMemo struct {
+	last atomic.Pointer[specEstimate]
+}
+
+type specEstimate struct {
+	specs  []llm.ToolSpec
+	tokens int
+}
+
+// of returns specTokens(specs).
+func (m *specMemo) of(specs []llm.ToolSpec) int {
+	if e := m.last.Load(); e != nil && sameSlice(e.specs, specs) {
+		return e.tokens
+	}
+	n := specTokens(specs)
+	m.last.Store(&specEstimate{specs: specs, tokens: n})
+	return n
+}
+
+// sameSlice reports whether a and b are the same slice: the same array and
+// length.
+func sameSlice(a, b []llm.ToolSpec) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // drafter publishes the growing reply as drafts, at most once per

@@ -9,7 +9,8 @@ import (
 // BenchmarkProject measures one model call's projection as the agent makes
 // it (Window over the stored session and the current turn, then Project)
 // for sessions of 100 and 10,000 stored entries, with a 128k-token model,
-// an 8k reply reserve and a 12 KB system prompt.
+// an 8k reply reserve and a 12 KB system prompt whose estimate the agent
+// has cached.
 //
 //	go test -run '^$' -bench Project -count 6 ./internal/history/
 func BenchmarkProject(b *testing.B) {
@@ -25,8 +26,9 @@ func BenchmarkProject(b *testing.B) {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			var v View
+			opt := Options{Budget: budget, SystemTokens: EstimateText(system), Windowed: true}
 			for b.Loop() {
-				v = Project(system, Window(stored, turn, budget), Options{Budget: budget})
+				v = Project(system, Window(stored, turn, budget), opt)
 			}
 			b.ReportMetric(float64(len(v.Messages)), "msgs")
 			b.ReportMetric(float64(v.Tokens), "tokens")

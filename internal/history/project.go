@@ -41,6 +41,22 @@ type Options struct {
 	// Summaries is how many observations after the newest are rendered as
 	// Summary before older ones become Gist; 0 means DefaultSummaries.
 	Summaries int
+	// SystemTokens, when positive, is EstimateText of the system prompt,
+	// which a caller that caches its prompt has already computed; 0 means
+	// Project estimates it.
+	SystemTokens int
+	// Windowed says the messages are what Window returned for the same
+	// Budget. Window has then found where the budget runs out, and Project
+	// does not look again: that walk estimates every message of the window.
+	// The View is the same either way.
+	Windowed bool
+}
+
+func (o Options) systemTokens(system string) int {
+	if o.SystemTokens > 0 {
+		return o.SystemTokens
+	}
+	return EstimateText(system)
 }
 
 func (o Options) summaries() int {
@@ -110,9 +126,12 @@ type View struct {
 // cheapest rendering could not fit the budget are ignored, so projecting a
 // whole session and projecting Window of it give the same View.
 func Project(system string, msgs []llm.Message, opt Options) View {
-	h := horizon(len(msgs), func(i int) *llm.Message { return &msgs[i] }, opt.Budget)
+	h := 0 // Window's output starts at its horizon
+	if !opt.Windowed {
+		h = horizon(len(msgs), func(i int) *llm.Message { return &msgs[i] }, opt.Budget)
+	}
 	p := newPlan(Repair(msgs[h:]), opt.summaries())
-	v := View{System: system, Tokens: EstimateText(system)}
+	v := View{System: system, Tokens: opt.systemTokens(system)}
 	if len(p.starts) == 0 {
 		v.Omitted = len(msgs)
 		return v

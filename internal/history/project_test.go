@@ -121,3 +121,31 @@ func TestProjectKeepsSignatures(t *testing.T) {
 		}
 	}
 }
+
+// TestProjectWithKnownSystemTokens: passing the system prompt's estimate in
+// Options.SystemTokens gives the View that estimating it in Project gives,
+// including where the prompt's size decides how much history fits.
+func TestProjectWithKnownSystemTokens(t *testing.T) {
+	session := genSession(3, "k", 60)
+	tests := []struct {
+		name   string
+		system string
+		budget int
+	}{
+		{"no system prompt", "", 4000},
+		{"short prompt, no budget", testSystem, 0},
+		{"short prompt", testSystem, 4000},
+		{"long prompt", strings.Repeat("Follow the rules in AGENTS.md. ", 300), 4000},
+		{"prompt over the budget", strings.Repeat("Follow the rules in AGENTS.md. ", 300), 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := Project(tt.system, session, Options{Budget: tt.budget})
+			got := Project(tt.system, session, Options{Budget: tt.budget, SystemTokens: EstimateText(tt.system)})
+			if jsonOf(t, got) != jsonOf(t, want) {
+				t.Errorf("View with SystemTokens differs: %d messages, %d tokens; estimating: %d messages, %d tokens",
+					len(got.Messages), got.Tokens, len(want.Messages), want.Tokens)
+			}
+		})
+	}
+}

@@ -159,6 +159,11 @@ func TestProjectProperties(t *testing.T) {
 		if wv.Omitted+len(msgs)-len(w) != v.Omitted {
 			t.Fatalf("seed %d: omitted %d via window (+%d outside), %d directly", seed, wv.Omitted, len(msgs)-len(w), v.Omitted)
 		}
+		// Telling Project the input is windowed skips only work that
+		// Window did.
+		if jsonOf(t, Project(testSystem, w, Options{Budget: budget, Windowed: true})) != jsonOf(t, wv) {
+			t.Fatalf("seed %d budget %d: projecting Window with Windowed differs from projecting it without", seed, budget)
+		}
 		wv.Omitted = v.Omitted
 		if jsonOf(t, wv) != jsonOf(t, v) {
 			t.Fatalf("seed %d budget %d: projecting Window differs from projecting everything", seed, budget)

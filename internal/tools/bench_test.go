@@ -43,3 +43,20 @@ func BenchmarkClosestRegion(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSpecs is a turn asking for the tool specs of an unchanged
+// registry of 16 tools.
+func BenchmarkSpecs(b *testing.B) {
+	r := NewRegistry(RegistryOptions{}, zap.NewNop())
+	for i := range 16 {
+		if err := r.Register(&fakeTool{name: fmt.Sprintf("tool_%02d", i), params: echoParams}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(r.Specs()) != 16 {
+			b.Fatal("wrong specs")
+		}
+	}
+}

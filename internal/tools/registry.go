@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -64,13 +65,25 @@ type Registry struct {
 	hidden map[string]bool // names this view leaves out; never modified
 	opts   RegistryOptions
 	log    *zap.Logger
+	// specs caches this view's Specs for one generation of the set: every
+	// turn asks for them, and they change only when a tool comes or goes.
+	specs atomic.Pointer[specsCache]
+}
+
+// specsCache is a view's sorted specs as of set generation gen.
+type specsCache struct {
+	gen   uint64
+	specs []llm.ToolSpec
 }
 
 // toolSet is the state shared by a registry and the views made from it.
 type toolSet struct {
 	mu      sync.RWMutex
 	entries map[string]*entry
-	calls   tracker
+	// gen counts changes to entries; it is written under mu (held for
+	// writing), so a generation read under mu matches entries.
+	gen   atomic.Uint64
+	calls tracker
 }
 
 type entry struct {
@@ -121,6 +134,7 @@ func (r *Registry) Register(t Tool) error {
 		return fmt.Errorf("register tool %s: a tool of that name is already registered", spec.Name)
 	}
 	r.set.entries[spec.Name] = &entry{tool: t, spec: spec, schema: schema}
+	r.set.gen.Add(1)
 	return nil
 }
 
@@ -129,7 +143,10 @@ func (r *Registry) Register(t Tool) error {
 func (r *Registry) Unregister(name string) {
 	r.set.mu.Lock()
 	defer r.set.mu.Unlock()
-	delete(r.set.entries, name)
+	if _, ok := r.set.entries[name]; ok {
+		delete(r.set.entries, name)
+		r.set.gen.Add(1)
+	}
 }
 
 // Has reports whether a tool called name is available in this registry.
@@ -145,9 +162,23 @@ func (r *Registry) ReadOnly(name string) bool {
 // Specs returns the specs of the available tools sorted by name, so that the
 // same tools give byte-identical prompts (and the provider's prompt cache
 // stays warm).
+//
+// The slice is shared: every call returns the same one until a tool is
+// registered or removed, so callers must not modify its elements (clone it
+// first). Its capacity is its length, so appending to it copies. That the
+// slice stays the same lets callers key their own caches on it.
 func (r *Registry) Specs() []llm.ToolSpec {
+	// A hit takes no lock: a cache of the current generation was built
+	// from the entries of that generation.
+	if c := r.specs.Load(); c != nil && c.gen == r.set.gen.Load() {
+		return c.specs
+	}
 	r.set.mu.RLock()
 	defer r.set.mu.RUnlock()
+	gen := r.set.gen.Load()
+	if c := r.specs.Load(); c != nil && c.gen == gen {
+		return c.specs
+	}
 	specs := make([]llm.ToolSpec, 0, len(r.set.entries))
 	for name, e := range r.set.entries {
 		if !r.hidden[name] {
@@ -155,6 +186,11 @@ func (r *Registry) Specs() []llm.ToolSpec {
 		}
 	}
 	slices.SortFunc(specs, func(a, b llm.ToolSpec) int { return strings.Compare(a.Name, b.Name) })
+	specs = slices.Clip(specs)
+	// Readers racing here build the same specs for the same generation;
+	// whichever stores last wins, and the generation cannot move while
+	// the read lock is held.
+	r.specs.Store(&specsCache{gen: gen, specs: specs})
 	return specs
 }
 

@@ -355,6 +355,70 @@ func TestSpecsAndViews(t *testing.T) {
 	}
 }
 
+// TestSpecsFollowRegistrations changes the tool set step by step, through
+// the registry and through a view, and checks that Specs of both always
+// show the current set, although each caches its result between changes.
+func TestSpecsFollowRegistrations(t *testing.T) {
+	obj := `{"type":"object"}`
+	r := newTestRegistry(t, RegistryOptions{}, &fakeTool{name: "c", params: obj}, &fakeTool{name: "a", params: obj})
+	view := r.Without("b")
+	register := func(reg *Registry, name string) func(t *testing.T) {
+		return func(t *testing.T) {
+			if err := reg.Register(&fakeTool{name: name, params: obj}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	steps := []struct {
+		name           string
+		do             func(t *testing.T)
+		want, wantView string
+	}{
+		{"as built", func(*testing.T) {}, "a c", "a c"},
+		{"register a tool the view hides", register(r, "b"), "a b c", "a c"},
+		{"register another", register(r, "d"), "a b c d", "a c d"},
+		{"unregister", func(*testing.T) { r.Unregister("a") }, "b c d", "c d"},
+		{"unregister a missing tool", func(*testing.T) { r.Unregister("zz") }, "b c d", "c d"},
+		{"register through the view", register(view, "e"), "b c d e", "c d e"},
+		{"unregister through the view", func(*testing.T) { view.Unregister("d") }, "b c e", "c e"},
+		{"register a tool again", register(r, "a"), "a b c e", "a c e"},
+	}
+	names := func(specs []llm.ToolSpec) string {
+		var out []string
+		for _, s := range specs {
+			out = append(out, s.Name)
+		}
+		return strings.Join(out, " ")
+	}
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			step.do(t)
+			for _, c := range []struct {
+				reg  *Registry
+				want string
+			}{{r, step.want}, {view, step.wantView}} {
+				first := c.reg.Specs()
+				if got := names(first); got != c.want {
+					t.Fatalf("Specs = %q, want %q", got, c.want)
+				}
+				// A caller appending to its result must not reach the
+				// cached slice.
+				grown := append(first, llm.ToolSpec{Name: "appended"})
+				second := c.reg.Specs()
+				if got := names(second); got != c.want {
+					t.Fatalf("Specs after a caller appended = %q, want %q", got, c.want)
+				}
+				if &grown[0] == &second[0] {
+					t.Fatalf("an append to the result wrote into the cached slice")
+				}
+				if &first[0] != &second[0] {
+					t.Errorf("Specs built again although no tool changed")
+				}
+			}
+		})
+	}
+}
+
 // Tools come and go (MCP servers reconnect) while calls run; run with -race.
 func TestConcurrentRegisterExecute(t *testing.T) {
 	r := newTestRegistry(t, RegistryOptions{}, &fakeTool{name: "stable", params: echoParams})
