@@ -25,7 +25,12 @@ const (
 // code, JSON, command output, Markdown, CJK and emoji, is documented in
 // docs/history.md and checked by TestEstimateTextError; the real tokenizer is
 // 50-100 times slower, too slow for a per-call projection of a long history.
-func EstimateText(s string) int {
+func EstimateText(s string) int { return estimate(s) }
+
+// estimate is EstimateText for a string or bytes, so a tool call's JSON
+// arguments are measured where they are, not copied into a string first
+// (an allocation per call per estimate).
+func estimate[T ~string | ~[]byte](s T) int {
 	var tenths int // tokens × 10, so fractional costs add up without floats
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -64,7 +69,9 @@ func EstimateText(s string) int {
 			tenths += 4 * (j - i + 1)
 			i = j
 		default:
-			r, size := utf8.DecodeRuneInString(s[i:])
+			// At most utf8.UTFMax bytes: converting them to a string needs
+			// no allocation.
+			r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 			tenths += runeTenths(r, size)
 			i += size
 		}
@@ -120,11 +127,11 @@ func partTokens(p llm.Part) int {
 	case llm.PartText, llm.PartThinking:
 		return EstimateText(p.Text)
 	case llm.PartToolCall:
-		args := string(p.Call.Arguments)
+		n := callOverhead + EstimateText(p.Call.Name)
 		if p.Call.ParseError != "" {
-			args = p.Call.RawArgs
+			return n + EstimateText(p.Call.RawArgs)
 		}
-		return callOverhead + EstimateText(p.Call.Name) + EstimateText(args)
+		return n + estimate(p.Call.Arguments)
 	case llm.PartToolResult:
 		return callOverhead + EstimateText(p.Result.Content.Live) + imageTokens*len(p.Result.Images)
 	case llm.PartImage:

@@ -154,3 +154,23 @@ func TestEstimateMessage(t *testing.T) {
 		t.Errorf("user estimate %d, want %d", got, want)
 	}
 }
+
+// A tool call's arguments are estimated as bytes; the count must be the
+// string's, down to invalid and cut-off UTF-8, and reading them must not
+// copy them.
+func TestEstimateBytesMatchesText(t *testing.T) {
+	for _, s := range []string{
+		"", `{"path":"notes/today.md","content":"hello world"}`, "日本語のテキスト", "emoji 👍🏽 and ZWJ 👨‍👩‍👧",
+		"déjà vu, Привет", "bad \xff\xfe bytes", "cut off \xe6\x97", "1234567 numbers, 3.14",
+		"  indented\n\tlines\r\n", "{{{}}}[[[]]]!!!???",
+	} {
+		if got, want := estimate([]byte(s)), EstimateText(s); got != want {
+			t.Errorf("estimate(%q as bytes) = %d, want %d", s, got, want)
+		}
+	}
+	call := llm.Part{Kind: llm.PartToolCall, Call: &llm.ToolCall{Name: "write_file",
+		Arguments: json.RawMessage(`{"path":"notes/today.md","content":"` + strings.Repeat("a line of notes, ünïcödé 日本 ", 40) + `"}`)}}
+	if n := testing.AllocsPerRun(100, func() { partTokens(call) }); n != 0 {
+		t.Errorf("estimating a tool call allocates %v times, want 0", n)
+	}
+}
