@@ -160,7 +160,7 @@ func saveIdleProfiles(ctx context.Context, h *harness, p profiler) error {
 		return err
 	}
 	for _, f := range []struct{ path, file string }{
-		{"heap", "idle-heap.pprof"},
+		{"heap?gc=1", "idle-heap.pprof"}, // a GC first, so the profile covers every allocation up to now
 		{"heap?debug=1", "idle-heap.txt"},
 		{"goroutine?debug=1", "idle-goroutine.txt"},
 	} {
