@@ -78,6 +78,7 @@ type harness struct {
 	replies replyRouter
 	polls   pollWatch
 	pin     *pinning // nil: the gateway runs where the scheduler puts it
+	godebug string   // the gateway's GODEBUG (-godebug)
 
 	// nats and workers exist with setup.Workers.
 	nats    *natsfake.Server
@@ -216,6 +217,9 @@ func (h *harness) start(pprofAddr string) error {
 	cmd.Env = []string{"HOME=" + h.dir, "PATH=" + os.Getenv("PATH")}
 	if pprofAddr != "" {
 		cmd.Env = append(cmd.Env, "NANOBOT_PPROF_ADDR="+pprofAddr)
+	}
+	if h.godebug != "" {
+		cmd.Env = append(cmd.Env, "GODEBUG="+h.godebug)
 	}
 	cmd.Stdout, cmd.Stderr = h.logf, h.logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -51,7 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.scaleSessions, "scale-sessions", "", "scale: bus.nats.sessions of the workers, shared-volume or jetstream [the config default]")
 	fs.DurationVar(&o.modelDelay, "model-delay", 500*time.Millisecond, "scale: how long the model takes to answer")
 	fs.StringVar(&jsonPath, "json", "", "also write every run's raw results to this file")
-	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window, and an execution trace of its first 2 s, to this directory (builds the binary with -tags nanobot_pprof)")
+	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window, and an execution trace of its first 2 s, to this directory, and the idle gateway's heap profile, goroutines and smaps (builds the binary with -tags nanobot_pprof)")
+	fs.StringVar(&o.godebug, "godebug", "", "GODEBUG of the gateway, e.g. memprofilerate=1 with -profile, or gctrace=1,inittrace=1 (its output goes to gateway.log, see -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, workspace, gateway.log)")
 	var pin bool
 	fs.BoolVar(&pin, "pin", false, "pin the gateway to CPU 0 (it then runs with GOMAXPROCS 1) and the bench — fakes and load generator — to CPU 1")
@@ -236,9 +237,9 @@ func intList(s string) ([]int, error) {
 }
 
 func (o options) describe() string {
-	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v web-turns=%d web-clients=%d web-client-turns=%d workers=%v scale-chats=%d model-delay=%v scale-sessions=%q",
+	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v web-turns=%d web-clients=%d web-client-turns=%d workers=%v scale-chats=%d model-delay=%v scale-sessions=%q godebug=%q",
 		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think, o.pin != nil, o.webTurns, o.webClients, o.webClientTurns,
-		o.workers, o.scaleChats, o.modelDelay, o.scaleSessions)
+		o.workers, o.scaleChats, o.modelDelay, o.scaleSessions, o.godebug)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

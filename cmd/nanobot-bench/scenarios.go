@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,6 +36,7 @@ type options struct {
 	profileDir string
 	readyLimit time.Duration
 	pin        *pinning // -pin: gateway and bench on a CPU each
+	godebug    string
 	webTurns   int
 	webClients int
 	// webClientTurns is how many turns each client of the web concurrency
@@ -54,7 +57,7 @@ func withGateway(ctx context.Context, o options, s setup, fn func(h *harness, r 
 		return err
 	}
 	defer h.Close()
-	h.pin = o.pin
+	h.pin, h.godebug = o.pin, o.godebug
 	if err := h.start(o.pprofAddr); err != nil {
 		return err
 	}
@@ -87,7 +90,8 @@ type idleResult struct {
 
 // runIdle starts the gateway with both channels, stops it and starts it
 // again, notes when each was ready, lets the second settle and reads its
-// memory ten times, 100 ms apart.
+// memory ten times, 100 ms apart. With -profile it then saves the idle heap
+// profile, goroutines and smaps (the last run's).
 func runIdle(ctx context.Context, o options) (idleResult, error) {
 	var res idleResult
 	err := withGateway(ctx, o, setup{Discord: true}, func(h *harness, r ready) error {
@@ -118,6 +122,11 @@ func runIdle(ctx context.Context, o options) (idleResult, error) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		res.Memory = medianMemory(ms)
+		if o.profileDir != "" {
+			if err := saveIdleProfiles(ctx, h, profiler{addr: o.pprofAddr, dir: o.profileDir}); err != nil {
+				return err
+			}
+		}
 		if o.workingSet <= 0 {
 			return nil
 		}
@@ -135,6 +144,31 @@ func runIdle(ctx context.Context, o options) (idleResult, error) {
 		return nil
 	})
 	return res, err
+}
+
+// saveIdleProfiles saves what the idle gateway's anonymous memory is: which
+// mappings hold it (smaps, read first: fetching the profiles allocates), the
+// heap profile, the runtime's own accounting (heap?debug=1 ends with
+// MemStats) and the goroutines. The heap profile samples one allocation per
+// 512 KiB unless the gateway runs with -godebug memprofilerate=1.
+func saveIdleProfiles(ctx context.Context, h *harness, p profiler) error {
+	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", h.pid()))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(p.dir, "idle-smaps.txt"), smaps, 0o644); err != nil {
+		return err
+	}
+	for _, f := range []struct{ path, file string }{
+		{"heap?gc=1", "idle-heap.pprof"}, // a GC first, so the profile covers every allocation up to now
+		{"heap?debug=1", "idle-heap.txt"},
+		{"goroutine?debug=1", "idle-goroutine.txt"},
+	} {
+		if err := p.fetch(ctx, f.path, f.file); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runLoad runs the closed-loop load at one number of chats.

@@ -188,7 +188,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (turnRequest, *ap
 	if session == "" {
 		session = req.User
 	}
-	if session != "" && !sessionID.MatchString(session) {
+	if session != "" && !validSessionID(session) {
 		return out, badRequest("A session id (X-Session-Id or user) is 1-128 characters A-Z a-z 0-9 . _ @ + -.", "user")
 	}
 	out.model, out.stream, out.session, out.text, out.images = req.Model, req.Stream, session, text, images

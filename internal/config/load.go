@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
@@ -95,7 +96,9 @@ func problems(heading string, errs []error) error {
 	return fmt.Errorf("%s: %d problems:\n%w", heading, len(errs), errors.Join(errs...))
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+// yamlLine reads the line out of a YAML syntax error; it is compiled only
+// when there is one.
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // parseYAML reads the file into a tree of map[string]any with nulls dropped
 // (an empty `telegram:` means "use the defaults") and records the line of
@@ -103,7 +106,7 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 func parseYAML(path string, data []byte) (map[string]any, lineIndex, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		if m := yamlLine().FindStringSubmatch(err.Error()); m != nil {
 			return nil, nil, fmt.Errorf("config %s:%s: %s (YAML syntax)", path, m[1], m[2])
 		}
 		// yaml.v3 leaves the line out when it is the first one.

@@ -245,8 +245,13 @@ func validateOutput(p *checker, channel string, o *OutputConfig) {
 	p.positive("channels."+channel+".edit_interval", o.EditInterval)
 }
 
-// telegramSecret is what Telegram accepts as a webhook secret_token.
-var telegramSecret = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+// telegramSecret is what Telegram accepts as a webhook secret_token: 1-256 of
+// these characters. Here and below the length is checked apart from the
+// pattern: a counted repetition such as {1,256} compiles into a program with
+// an instruction per repeat, a quarter of a megabyte allocated at every start.
+var telegramSecret = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func validTelegramSecret(s string) bool { return len(s) <= 256 && telegramSecret.MatchString(s) }
 
 func validateTelegram(p *checker, t *TelegramConfig) {
 	const key = "channels.telegram"
@@ -285,7 +290,7 @@ func validateWebhook(p *checker, t *TelegramConfig) {
 	switch {
 	case t.WebhookSecret == "":
 		p.add(key+".webhook_secret", "must be set when mode is webhook (1-256 characters A-Z a-z 0-9 _ -; e.g. from `openssl rand -hex 32`)")
-	case !telegramSecret.MatchString(t.WebhookSecret):
+	case !validTelegramSecret(t.WebhookSecret):
 		p.add(key+".webhook_secret", "may use only A-Z a-z 0-9 _ - and at most 256 characters (Telegram's rule; e.g. from `openssl rand -hex 32`)")
 	}
 }
@@ -386,9 +391,11 @@ func validateGateway(p *checker, g *GatewayConfig) {
 	p.positive("gateway.shutdown_grace", g.ShutdownGrace)
 }
 
-// apiKeyName is what a key's name may be: it is part of session keys and
-// metric labels.
-var apiKeyName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+// apiKeyName is what a key's name may be, with at most 32 characters
+// (validAPIKeyName): it is part of session keys and metric labels.
+var apiKeyName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+func validAPIKeyName(s string) bool { return len(s) <= 32 && apiKeyName.MatchString(s) }
 
 // minAPIKeyLen is the shortest bearer token accepted: a short one can be guessed.
 const minAPIKeyLen = 16
@@ -399,7 +406,7 @@ func validateAPI(p *checker, a *APIConfig) {
 		key := "api.keys." + name
 		tok := a.Keys[name]
 		switch {
-		case !apiKeyName.MatchString(name):
+		case !validAPIKeyName(name):
 			p.add(key, "name must be 1-32 characters a-z 0-9 _ - starting with a letter or digit")
 		case tok == "":
 			p.add(key, "is empty (is its environment variable set? e.g. ${NANOBOT_API_KEY})")

@@ -433,3 +433,29 @@ func TestWebServed(t *testing.T) {
 		}
 	}
 }
+
+func TestLengthBoundsOfNames(t *testing.T) {
+	tests := []struct {
+		name  string
+		valid func(string) bool
+		in    string
+		want  bool
+	}{
+		{"secret of 256", validTelegramSecret, strings.Repeat("a", 256), true},
+		{"secret of 257", validTelegramSecret, strings.Repeat("a", 257), false},
+		{"empty secret", validTelegramSecret, "", false},
+		{"secret with a dot", validTelegramSecret, "a.b", false},
+		{"key name of 32", validAPIKeyName, "a" + strings.Repeat("_", 31), true},
+		{"key name of 33", validAPIKeyName, strings.Repeat("a", 33), false},
+		{"empty key name", validAPIKeyName, "", false},
+		{"key name starting with -", validAPIKeyName, "-a", false},
+		{"key name in capitals", validAPIKeyName, "Ab", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.valid(tt.in); got != tt.want {
+				t.Errorf("%q: got %v, want %v", tt.in, got, tt.want)
+			}
+		})
+	}
+}

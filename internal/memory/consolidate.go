@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -259,8 +260,11 @@ func parseReply(reply llm.Message, base string) (saved, error) {
 	return saved{entry: *args.HistoryEntry, memory: memory}, nil
 }
 
-// stampPattern is the timestamp an entry must start with.
-var stampPattern = regexp.MustCompile(`^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\]`)
+// stampPattern is the timestamp an entry must start with. It is compiled on
+// the first consolidation, not at start.
+var stampPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\]`)
+})
 
 // blankLines separate paragraphs; inside an entry they would split it.
 var blankLines = regexp.MustCompile(`\n[ \t\r]*\n\s*`)
@@ -269,7 +273,7 @@ var blankLines = regexp.MustCompile(`\n[ \t\r]*\n\s*`)
 // time of the part's first message when the model left it out.
 func (c *Consolidator) stamp(entry string, msgs []llm.Message) string {
 	entry = blankLines.ReplaceAllString(strings.TrimSpace(entry), "\n")
-	if stampPattern.MatchString(entry) {
+	if stampPattern().MatchString(entry) {
 		return entry
 	}
 	first, _ := span(msgs)

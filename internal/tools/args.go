@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -293,7 +294,7 @@ func describeValidation(err error) error {
 	if missing, ok := strings.CutPrefix(msg, "required: missing properties: "); ok {
 		return argError(path, "missing required argument "+strings.Trim(missing, "[]"))
 	}
-	if m := typeMismatch.FindStringSubmatch(msg); m != nil {
+	if m := typeMismatch().FindStringSubmatch(msg); m != nil {
 		got := m[2]
 		if got != "null" && len(m[1]) <= 40 && got != "object" && got != "array" {
 			got += " " + strconv.Quote(m[1])
@@ -304,8 +305,11 @@ func describeValidation(err error) error {
 }
 
 // typeMismatch matches the validator's `type: abc has type "string", want
-// "integer"` (or `want one of "a, b"`).
-var typeMismatch = regexp.MustCompile(`^type: (.*) has type "([a-z]+)", want (.*)$`)
+// "integer"` (or `want one of "a, b"`). It is compiled on the first
+// validation error, not at start.
+var typeMismatch = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^type: (.*) has type "([a-z]+)", want (.*)$`)
+})
 
 // argPath turns a schema location like "/properties/media/items" into the
 // argument path "media[]"; other keywords ($defs, allOf/0...) are skipped.

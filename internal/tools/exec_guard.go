@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
+	"sync"
 
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -29,27 +29,33 @@ const devices = `(?:sd|hd|vd|xvd|nvme|mmcblk|disk|md|dm-|mapper/|loop|sr)`
 // separator, or after sudo/exec/nohup/env prefixes.
 const cmdStart = `(?:^|[;&|(\x60{]|\$\()\s*(?:(?:sudo|doas|exec|nohup|command|env)\s+(?:-\S+\s+)*)*`
 
-var builtinDeny = []denyRule{
-	{regexp.MustCompile(`(?i)\bmkfs(?:\.[a-z0-9]+)?\b|` + cmdStart + `(?:wipefs|mkswap|fdisk|sfdisk|cfdisk|parted|diskpart)\b`),
-		"formats or repartitions a disk"},
-	{regexp.MustCompile(`(?i)\bdd\b[^;&|\n]*\bof=/dev/` + devices), "dd onto a disk device"},
-	{regexp.MustCompile(`(?i)>\s*/dev/` + devices), "writes over a disk device"},
-	{regexp.MustCompile(`(?i)\bshred\b[^;&|\n]*/dev/`), "shreds a device"},
-	{regexp.MustCompile(`(?i)` + cmdStart + `(?:shutdown|reboot|poweroff|halt|init\s+[06])\b`), "shuts down or reboots the machine"},
-	{regexp.MustCompile(`(?i)\bsystemctl\s+(?:-\S+\s+)*(?:poweroff|reboot|halt|kexec|suspend|hibernate)\b`), "shuts down or reboots the machine"},
-	{regexp.MustCompile(`:\s*\(\s*\)\s*\{[^}]*:\s*\|\s*:`), "is a fork bomb"},
-	{regexp.MustCompile(`\w\s*\(\s*\)\s*\{[^}]*\|[^}]*&[^}]*\}\s*;`), "looks like a fork bomb"},
-	{regexp.MustCompile(`(?i)\bkill\s+(?:-\S+\s+)*-1\b`), "kills every process of the user, nanobot included"},
-	{regexp.MustCompile(`(?i)\b(?:pkill|killall)\s+(?:-\S+\s+)*nanobot\b`), "kills nanobot itself"},
-	{regexp.MustCompile(`(?i)\bmv\s+[^;&|\n]*\s/dev/null\b`), "moves files to /dev/null, destroying them"},
-	{regexp.MustCompile(`(?i)\bcrontab\s+(?:-\S+\s+)*-r\b`), "deletes the user's crontab"},
-	{regexp.MustCompile(`(?i)\bfind\s+(?:/|~|\$\{?HOME\}?)\S*\s[^;&|\n]*-delete\b`), "deletes files across / or home"},
-}
+// builtinDeny are the rules every command is checked against. They are
+// compiled on the first command, not at start: a daemon whose model runs no
+// command does not hold them (110 KB of compiled programs).
+var builtinDeny = sync.OnceValue(func() []denyRule {
+	return []denyRule{
+		{regexp.MustCompile(`(?i)\bmkfs(?:\.[a-z0-9]+)?\b|` + cmdStart + `(?:wipefs|mkswap|fdisk|sfdisk|cfdisk|parted|diskpart)\b`),
+			"formats or repartitions a disk"},
+		{regexp.MustCompile(`(?i)\bdd\b[^;&|\n]*\bof=/dev/` + devices), "dd onto a disk device"},
+		{regexp.MustCompile(`(?i)>\s*/dev/` + devices), "writes over a disk device"},
+		{regexp.MustCompile(`(?i)\bshred\b[^;&|\n]*/dev/`), "shreds a device"},
+		{regexp.MustCompile(`(?i)` + cmdStart + `(?:shutdown|reboot|poweroff|halt|init\s+[06])\b`), "shuts down or reboots the machine"},
+		{regexp.MustCompile(`(?i)\bsystemctl\s+(?:-\S+\s+)*(?:poweroff|reboot|halt|kexec|suspend|hibernate)\b`), "shuts down or reboots the machine"},
+		{regexp.MustCompile(`:\s*\(\s*\)\s*\{[^}]*:\s*\|\s*:`), "is a fork bomb"},
+		{regexp.MustCompile(`\w\s*\(\s*\)\s*\{[^}]*\|[^}]*&[^}]*\}\s*;`), "looks like a fork bomb"},
+		{regexp.MustCompile(`(?i)\bkill\s+(?:-\S+\s+)*-1\b`), "kills every process of the user, nanobot included"},
+		{regexp.MustCompile(`(?i)\b(?:pkill|killall)\s+(?:-\S+\s+)*nanobot\b`), "kills nanobot itself"},
+		{regexp.MustCompile(`(?i)\bmv\s+[^;&|\n]*\s/dev/null\b`), "moves files to /dev/null, destroying them"},
+		{regexp.MustCompile(`(?i)\bcrontab\s+(?:-\S+\s+)*-r\b`), "deletes the user's crontab"},
+		{regexp.MustCompile(`(?i)\bfind\s+(?:/|~|\$\{?HOME\}?)\S*\s[^;&|\n]*-delete\b`), "deletes files across / or home"},
+	}
+})
 
 // compileDeny compiles the operator's extra deny patterns (Go regular
-// expressions, matched against the whole command).
+// expressions, matched against the whole command), which checkDenied applies
+// after the built-in ones.
 func compileDeny(patterns []string) ([]denyRule, error) {
-	rules := slices.Clone(builtinDeny)
+	var rules []denyRule
 	for _, p := range patterns {
 		re, err := regexp.Compile(p)
 		if err != nil {
@@ -68,14 +74,17 @@ func normalizeCommand(cmd string) string {
 	return r.Replace(cmd)
 }
 
-// checkDenied returns why cmd is refused, or "" when no rule matches.
-// atRoot says the command runs in the workspace directory itself, where a
-// recursive delete of "*" or "." would wipe the workspace (sessions included).
-func checkDenied(cmd string, rules []denyRule, atRoot bool) string {
+// checkDenied returns why cmd is refused, or "" when neither a built-in rule
+// nor one of extra matches. atRoot says the command runs in the workspace
+// directory itself, where a recursive delete of "*" or "." would wipe the
+// workspace (sessions included).
+func checkDenied(cmd string, extra []denyRule, atRoot bool) string {
 	norm := normalizeCommand(cmd)
-	for _, r := range rules {
-		if r.re.MatchString(norm) || r.re.MatchString(cmd) {
-			return r.reason
+	for _, rules := range [][]denyRule{builtinDeny(), extra} {
+		for _, r := range rules {
+			if r.re.MatchString(norm) || r.re.MatchString(cmd) {
+				return r.reason
+			}
 		}
 	}
 	for _, simple := range simpleCommands(norm) {

@@ -497,3 +497,21 @@ func TestExecuteRedactsSecrets(t *testing.T) {
 		}
 	}
 }
+
+func TestValidToolName(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{strings.Repeat("a", 64), true},
+		{strings.Repeat("a", 65), false},
+		{"", false},
+		{"read_file-2", true},
+		{"mcp.tool", false},
+	}
+	for _, tt := range tests {
+		if got := validToolName(tt.in); got != tt.want {
+			t.Errorf("validToolName(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}

@@ -627,3 +627,21 @@ func TestWriteQueuedDrainsInOrder(t *testing.T) {
 		})
 	}
 }
+
+func TestValidID(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{strings.Repeat("a", 32), true},
+		{strings.Repeat("a", 33), false},
+		{"", false},
+		{"abc123", true},
+		{"ABC", false},
+	}
+	for _, tt := range tests {
+		if got := validID(tt.in); got != tt.want {
+			t.Errorf("validID(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package discord
 import (
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
@@ -43,9 +44,13 @@ func NewRenderer(maxLines int) channels.MarkupRenderer {
 	}
 }
 
+// tableSep and deepHeading are compiled on the first reply rather than at
+// start (26 KB).
 var (
-	tableSep    = regexp.MustCompile(`^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$`)
-	deepHeading = regexp.MustCompile(`^#{4,6}\s+(.+?)\s*#*\s*$`)
+	tableSep = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$`)
+	})
+	deepHeading = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^#{4,6}\s+(.+?)\s*#*\s*$`) })
 )
 
 // ToDiscord adapts the agent's Markdown to Discord's dialect. Text inside
@@ -79,7 +84,7 @@ func ToDiscord(md string) string {
 			i += n - 1
 			continue
 		}
-		if m := deepHeading.FindStringSubmatch(t); m != nil {
+		if m := deepHeading().FindStringSubmatch(t); m != nil {
 			l = "**" + m[1] + "**"
 		}
 		out = append(out, l)
@@ -101,7 +106,7 @@ func fenceOpener(t string) string {
 // tableLen returns how many lines starting at lines[0] form a GFM table
 // (header, separator, rows), or 0.
 func tableLen(lines []string) int {
-	if len(lines) < 2 || !strings.Contains(lines[0], "|") || !tableSep.MatchString(lines[1]) {
+	if len(lines) < 2 || !strings.Contains(lines[0], "|") || !tableSep().MatchString(lines[1]) {
 		return 0
 	}
 	n := 2

@@ -169,3 +169,23 @@ func BenchmarkRenderChunks9000(b *testing.B) {
 		rend.RenderChunks(md)
 	}
 }
+
+func TestValidLang(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{strings.Repeat("a", 32), true},
+		{strings.Repeat("a", 33), false},
+		{"", false},
+		{"c++", true},
+		{"objective-c.m#_", true},
+		{"a b", false},
+		{`"><b>`, false},
+	}
+	for _, tt := range tests {
+		if got := validLang(tt.in); got != tt.want {
+			t.Errorf("validLang(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"mime"
 	"regexp"
 	"strings"
+	"sync"
 
 	"golang.org/x/text/encoding"
 	"golang.org/x/text/encoding/charmap"
@@ -55,7 +56,9 @@ var decoders = map[string]encoding.Encoding{
 
 // metaCharset finds <meta charset="x"> or <meta http-equiv=... content="...;
 // charset=x"> in the head of a page, as the HTML prescan does.
-var metaCharset = regexp.MustCompile(`(?i)<meta[^>]+charset\s*=\s*["']?\s*([a-z0-9_:.\-]+)`)
+var metaCharset = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)<meta[^>]+charset\s*=\s*["']?\s*([a-z0-9_:.\-]+)`)
+})
 
 // charsetOf returns the lower-case charset label of a response: the
 // Content-Type's, else a byte-order mark's, else the page's meta tag's, else
@@ -71,7 +74,7 @@ func charsetOf(body []byte, contentType string) string {
 		return "utf-16"
 	}
 	head := body[:min(len(body), 1024)]
-	if m := metaCharset.FindSubmatch(head); m != nil {
+	if m := metaCharset().FindSubmatch(head); m != nil {
 		return strings.ToLower(string(m[1]))
 	}
 	return "utf-8"

