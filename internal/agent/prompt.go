@@ -39,7 +39,16 @@ const promptRecheck = 5 * time.Minute
 // taken while its mtime may still be the current tick proves nothing; once
 // the mtime is older than the coarsest tick, any later write gets a newer
 // one. The extra second is for rounding and clock skew.
-const mtimeSettle = 3 * time.Second
+//
+// An mtime with a fraction of a second cannot come from a file system that
+// keeps whole seconds, so such a stamp settles after fineSettle, ten times
+// the longest kernel tick. This matters under load: every write of
+// MEMORY.md (a consolidation) would otherwise have the prompt rebuilt on
+// every turn for three seconds.
+const (
+	mtimeSettle = 3 * time.Second
+	fineSettle  = 100 * time.Millisecond
+)
 
 // PromptBuilder builds the system prompt (S-C1). The result is byte-identical
 // between turns unless a file it reads changed, which keeps provider prompt
@@ -90,7 +99,14 @@ func stampOf(path string) stamp {
 // write would change it (see mtimeSettle). A missing file has settled: its
 // creation shows.
 func (s stamp) settled(now time.Time) bool {
-	return !s.ok || now.UnixNano()-s.mtime >= int64(mtimeSettle)
+	if !s.ok {
+		return true
+	}
+	settle := mtimeSettle
+	if s.mtime%int64(time.Second) != 0 {
+		settle = fineSettle
+	}
+	return now.UnixNano()-s.mtime >= int64(settle)
 }
 
 // signature summarises every file the prompt depends on: the bootstrap

@@ -24,7 +24,8 @@ func writeWS(t testing.TB, ws, rel, content string) {
 }
 
 // rewriteSameTick replaces rel's content and puts its old mtime back: what a
-// same-size edit within one mtime tick of a coarse file system looks like.
+// same-size edit within one mtime tick of a coarse file system looks like
+// (the workspace was given whole-second mtimes by coarsen first).
 func rewriteSameTick(t *testing.T, ws, rel, content string) {
 	t.Helper()
 	path := filepath.Join(ws, rel)
@@ -37,6 +38,23 @@ func rewriteSameTick(t *testing.T, ws, rel, content string) {
 	}
 	writeWS(t, ws, rel, content)
 	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// coarsen gives everything in ws the current second as its mtime, as a file
+// system that keeps whole seconds (HFS+, FAT, some network file systems)
+// does: only there can a same-size edit keep the mtime for long.
+func coarsen(t testing.TB, ws string) {
+	t.Helper()
+	now := time.Now().Truncate(time.Second)
+	err := filepath.WalkDir(ws, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(path, now, now)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -225,6 +243,8 @@ func TestPromptBuilderSeesEveryChange(t *testing.T) {
 				tt.setup(t, ws)
 				if settled {
 					age(t, ws)
+				} else if tt.sameTick {
+					coarsen(t, ws)
 				}
 				b := &PromptBuilder{Workspace: ws, Version: "test", Skills: skills.Loader{}}
 				before := buildPrompt(t, b)
@@ -284,5 +304,34 @@ func TestPromptBuilderTrustsSettledStats(t *testing.T) {
 	}
 	if files, _ := b.skillFiles(time.Now()); len(files) != 1 {
 		t.Errorf("skills/ listed again although its stat did not change: %v", files)
+	}
+}
+
+// TestStampSettles pins how long a stat is distrusted: an mtime with a
+// fraction of a second comes from a fine-grained file system and settles
+// after fineSettle; a whole-second one may come from a coarse file system and
+// settles after mtimeSettle.
+func TestStampSettles(t *testing.T) {
+	whole := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	fine := whole.Add(123456789 * time.Nanosecond)
+	tests := []struct {
+		name  string
+		stamp stamp
+		age   time.Duration
+		want  bool
+	}{
+		{"missing file", stamp{}, 0, true},
+		{"fine mtime, just written", stamp{mtime: fine.UnixNano(), ok: true}, 10 * time.Millisecond, false},
+		{"fine mtime, past fineSettle", stamp{mtime: fine.UnixNano(), ok: true}, fineSettle, true},
+		{"whole-second mtime, past fineSettle", stamp{mtime: whole.UnixNano(), ok: true}, time.Second, false},
+		{"whole-second mtime, past mtimeSettle", stamp{mtime: whole.UnixNano(), ok: true}, mtimeSettle, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			at := time.Unix(0, tt.stamp.mtime).Add(tt.age)
+			if got := tt.stamp.settled(at); got != tt.want {
+				t.Errorf("settled %v after the mtime = %v, want %v", tt.age, got, tt.want)
+			}
+		})
 	}
 }
