@@ -10,8 +10,7 @@ import (
 // it (Window over the stored session and the current turn, then Project)
 // for sessions of 100 and 10,000 stored entries, with a 128k-token model,
 // an 8k reply reserve and a 12 KB system prompt whose estimate the agent
-// has cached, and the texts' estimates cached across calls (Texts), as the
-// agent keeps them.
+// has cached.
 //
 //	go test -run '^$' -bench Project -count 6 ./internal/history/
 func BenchmarkProject(b *testing.B) {
@@ -27,10 +26,9 @@ func BenchmarkProject(b *testing.B) {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			var v View
-			texts := &Texts{}
-			opt := Options{Budget: budget, SystemTokens: EstimateText(system), Windowed: true, Texts: texts}
+			opt := Options{Budget: budget, SystemTokens: EstimateText(system), Windowed: true}
 			for b.Loop() {
-				v = Project(system, texts.Window(stored, turn, budget), opt)
+				v = Project(system, Window(stored, turn, budget), opt)
 			}
 			b.ReportMetric(float64(len(v.Messages)), "msgs")
 			b.ReportMetric(float64(v.Tokens), "tokens")

@@ -50,9 +50,6 @@ type Options struct {
 	// does not look again: that walk estimates every message of the window.
 	// The View is the same either way.
 	Windowed bool
-	// Texts, if set, caches the estimates of the messages' texts across
-	// projections (see Texts); the agent keeps one for all its sessions.
-	Texts *Texts
 }
 
 func (o Options) systemTokens(system string) int {
@@ -131,10 +128,9 @@ type View struct {
 func Project(system string, msgs []llm.Message, opt Options) View {
 	h := 0 // Window's output starts at its horizon
 	if !opt.Windowed {
-		h = horizon(opt.Texts, len(msgs), func(i int) *llm.Message { return &msgs[i] }, opt.Budget)
+		h = horizon(len(msgs), func(i int) *llm.Message { return &msgs[i] }, opt.Budget)
 	}
 	p := newPlan(Repair(msgs[h:]), opt.summaries())
-	p.texts = opt.Texts
 	v := View{System: system, Tokens: opt.systemTokens(system)}
 	if len(p.starts) == 0 {
 		v.Omitted = len(msgs)
@@ -174,7 +170,6 @@ func userIndex(msgs []llm.Message, k int) int {
 type plan struct {
 	msgs      []llm.Message
 	summaries int
-	texts     *Texts // may be nil
 	// starts holds the index of every user message (a turn's start); the
 	// last is the newest user message, which is always Live.
 	starts []int
@@ -265,7 +260,7 @@ func (p *plan) cost(i int, l llm.Level) int {
 	if c := p.costs[i][l]; c >= 0 {
 		return c
 	}
-	c := messageCost(p.texts, &p.msgs[i], l, i >= p.starts[len(p.starts)-1], i == p.starts[len(p.starts)-1])
+	c := messageCost(&p.msgs[i], l, i >= p.starts[len(p.starts)-1], i == p.starts[len(p.starts)-1])
 	p.costs[i][l] = c
 	return c
 }
@@ -353,7 +348,7 @@ func (p *plan) cheapest(i int) int {
 	if i < p.starts[len(p.starts)-1] {
 		return p.cost(i, llm.Gist) // the same, and cached
 	}
-	return messageCost(p.texts, &p.msgs[i], llm.Gist, false, false)
+	return messageCost(&p.msgs[i], llm.Gist, false, false)
 }
 
 // suffixCosts returns, per turn, the cost of that turn and all newer ones.
@@ -487,18 +482,18 @@ func imageNote(img *llm.Image) string {
 // Anthropic ignores earlier turns' thinking, and the Responses API's
 // encrypted reasoning items of earlier turns are replayed but not counted
 // into the context by OpenAI.
-func messageCost(c *Texts, m *llm.Message, l llm.Level, inTurn, newestUser bool) int {
+func messageCost(m *llm.Message, l llm.Level, inTurn, newestUser bool) int {
 	n := messageOverhead
 	for _, p := range m.Parts {
 		switch p.Kind {
 		case llm.PartText:
-			n += c.Text(textAt(p, l))
+			n += EstimateText(textAt(p, l))
 		case llm.PartThinking:
 			if inTurn {
-				n += c.Text(p.Text)
+				n += EstimateText(p.Text)
 			}
 		case llm.PartToolResult:
-			n += callOverhead + c.Text(p.Result.Content.At(l))
+			n += callOverhead + EstimateText(p.Result.Content.At(l))
 			if l == llm.Live {
 				n += imageTokens * len(p.Result.Images)
 			}
@@ -509,7 +504,7 @@ func messageCost(c *Texts, m *llm.Message, l llm.Level, inTurn, newestUser bool)
 				n += EstimateText(imageNote(p.Image))
 			}
 		default:
-			n += partTokens(c, p)
+			n += partTokens(p)
 		}
 	}
 	return n
@@ -517,18 +512,18 @@ func messageCost(c *Texts, m *llm.Message, l llm.Level, inTurn, newestUser bool)
 
 // minCost is the cheapest m can be in any projection: every rendering at
 // its shortest. Window and Project use it to find where a budget runs out.
-func minCost(c *Texts, m *llm.Message, inTurn, newestUser bool) int {
+func minCost(m *llm.Message, inTurn, newestUser bool) int {
 	l := llm.Gist
 	if newestUser {
 		l = llm.Live
 	}
-	return messageCost(c, m, l, inTurn, newestUser)
+	return messageCost(m, l, inTurn, newestUser)
 }
 
 // horizon returns the index of the newest user message from which even the
 // cheapest projection of the messages up to the end exceeds budget, or 0
 // when there is none. Messages before it can never be sent.
-func horizon(c *Texts, n int, at func(int) *llm.Message, budget int) int {
+func horizon(n int, at func(int) *llm.Message, budget int) int {
 	if budget <= 0 {
 		return 0
 	}
@@ -536,7 +531,7 @@ func horizon(c *Texts, n int, at func(int) *llm.Message, budget int) int {
 	for i := n - 1; i >= 0; i-- {
 		m := at(i)
 		isUser := m.Role == llm.RoleUser
-		used += minCost(c, m, inTurn, isUser && inTurn)
+		used += minCost(m, inTurn, isUser && inTurn)
 		if isUser {
 			if used > budget {
 				return i
@@ -554,18 +549,13 @@ func horizon(c *Texts, n int, at func(int) *llm.Message, budget int) int {
 // the same View as projecting all of it. With budget ≤ 0 it returns
 // everything.
 func Window(stored, turn []llm.Message, budget int) []llm.Message {
-	return (*Texts)(nil).Window(stored, turn, budget)
-}
-
-// Window is the package's Window with the texts' estimates cached in c.
-func (c *Texts) Window(stored, turn []llm.Message, budget int) []llm.Message {
 	at := func(i int) *llm.Message {
 		if i < len(stored) {
 			return &stored[i]
 		}
 		return &turn[i-len(stored)]
 	}
-	start := horizon(c, len(stored)+len(turn), at, budget)
+	start := horizon(len(stored)+len(turn), at, budget)
 	if len(turn) == 0 {
 		return stored[start:]
 	}
