@@ -189,3 +189,59 @@ func TestValidLang(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainLineRendersAsGoldmark holds the shortcut for plain lines to what
+// goldmark renders for them, in HTML and in plain text, on chosen lines and
+// on random ones drawn from every printable ASCII character and some others.
+func TestPlainLineRendersAsGoldmark(t *testing.T) {
+	check := func(s string) bool {
+		if !plainLine(s) {
+			return false
+		}
+		for _, html := range []bool{true, false} {
+			if got, want := render(s, html), renderMarkdown(s, html); got != want {
+				t.Errorf("render(%q, html=%v) = %q, goldmark renders %q", s, html, got, want)
+			}
+		}
+		return true
+	}
+	for _, s := range []string{
+		"Noted, I will keep that in mind. Anything else you want me to look at today?",
+		"Note: a well-known trick (see above) works 100% of the time.",
+		`He said "hi" and left; it's 5 o'clock, x=1, y={2}, a^b, $5, 50/50.`,
+		"Привет, мир 👋 — 日本語も大丈夫です。",
+		"end with a colon:", "a.b.c", "(just parentheses)", "e.g. this, i.e. that",
+	} {
+		if !check(s) {
+			t.Errorf("%q does not take the shortcut", s)
+		}
+	}
+	for _, s := range []string{
+		"", " lead", "trail ", "two\nlines", "*em*", "_em_", "`code`", "[l](u)", "![i](u)", "<b>", "a & b",
+		"~~s~~", "a | b", "# h", "- item", "+ item", "1. item", "2) item", "---", "=", "see https://x.org",
+		"www.example.com", "WWW.example.com", "mail me@x.org", "a\\*b", "tab\there", "bad \xff utf-8",
+	} {
+		if plainLine(s) {
+			t.Errorf("%q takes the shortcut", s)
+		}
+	}
+	alphabet := []rune(" !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~éß€日👋\u00a0\u2003")
+	rng := rand.New(rand.NewPCG(16, 2026))
+	taken := 0
+	for range 30000 {
+		r := make([]rune, 1+rng.IntN(30))
+		for i := range r {
+			if rng.IntN(3) == 0 {
+				r[i] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				r[i] = rune('a' + rng.IntN(26)) // mostly letters, as replies are
+			}
+		}
+		if check(string(r)) {
+			taken++
+		}
+	}
+	if taken < 1000 {
+		t.Fatalf("only %d of the random lines took the shortcut: the comparison proves little", taken)
+	}
+}
