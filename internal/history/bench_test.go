@@ -10,7 +10,8 @@ import (
 // it (Window over the stored session and the current turn, then Project)
 // for sessions of 100 and 10,000 stored entries, with a 128k-token model,
 // an 8k reply reserve and a 12 KB system prompt whose estimate the agent
-// has cached.
+// has cached, and the texts' estimates cached across calls (Texts), as the
+// agent keeps them.
 //
 //	go test -run '^$' -bench Project -count 6 ./internal/history/
 func BenchmarkProject(b *testing.B) {
@@ -26,9 +27,10 @@ func BenchmarkProject(b *testing.B) {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			var v View
-			opt := Options{Budget: budget, SystemTokens: EstimateText(system), Windowed: true}
+			texts := &Texts{}
+			opt := Options{Budget: budget, SystemTokens: EstimateText(system), Windowed: true, Texts: texts}
 			for b.Loop() {
-				v = Project(system, Window(stored, turn, budget), opt)
+				v = Project(system, texts.Window(stored, turn, budget), opt)
 			}
 			b.ReportMetric(float64(len(v.Messages)), "msgs")
 			b.ReportMetric(float64(v.Tokens), "tokens")

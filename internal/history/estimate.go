@@ -117,15 +117,15 @@ func runeTenths(r rune, size int) int {
 func Estimate(m llm.Message) int {
 	n := messageOverhead
 	for _, p := range m.Parts {
-		n += partTokens(p)
+		n += partTokens(nil, p)
 	}
 	return n
 }
 
-func partTokens(p llm.Part) int {
+func partTokens(c *Texts, p llm.Part) int {
 	switch p.Kind {
 	case llm.PartText, llm.PartThinking:
-		return EstimateText(p.Text)
+		return c.Text(p.Text)
 	case llm.PartToolCall:
 		n := callOverhead + EstimateText(p.Call.Name)
 		if p.Call.ParseError != "" {
@@ -133,7 +133,7 @@ func partTokens(p llm.Part) int {
 		}
 		return n + estimate(p.Call.Arguments)
 	case llm.PartToolResult:
-		return callOverhead + EstimateText(p.Result.Content.Live) + imageTokens*len(p.Result.Images)
+		return callOverhead + c.Text(p.Result.Content.Live) + imageTokens*len(p.Result.Images)
 	case llm.PartImage:
 		return imageTokens
 	case llm.PartFileRef:

@@ -50,6 +50,9 @@ type Options struct {
 	// does not look again: that walk estimates every message of the window.
 	// The View is the same either way.
 	Windowed bool
+	// Texts, if set, caches the estimates of the messages' texts across
+	// projections (see Texts); the agent keeps one for all its sessions.
+	Texts *Texts
 }
 
 func (o Options) systemTokens(system string) int {
@@ -128,9 +131,10 @@ type View struct {
 func Project(system string, msgs []llm.Message, opt Options) View {
 	h := 0 // Window's output starts at its horizon
 	if !opt.Windowed {
-		h = horizon(len(msgs), func(i int) *llm.Message { return &msgs[i] }, opt.Budget)
+		h = horizon(opt.Texts, len(msgs), func(i int) *llm.Message { return &msgs[i] }, opt.Budget)
 	}
 	p := newPlan(Repair(msgs[h:]), opt.summaries())
+	p.texts = opt.Texts
 	v := View{System: system, Tokens: opt.systemTokens(system)}
 	if len(p.starts) == 0 {
 		v.Omitted = len(msgs)
@@ -170,6 +174,7 @@ func userIndex(msgs []llm.Message, k int) int {
 type plan struct {
 	msgs      []llm.Message
 	summaries int
+	texts     *Texts // may be nil
 	// starts holds the index of every user message (a turn's start); the
 	// last is the newest user message, which is always Live.
 	starts []int
@@ -260,7 +265,7 @@ func (p *plan) cost(i int, l llm.Level) int {
 	if c := p.costs[i][l]; c >= 0 {
 		return c
 	}
-	c := messageCost(&p.msgs[i], l, i >= p.starts[len(p.starts)-1], i == p.starts[len(p.starts)-1])
+	c := messageCost(p.texts, &p.msgs[i], l, i >= p.starts[len(p.starts)-1], i == p.starts[len(p.starts)-1])
 	p.costs[i][l] = c
 	return c
 }
@@ -348,7 +353,7 @@ func (p *plan) cheapest(i int) int {
 	if i < p.starts[len(p.starts)-1] {
 		return p.cost(i, llm.Gist) // the same, and cached
 	}
-	return messageCost(&p.msgs[i], llm.Gist, false, false)
+	return messageCost(p.texts, &p.msgs[i], llm.Gist, false, false)
 }
 
 // suffixCosts returns, per turn, the cost of that turn and all newer ones.
@@ -482,18 +487,18 @@ func imageNote(img *llm.Image) string {
 // Anthropic ignores earlier turns' thinking, and the Responses API's
 // encrypted reasoning items of earlier turns are replayed but not counted
 // into the context by OpenAI.
-func messageCost(m *llm.Message, l llm.Level, inTurn, newestUser bool) int {
+func messageCost(c *Texts, m *llm.Message, l llm.Level, inTurn, newestUser bool) int {
 	n := messageOverhead
 	for _, p := range m.Parts {
 		switch p.Kind {
 		case llm.PartText:
-			n += EstimateText(textAt(p, l))
+			n += c.Text(textAt(p, l))
 		case llm.PartThinking:
 			if inTurn {
-				n += EstimateText(p.Text)
+				n += c.Text(p.Text)
 			}
 		case llm.PartToolResult:
-			n += callOverhead + EstimateText(p.Result.Content.At(l))
+			n += callOverhead + c.Text(p.Result.Content.At(l))
 			if l == llm.Live {
 				n += imageTokens * len(p.Result.Images)
 			}
@@ -504,7 +509,7 @@ func messageCost(m *llm.Message, l llm.Level, inTurn, newestUser bool) int {
 				n += EstimateText(imageNote(p.Image))
 			}
 		default:
-			n += partTokens(p)
+			n += partTokens(c, p)
 		}
 	}
 	return n
@@ -512,18 +517,18 @@ func messageCost(m *llm.Message, l llm.Level, inTurn, newestUser bool) int {
 
 // minCost is the cheapest m can be in any projection: every rendering at
 // its shortest. Window and Project use it to find where a budget runs out.
-func minCost(m *llm.Message, inTurn, newestUser bool) int {
+func minCost(c *Texts, m *llm.Message, inTurn, newestUser bool) int {
 	l := llm.Gist
 	if newestUser {
 		l = llm.Live
 	}
-	return messageCost(m, l, inTurn, newestUser)
+	return messageCost(c, m, l, inTurn, newestUser)
 }
 
 // horizon returns the index of the newest user message from which even the
 // cheapest projection of the messages up to the end exceeds budget, or 0
 // when there is none. Messages before it can never be sent.
-func horizon(n int, at func(int) *llm.Message, budget int) int {
+func horizon(c *Texts, n int, at func(int) *llm.Message, budget int) int {
 	if budget <= 0 {
 		return 0
 	}
@@ -531,7 +536,7 @@ func horizon(n int, at func(int) *llm.Message, budget int) int {
 	for i := n - 1; i >= 0; i-- {
 		m := at(i)
 		isUser := m.Role == llm.RoleUser
-		used += minCost(m, inTurn, isUser && inTurn)
+		used += minCost(c, m, inTurn, isUser && inTurn)
 		if isUser {
 			if used > budget {
 				return i
@@ -549,13 +554,18 @@ func horizon(n int, at func(int) *llm.Message, budget int) int {
 // the same View as projecting all of it. With budget ≤ 0 it returns
 // everything.
 func Window(stored, turn []llm.Message, budget int) []llm.Message {
+	return (*Texts)(nil).Window(stored, turn, budget)
+}
+
+// Window is the package's Window with the texts' estimates cached in c.
+func (c *Texts) Window(stored, turn []llm.Message, budget int) []llm.Message {
 	at := func(i int) *llm.Message {
 		if i < len(stored) {
 			return &stored[i]
 		}
 		return &turn[i-len(stored)]
 	}
-	start := horizon(len(stored)+len(turn), at, budget)
+	start := horizon(c, len(stored)+len(turn), at, budget)
 	if len(turn) == 0 {
 		return stored[start:]
 	}

@@ -128,6 +128,7 @@ func stripRenderings(m llm.Message) llm.Message {
 // offsets (orphans, consolidation offsets), at random budgets.
 func TestProjectProperties(t *testing.T) {
 	budgets := []int{0, 300, 1500, 4000, 12000, 50000}
+	texts := &Texts{limit: 16 << 10}
 	for seed := uint64(1); seed <= 150; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		full := genSession(seed, "s", 3+rng.IntN(40))
@@ -163,6 +164,18 @@ func TestProjectProperties(t *testing.T) {
 		// Window did.
 		if jsonOf(t, Project(testSystem, w, Options{Budget: budget, Windowed: true})) != jsonOf(t, wv) {
 			t.Fatalf("seed %d budget %d: projecting Window with Windowed differs from projecting it without", seed, budget)
+		}
+		// With cached estimates (a small cache, so generations swap within
+		// the test, shared across seeds as the agent shares one), twice:
+		// cold, then warm.
+		for range 2 {
+			cw := texts.Window(msgs[:k], msgs[k:], budget)
+			if len(cw) != len(w) {
+				t.Fatalf("seed %d budget %d: Window with cached estimates kept %d messages, without %d", seed, budget, len(cw), len(w))
+			}
+			if jsonOf(t, Project(testSystem, cw, Options{Budget: budget, Windowed: true, Texts: texts})) != jsonOf(t, wv) {
+				t.Fatalf("seed %d budget %d: projecting with cached estimates differs from projecting without", seed, budget)
+			}
 		}
 		wv.Omitted = v.Omitted
 		if jsonOf(t, wv) != jsonOf(t, v) {

@@ -1,0 +1,64 @@
+package history
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTextsCountsAsEstimateText(t *testing.T) {
+	c := &Texts{limit: 1 << 10}
+	var texts []string
+	for i := range 200 {
+		texts = append(texts, strings.Repeat("word ", i%40)+strings.Repeat("日本", i%7)+"{\"k\": 12345}")
+	}
+	for round := range 3 {
+		for _, s := range texts {
+			if got, want := c.Text(s), EstimateText(s); got != want {
+				t.Fatalf("round %d: Text(%q) = %d, want %d", round, s, got, want)
+			}
+		}
+	}
+	if (*Texts)(nil).Text(texts[50]) != EstimateText(texts[50]) {
+		t.Fatal("a nil *Texts does not estimate like EstimateText")
+	}
+}
+
+// The cache keeps at most two generations of limit bytes of text alive, and
+// what is read on every turn stays in it.
+func TestTextsStaysBounded(t *testing.T) {
+	c := &Texts{limit: 4 << 10}
+	hot := strings.Repeat("the text every turn reads ", 10)
+	for i := range 1000 {
+		c.Text(hot)
+		c.Text(strings.Repeat("x", 100) + strings.Repeat("y", i%50) + string(rune('a'+i%26)) + strings.Repeat("z", i))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	size := 0
+	for _, m := range []map[textKey]int32{c.cur, c.old} {
+		for k := range m {
+			size += k.n
+		}
+	}
+	if size > 2*c.limit+len(hot) {
+		t.Errorf("cache holds %d bytes of text, want at most %d", size, 2*c.limit)
+	}
+	if _, ok := c.cur[textKey{unsafeData(hot), len(hot)}]; !ok {
+		t.Errorf("the text read on every call is not in the current generation")
+	}
+}
+
+func BenchmarkTexts(b *testing.B) {
+	s := strings.Repeat("Noted, I will keep that in mind. Anything else you want me to look at today? ", 4)
+	b.Run("EstimateText", func(b *testing.B) {
+		for b.Loop() {
+			EstimateText(s)
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		c := &Texts{}
+		for b.Loop() {
+			c.Text(s)
+		}
+	})
+}
