@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/tools"
@@ -255,9 +254,6 @@ type Agent struct {
 	// toolTokens and subToolTokens remember the token estimate of tools'
 	// and subTools' specs.
 	toolTokens, subToolTokens specMemo
-	// texts caches the token estimates of the messages' texts for every
-	// session's projections (history.Texts): a turn walks its whole window.
-	texts history.Texts
 }
 
 // sessionQueue is one session's pending work and its running turn.

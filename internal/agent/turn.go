@@ -17,6 +17,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/logging"
+	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
@@ -112,7 +113,7 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		}
 	}
 
-	text, err := a.loop(ctx, t, snap.Messages[snap.Consolidated:], a.routeFor(t, snap))
+	text, err := a.loop(ctx, t, snap.Messages[snap.Consolidated:], textsOf(snap), a.routeFor(t, snap))
 	if perr := a.persist(t); perr != nil {
 		t.log.Error("persist turn", zap.Error(perr))
 		if err == nil {
@@ -196,7 +197,7 @@ func cancelled(ctx context.Context) string {
 // loop calls the model and runs tools until the model answers without tool
 // calls or the iteration cap is hit. stored is the persisted history the
 // turn continues (its user message last).
-func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, route string) (string, error) {
+func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, texts *history.Texts, route string) (string, error) {
 	system, systemTokens, err := a.prompt.BuildEstimated()
 	if err != nil {
 		return "", fmt.Errorf("build system prompt: %w", err)
@@ -212,8 +213,8 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, route s
 	budget := a.model.ContextWindow(route) - a.cfg.MaxTokens - toolTokens
 	draft := &drafter{a: a, t: t, ctx: ctx}
 	for iter := 0; iter < a.cfg.MaxToolIterations; iter++ {
-		window := a.texts.Window(stored, t.msgs, budget)
-		view := history.Project(system, window, history.Options{Budget: budget, SystemTokens: systemTokens, Windowed: true, Texts: &a.texts})
+		window := texts.Window(stored, t.msgs, budget)
+		view := history.Project(system, window, history.Options{Budget: budget, SystemTokens: systemTokens, Windowed: true, Texts: texts})
 		req := llm.Request{
 			System: system, Messages: a.resolveImages(view.Messages), Tools: specs,
 			MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,
@@ -570,6 +571,22 @@ func specTokens(specs []llm.ToolSpec) int {
 		n += history.EstimateText(s.Name) + history.EstimateText(s.Description) + (len(s.Parameters)+3)/4 + 8
 	}
 	return n
+}
+
+// textsKey is the key of the session's estimate cache in Snapshot.Memo.
+type textsKey struct{}
+
+// textsOf returns the cache of the token estimates of snap's stored texts,
+// kept with the loaded session (see session.Snapshot.Memo), or nil.
+func textsOf(snap session.Snapshot) *history.Texts {
+	if snap.Memo == nil {
+		return nil
+	}
+	if v, ok := snap.Memo.Load(textsKey{}); ok {
+		return v.(*history.Texts)
+	}
+	v, _ := snap.Memo.LoadOrStore(textsKey{}, new(history.Texts))
+	return v.(*history.Texts)
 }
 
 // specMemo remembers specTokens of the last tool list it was given, keyed

@@ -5,19 +5,24 @@ import (
 	"unsafe"
 )
 
-// Texts remembers EstimateText of the texts it has seen, by identity: the
+// Texts remembers EstimateText of stored messages' texts, by identity: the
 // address and length of a string's bytes. A stored message's text never
 // changes and stays at one address while the session holds it, so a turn
 // that walks the whole window (Window, then Project) pays a map lookup per
-// text instead of scanning it again: before it, estimating was ~9 % of the
-// gateway's CPU at 100 chats.
+// text instead of scanning it again.
+//
+// Only Window adds texts, and only the stored session's: the current turn's
+// messages are stored later as copies decoded from the file, so their texts
+// would never be looked up again and would only be kept alive. Project and
+// the turn's messages look up without adding. A Texts belongs with one loaded
+// copy of a session (the agent keeps it in the session's Snapshot.Memo), so it
+// never keeps texts alive past the messages that hold them.
 //
 // A key holds a pointer to the bytes, which keeps them alive while the
 // entry is in the cache, so an address cannot be reused by another string
 // with a stale count. Entries live in two generations of up to textsLimit
-// bytes each: what a turn no longer reads falls out after the next swap,
-// and at most twice the limit is kept alive. The zero value is ready; a nil
-// *Texts estimates without caching. It is safe for concurrent use.
+// bytes each. The zero value is ready; a nil *Texts estimates without
+// caching. It is safe for concurrent use.
 type Texts struct {
 	mu       sync.Mutex
 	cur, old map[textKey]int32
@@ -30,16 +35,18 @@ type textKey struct {
 	n int
 }
 
-// textsLimit bounds each generation by the bytes of its texts: at 4 MiB a
-// hundred sessions of a few dozen KiB of text each stay cached.
-const textsLimit = 4 << 20
+// textsLimit bounds each generation by the bytes of its texts: a window of
+// 128k tokens is about 0.5 MB of text.
+const textsLimit = 1 << 20
 
 // textsMin is the shortest text worth a lookup: a shorter one is estimated
 // about as fast as it is hashed.
 const textsMin = 64
 
-// Text returns EstimateText(s).
-func (c *Texts) Text(s string) int {
+// Text returns EstimateText(s), remembering it.
+func (c *Texts) Text(s string) int { return c.text(s, true) }
+
+func (c *Texts) text(s string, add bool) int {
 	if c == nil || len(s) < textsMin {
 		return EstimateText(s)
 	}
@@ -53,6 +60,9 @@ func (c *Texts) Text(s string) int {
 	c.mu.Unlock()
 	if !ok {
 		n = int32(EstimateText(s))
+		if !add {
+			return int(n)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -73,3 +83,11 @@ func (c *Texts) Text(s string) int {
 
 // unsafeData is the address of s's bytes: the identity of a stored text.
 func unsafeData(s string) *byte { return unsafe.StringData(s) }
+
+// texter estimates texts through a cache that it may add to.
+type texter struct {
+	c   *Texts
+	add bool
+}
+
+func (t texter) text(s string) int { return t.c.text(s, t.add) }

@@ -3,6 +3,8 @@ package history
 import (
 	"strings"
 	"testing"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
 func TestTextsCountsAsEstimateText(t *testing.T) {
@@ -61,4 +63,43 @@ func BenchmarkTexts(b *testing.B) {
 			c.Text(s)
 		}
 	})
+}
+
+// Only Window adds, and only the stored messages' texts: the current turn's
+// messages are stored later as copies, so their texts would only be kept
+// alive, never looked up again.
+func TestTextsKeepOnlyStoredTexts(t *testing.T) {
+	session := genSession(7, "c", 60)
+	stored, turn := session[:len(session)-4], session[len(session)-4:]
+	c := &Texts{}
+	Project(testSystem, append(append([]llm.Message(nil), stored...), turn...), Options{Budget: 50000, Texts: c})
+	if n := len(c.cur) + len(c.old); n != 0 {
+		t.Fatalf("Project added %d texts to the cache", n)
+	}
+	c.Window(stored, turn, 50000)
+	keep := map[textKey]bool{}
+	for _, m := range stored {
+		for _, p := range m.Parts {
+			for _, s := range []string{p.Text, p.Summary, p.Gist} {
+				if s != "" {
+					keep[textKey{unsafeData(s), len(s)}] = true
+				}
+			}
+			if p.Result != nil {
+				for _, s := range []string{p.Result.Content.Live, p.Result.Content.Summary, p.Result.Content.Gist} {
+					if s != "" {
+						keep[textKey{unsafeData(s), len(s)}] = true
+					}
+				}
+			}
+		}
+	}
+	if len(c.cur) == 0 {
+		t.Fatal("Window added nothing")
+	}
+	for k := range c.cur {
+		if !keep[k] {
+			t.Errorf("a text of %d bytes that no stored message holds is in the cache", k.n)
+		}
+	}
 }

@@ -117,15 +117,15 @@ func runeTenths(r rune, size int) int {
 func Estimate(m llm.Message) int {
 	n := messageOverhead
 	for _, p := range m.Parts {
-		n += partTokens(nil, p)
+		n += partTokens(texter{}, p)
 	}
 	return n
 }
 
-func partTokens(c *Texts, p llm.Part) int {
+func partTokens(c texter, p llm.Part) int {
 	switch p.Kind {
 	case llm.PartText, llm.PartThinking:
-		return c.Text(p.Text)
+		return c.text(p.Text)
 	case llm.PartToolCall:
 		n := callOverhead + EstimateText(p.Call.Name)
 		if p.Call.ParseError != "" {
@@ -133,7 +133,7 @@ func partTokens(c *Texts, p llm.Part) int {
 		}
 		return n + estimate(p.Call.Arguments)
 	case llm.PartToolResult:
-		return callOverhead + c.Text(p.Result.Content.Live) + imageTokens*len(p.Result.Images)
+		return callOverhead + c.text(p.Result.Content.Live) + imageTokens*len(p.Result.Images)
 	case llm.PartImage:
 		return imageTokens
 	case llm.PartFileRef:

@@ -170,7 +170,7 @@ func TestEstimateBytesMatchesText(t *testing.T) {
 	}
 	call := llm.Part{Kind: llm.PartToolCall, Call: &llm.ToolCall{Name: "write_file",
 		Arguments: json.RawMessage(`{"path":"notes/today.md","content":"` + strings.Repeat("a line of notes, ünïcödé 日本 ", 40) + `"}`)}}
-	if n := testing.AllocsPerRun(100, func() { partTokens(nil, call) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { partTokens(texter{}, call) }); n != 0 {
 		t.Errorf("estimating a tool call allocates %v times, want 0", n)
 	}
 }

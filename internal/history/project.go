@@ -50,8 +50,8 @@ type Options struct {
 	// does not look again: that walk estimates every message of the window.
 	// The View is the same either way.
 	Windowed bool
-	// Texts, if set, caches the estimates of the messages' texts across
-	// projections (see Texts); the agent keeps one for all its sessions.
+	// Texts, if set, is the session's cache of its stored texts' estimates,
+	// filled by Texts.Window; Project only looks texts up in it.
 	Texts *Texts
 }
 
@@ -131,10 +131,10 @@ type View struct {
 func Project(system string, msgs []llm.Message, opt Options) View {
 	h := 0 // Window's output starts at its horizon
 	if !opt.Windowed {
-		h = horizon(opt.Texts, len(msgs), func(i int) *llm.Message { return &msgs[i] }, opt.Budget)
+		h = horizon(opt.Texts, 0, len(msgs), func(i int) *llm.Message { return &msgs[i] }, opt.Budget)
 	}
 	p := newPlan(Repair(msgs[h:]), opt.summaries())
-	p.texts = opt.Texts
+	p.texts = texter{c: opt.Texts}
 	v := View{System: system, Tokens: opt.systemTokens(system)}
 	if len(p.starts) == 0 {
 		v.Omitted = len(msgs)
@@ -174,7 +174,7 @@ func userIndex(msgs []llm.Message, k int) int {
 type plan struct {
 	msgs      []llm.Message
 	summaries int
-	texts     *Texts // may be nil
+	texts     texter // looks up, never adds (see Texts)
 	// starts holds the index of every user message (a turn's start); the
 	// last is the newest user message, which is always Live.
 	starts []int
@@ -487,18 +487,18 @@ func imageNote(img *llm.Image) string {
 // Anthropic ignores earlier turns' thinking, and the Responses API's
 // encrypted reasoning items of earlier turns are replayed but not counted
 // into the context by OpenAI.
-func messageCost(c *Texts, m *llm.Message, l llm.Level, inTurn, newestUser bool) int {
+func messageCost(c texter, m *llm.Message, l llm.Level, inTurn, newestUser bool) int {
 	n := messageOverhead
 	for _, p := range m.Parts {
 		switch p.Kind {
 		case llm.PartText:
-			n += c.Text(textAt(p, l))
+			n += c.text(textAt(p, l))
 		case llm.PartThinking:
 			if inTurn {
-				n += c.Text(p.Text)
+				n += c.text(p.Text)
 			}
 		case llm.PartToolResult:
-			n += callOverhead + c.Text(p.Result.Content.At(l))
+			n += callOverhead + c.text(p.Result.Content.At(l))
 			if l == llm.Live {
 				n += imageTokens * len(p.Result.Images)
 			}
@@ -517,7 +517,7 @@ func messageCost(c *Texts, m *llm.Message, l llm.Level, inTurn, newestUser bool)
 
 // minCost is the cheapest m can be in any projection: every rendering at
 // its shortest. Window and Project use it to find where a budget runs out.
-func minCost(c *Texts, m *llm.Message, inTurn, newestUser bool) int {
+func minCost(c texter, m *llm.Message, inTurn, newestUser bool) int {
 	l := llm.Gist
 	if newestUser {
 		l = llm.Live
@@ -528,7 +528,11 @@ func minCost(c *Texts, m *llm.Message, inTurn, newestUser bool) int {
 // horizon returns the index of the newest user message from which even the
 // cheapest projection of the messages up to the end exceeds budget, or 0
 // when there is none. Messages before it can never be sent.
-func horizon(c *Texts, n int, at func(int) *llm.Message, budget int) int {
+//
+// The texts of the first stored messages, at the cheapest rendering (the one
+// Project uses for all but the newest turns), are added to c; the rest are
+// only looked up.
+func horizon(c *Texts, stored, n int, at func(int) *llm.Message, budget int) int {
 	if budget <= 0 {
 		return 0
 	}
@@ -536,7 +540,7 @@ func horizon(c *Texts, n int, at func(int) *llm.Message, budget int) int {
 	for i := n - 1; i >= 0; i-- {
 		m := at(i)
 		isUser := m.Role == llm.RoleUser
-		used += minCost(c, m, inTurn, isUser && inTurn)
+		used += minCost(texter{c, i < stored}, m, inTurn, isUser && inTurn)
 		if isUser {
 			if used > budget {
 				return i
@@ -557,7 +561,8 @@ func Window(stored, turn []llm.Message, budget int) []llm.Message {
 	return (*Texts)(nil).Window(stored, turn, budget)
 }
 
-// Window is the package's Window with the texts' estimates cached in c.
+// Window is the package's Window with the estimates of stored's texts
+// cached in c.
 func (c *Texts) Window(stored, turn []llm.Message, budget int) []llm.Message {
 	at := func(i int) *llm.Message {
 		if i < len(stored) {
@@ -565,7 +570,7 @@ func (c *Texts) Window(stored, turn []llm.Message, budget int) []llm.Message {
 		}
 		return &turn[i-len(stored)]
 	}
-	start := horizon(c, len(stored)+len(turn), at, budget)
+	start := horizon(c, len(stored), len(stored)+len(turn), at, budget)
 	if len(turn) == 0 {
 		return stored[start:]
 	}

@@ -88,6 +88,9 @@ type state struct {
 	msgs         []llm.Message
 	consolidated int
 	route, title string
+	// memo is Snapshot.Memo of this loaded copy: replacing the state (a
+	// load, a reload, a reset) starts a new one.
+	memo *sync.Map
 }
 
 // NewStore returns a store for the session files in dir (the daemon passes
@@ -128,6 +131,13 @@ type Snapshot struct {
 	Title string
 	// Size is the session file's size in bytes.
 	Size int64
+	// Memo holds what users of the store derive from Messages and want to
+	// keep between turns (the agent's token estimates of the stored texts).
+	// It lives as long as this loaded copy of the session: loading the
+	// session again, after an eviction from the cache or a failed write,
+	// starts an empty one, so nothing derived outlives the messages it was
+	// derived from. Keys are the users' own types, as with context values.
+	Memo *sync.Map
 }
 
 // Unconsolidated returns the messages not yet folded into memory.
@@ -423,6 +433,9 @@ func (s *Store) path(key string) string {
 
 // snapshot returns the immutable view of e. Called with e.mu held.
 func (e *entry) snapshot() Snapshot {
+	if e.memo == nil {
+		e.memo = new(sync.Map)
+	}
 	n := len(e.msgs)
 	return Snapshot{
 		Key:          e.key,
@@ -432,6 +445,7 @@ func (e *entry) snapshot() Snapshot {
 		Route:        e.route,
 		Title:        e.title,
 		Size:         e.size,
+		Memo:         e.memo,
 	}
 }
 

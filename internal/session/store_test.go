@@ -640,3 +640,35 @@ func TestStageIsMadeDurableByTheNextSync(t *testing.T) {
 		}
 	})
 }
+
+// Snapshot.Memo is one per loaded copy of a session: the same across calls
+// while the session stays loaded (appends included), a new one once it was
+// evicted and read again, so nothing derived from the old copy's messages
+// is kept with the new one.
+func TestMemoLivesAsLongAsTheLoadedSession(t *testing.T) {
+	s := NewStore(t.TempDir(), Options{CacheSize: 1}, zaptest.NewLogger(t))
+	defer s.Close()
+	first := mustAppend(t, s, key, userText("x"))
+	if first.Memo == nil {
+		t.Fatal("a snapshot has no Memo")
+	}
+	first.Memo.Store("derived", 1)
+	again := mustAppend(t, s, key, userText("y"))
+	if again.Memo != first.Memo {
+		t.Fatal("an append gave the loaded session a new Memo")
+	}
+	if got, err := s.Get(key); err != nil || got.Memo != first.Memo {
+		t.Fatalf("Get: %v, same Memo %v", err, got.Memo == first.Memo)
+	}
+	mustAppend(t, s, "other:1", userText("z")) // evicts key: the cache holds one session
+	reloaded, err := s.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reloaded.Memo == first.Memo {
+		t.Fatal("the session read again kept the Memo of the copy it replaced")
+	}
+	if _, ok := reloaded.Memo.Load("derived"); ok {
+		t.Fatal("the new Memo holds what was derived from the old copy")
+	}
+}
