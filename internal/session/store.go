@@ -137,7 +137,9 @@ type Snapshot struct {
 	// session again, after an eviction from the cache or a failed write,
 	// starts an empty one, so nothing derived outlives the messages it was
 	// derived from. Keys are the users' own types, as with context values.
-	Memo *sync.Map
+	// It may be nil (a store that keeps nothing loaded, such as the
+	// JetStream one): users then derive afresh each time.
+	Memo *sync.Map `json:"-"`
 }
 
 // Unconsolidated returns the messages not yet folded into memory.
