@@ -43,9 +43,8 @@ const textsLimit = 1 << 20
 // about as fast as it is hashed.
 const textsMin = 64
 
-// Text returns EstimateText(s), remembering it.
-func (c *Texts) Text(s string) int { return c.text(s, true) }
-
+// text returns EstimateText(s), from the cache when s is in it; add puts
+// it there when it is not.
 func (c *Texts) text(s string, add bool) int {
 	if c == nil || len(s) < textsMin {
 		return EstimateText(s)

@@ -15,12 +15,12 @@ func TestTextsCountsAsEstimateText(t *testing.T) {
 	}
 	for round := range 3 {
 		for _, s := range texts {
-			if got, want := c.Text(s), EstimateText(s); got != want {
+			if got, want := c.text(s, true), EstimateText(s); got != want {
 				t.Fatalf("round %d: Text(%q) = %d, want %d", round, s, got, want)
 			}
 		}
 	}
-	if (*Texts)(nil).Text(texts[50]) != EstimateText(texts[50]) {
+	if (*Texts)(nil).text(texts[50], true) != EstimateText(texts[50]) {
 		t.Fatal("a nil *Texts does not estimate like EstimateText")
 	}
 }
@@ -31,8 +31,8 @@ func TestTextsStaysBounded(t *testing.T) {
 	c := &Texts{limit: 4 << 10}
 	hot := strings.Repeat("the text every turn reads ", 10)
 	for i := range 1000 {
-		c.Text(hot)
-		c.Text(strings.Repeat("x", 100) + strings.Repeat("y", i%50) + string(rune('a'+i%26)) + strings.Repeat("z", i))
+		c.text(hot, true)
+		c.text(strings.Repeat("x", 100) + strings.Repeat("y", i%50) + string(rune('a'+i%26)) + strings.Repeat("z", i), true)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -60,7 +60,7 @@ func BenchmarkTexts(b *testing.B) {
 	b.Run("cached", func(b *testing.B) {
 		c := &Texts{}
 		for b.Loop() {
-			c.Text(s)
+			c.text(s, true)
 		}
 	})
 }
