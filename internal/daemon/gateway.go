@@ -376,6 +376,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		intake.Go(func() { _ = g.api.Run(ctx) })
 	}
 	g.runSchedule(ctx, &intake, stopIntake)
+	intake.Go(func() { newStartRelease(func() bool { return g.health.Ready().Ready }).run(ctx) })
 
 	<-ctx.Done()
 	cause := context.Cause(ctx)
