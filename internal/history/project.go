@@ -146,6 +146,7 @@ func Project(system string, msgs []llm.Message, opt Options) View {
 	}
 	mode, cut := p.fit(avail)
 	v.Degradation = mode
+	v.Messages = make([]llm.Message, 0, len(p.msgs)-p.starts[cut])
 	for i := p.starts[cut]; i < len(p.msgs); i++ {
 		m, cost := p.render(i, mode)
 		v.Messages = append(v.Messages, m)

@@ -22,7 +22,9 @@ import (
 // the cached arrays spliced in.
 func splicedRequest(t testing.TB, p *Provider, req llm.Request) *http.Request {
 	t.Helper()
-	env, sp, err := p.envelope(p.chatRequest(req), req.Tools)
+	body := p.chatRequest(req)
+	env, sp, err := p.envelope(body, req.Tools)
+	p.enc.recycle(body.Messages) // as a call does: the next request reuses the slice
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,5 +192,69 @@ func TestChunkDecodingMatchesEncodingJSON(t *testing.T) {
 		if !reflect.DeepEqual(want, got) {
 			t.Errorf("%s:\n encoding/json %+v\n segmentio     %+v", raw, want, got)
 		}
+	}
+}
+
+// The body is read from pieces shared with the cache: every way of reading
+// it gives the same bytes, and reading never changes the pieces.
+func TestPiecesReadsEveryPartInOrder(t *testing.T) {
+	cases := []struct {
+		name  string
+		parts []string
+	}{
+		{"none", nil},
+		{"one", []string{"abc"}},
+		{"several", []string{`{"a":`, "[", `{"role":"user"}`, ",", `{"role":"tool"}`, "]", "}"}},
+		{"long", []string{strings.Repeat("x", 5000), "y", strings.Repeat("z", 70000)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var parts [][]byte
+			for _, p := range tc.parts {
+				parts = append(parts, []byte(p))
+			}
+			want := strings.Join(tc.parts, "")
+			for _, size := range []int{1, 3, 512, 1 << 20} {
+				r := newPieces(parts)
+				var got []byte
+				buf := make([]byte, size)
+				for {
+					n, err := r.Read(buf)
+					got = append(got, buf[:n]...)
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if n == 0 {
+						t.Fatalf("read of %d bytes returned nothing and no error", size)
+					}
+				}
+				if string(got) != want {
+					t.Fatalf("read with a %d-byte buffer: %d bytes, want %d", size, len(got), len(want))
+				}
+			}
+			var w bytes.Buffer
+			r := newPieces(parts)
+			if _, err := r.Read(make([]byte, 2)); err != nil && len(want) > 0 {
+				t.Fatal(err)
+			}
+			if n, err := r.WriteTo(&w); err != nil || int(n) != max(len(want)-2, 0) {
+				t.Fatalf("WriteTo after two bytes: %d, %v", n, err)
+			}
+			if want2 := want[min(2, len(want)):]; w.String() != want2 {
+				t.Fatalf("WriteTo after two bytes wrote %d bytes, want %d", w.Len(), len(want2))
+			}
+			if got := strings.Join(func() []string {
+				var s []string
+				for _, p := range parts {
+					s = append(s, string(p))
+				}
+				return s
+			}(), ""); got != want {
+				t.Fatal("reading changed the pieces")
+			}
+		})
 	}
 }

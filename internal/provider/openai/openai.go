@@ -172,6 +172,7 @@ func (s *stream) run(parent context.Context, req llm.Request) {
 	p.log.Debug("chat completion", zap.String("provider", p.name), zap.String("model", req.Model),
 		zap.Int("messages", len(body.Messages)), zap.Int("tools", len(body.Tools)))
 	env, sp, err := p.envelope(body, req.Tools)
+	p.enc.recycle(body.Messages) // encoded into sp, or not needed after the error
 	if err != nil {
 		s.fail(fmt.Errorf("%s: build request: %w", p.name, err))
 		return

@@ -78,7 +78,7 @@ func (p *Provider) chatRequest(req llm.Request) goopenai.ChatCompletionRequest {
 // results are placed right after the assistant message that called them,
 // one tool message per call in call order; see assistant.
 func (p *Provider) messages(req llm.Request) []goopenai.ChatCompletionMessage {
-	out := make([]goopenai.ChatCompletionMessage, 0, len(req.Messages)+1)
+	out := p.enc.msgSlice(len(req.Messages) + 1)
 	if req.System != "" {
 		out = append(out, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleSystem, Content: req.System})
 	}
