@@ -115,6 +115,45 @@ func TestTypingRefreshedAndCapped(t *testing.T) {
 	}
 }
 
+// With a typing delay, a turn that answers within it shows no indicator at
+// all; a longer one shows it when the delay is over, then as usual.
+func TestTypingWaitsForTheDelay(t *testing.T) {
+	delayed := streaming
+	delayed.TypingDelay = 500 * time.Millisecond
+	tests := []struct {
+		name   string
+		answer time.Duration // when the final arrives
+		want   int           // typing calls by then
+	}{
+		{"answered within the delay", 499 * time.Millisecond, 0},
+		{"answered at the delay", 500 * time.Millisecond, 1},
+		{"a long turn", 9 * time.Second, 3}, // at 0.5, 4.5 and 8.5 s
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, delayed, ManagerConfig{})
+			h.send(1, bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"})
+			if n := len(h.ch.ops("typing")); n != 0 {
+				t.Fatalf("%d typing calls at the turn's start, want none before the delay", n)
+			}
+			for left := tt.answer; left > 0; left -= min(left, 250*time.Millisecond) {
+				h.advance(min(left, 250*time.Millisecond))
+			}
+			if n := len(h.ch.ops("typing")); n != tt.want {
+				t.Fatalf("%d typing calls after %v, want %d", n, tt.answer, tt.want)
+			}
+			h.send(2, bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: "done"})
+			h.advance(30 * time.Second)
+			if n := len(h.ch.ops("typing")); n != tt.want {
+				t.Fatalf("typing after the final: %d calls, want %d", n, tt.want)
+			}
+			if got := h.ch.visible(); joinVisible(got) != "<done>" {
+				t.Fatalf("visible = %q", got)
+			}
+		})
+	}
+}
+
 func TestLongFinalReplacesDraftAndSendsTheRest(t *testing.T) {
 	h := newHarness(t, streaming, ManagerConfig{})
 	h.send(2,

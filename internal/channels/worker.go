@@ -178,7 +178,13 @@ func (w *worker) handle(msg bus.OutboundMessage) {
 		if w.rt.typer != nil && !t.typing {
 			t.typing = true
 			t.typingUntil = now.Add(w.m.cfg.TypingCap)
-			w.sendTyping(t, now)
+			if out.TypingDelay > 0 {
+				// A quick answer needs no indicator, and its delivery does
+				// not wait behind the indicator's call on this worker.
+				t.nextTyping = now.Add(out.TypingDelay)
+			} else {
+				w.sendTyping(t, now)
+			}
 		}
 	case bus.KindDraft:
 		if !out.Streaming {

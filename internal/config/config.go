@@ -157,6 +157,9 @@ type OutputConfig struct {
 	ToolHints bool `mapstructure:"tool_hints"`
 	// EditInterval is the minimum time between edits of one message.
 	EditInterval time.Duration `mapstructure:"edit_interval"`
+	// TypingDelay is how long a turn runs before the typing indicator is
+	// shown; an answer ready sooner arrives without one. 0 shows it at once.
+	TypingDelay time.Duration `mapstructure:"typing_delay"`
 }
 
 // TelegramConfig configures the Telegram channel (S-H2).

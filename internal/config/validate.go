@@ -243,6 +243,9 @@ func validateAccess(p *checker, channel string, a *Access, enabled bool, idHint 
 
 func validateOutput(p *checker, channel string, o *OutputConfig) {
 	p.positive("channels."+channel+".edit_interval", o.EditInterval)
+	if o.TypingDelay < 0 {
+		p.add("channels."+channel+".typing_delay", "must not be negative")
+	}
 }
 
 // telegramSecret is what Telegram accepts as a webhook secret_token: 1-256 of

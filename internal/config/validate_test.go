@@ -239,6 +239,7 @@ func TestValidateRules(t *testing.T) {
 			"channels.telegram.allow_from[1]: must not be empty"},
 		{"telegram api_url", tg(func(t *TelegramConfig) { t.APIURL = "" }), "channels.telegram.api_url: must not be empty"},
 		{"telegram edit_interval", tg(func(t *TelegramConfig) { t.EditInterval = 0 }), "channels.telegram.edit_interval: must be a positive duration"},
+		{"telegram typing_delay", tg(func(t *TelegramConfig) { t.TypingDelay = -time.Second }), "channels.telegram.typing_delay: must not be negative"},
 		{"telegram mode", tg(func(t *TelegramConfig) { t.Mode = "push" }), `channels.telegram.mode: must be one of polling, webhook, got "push"`},
 		{"webhook without url", tg(func(t *TelegramConfig) { t.Mode = "webhook"; t.WebhookSecret = "s" }),
 			"channels.telegram.webhook_url: must be set when mode is webhook"},
