@@ -32,7 +32,7 @@ func TestTextsStaysBounded(t *testing.T) {
 	hot := strings.Repeat("the text every turn reads ", 10)
 	for i := range 1000 {
 		c.text(hot, true)
-		c.text(strings.Repeat("x", 100) + strings.Repeat("y", i%50) + string(rune('a'+i%26)) + strings.Repeat("z", i), true)
+		c.text(strings.Repeat("x", 100)+strings.Repeat("y", i%50)+string(rune('a'+i%26))+strings.Repeat("z", i), true)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
