@@ -1,0 +1,91 @@
+package telegram
+
+import (
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestDecodeUpdate(t *testing.T) {
+	tests := []struct {
+		name    string
+		raw     string
+		id      int64
+		text    string // the message's; "-" for none
+		wantErr bool
+	}{
+		{"a message", `{"update_id":7,"message":{"message_id":1,"date":1,"chat":{"id":5,"type":"private"},"text":"hi"}}`, 7, "hi", false},
+		{"no message (another kind of update)", `{"update_id":8,"edited_message":{"message_id":1}}`, 8, "-", false},
+		{"a null message", `{"update_id":9,"message":null}`, 9, "-", false},
+		{"an unreadable message", `{"update_id":10,"message":{"message_id":"one"}}`, 0, "", true},
+		{"not JSON", `{"update_id":`, 0, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u, err := decodeUpdate([]byte(tt.raw))
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("decoded %+v, want an error", u)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.ID != tt.id {
+				t.Errorf("id %d, want %d", u.ID, tt.id)
+			}
+			switch {
+			case tt.text == "-" && u.Message != nil:
+				t.Errorf("message %+v, want none", u.Message)
+			case tt.text != "-" && (u.Message == nil || u.Message.Text != tt.text || u.Message.Chat.ID != 5):
+				t.Errorf("message %+v, want %q in chat 5", u.Message, tt.text)
+			}
+		})
+	}
+}
+
+// An update without a message costs encoding/json nothing lasting. Decoding
+// a struct with a *models.Message field would build, and keep, the encoders of
+// everything a Message reaches (~300 KB) at the first update of a restart.
+// encoding/json's caches are per process, so this is measured in a fresh one.
+func TestUpdateWithoutAMessageBuildsNoMessageCache(t *testing.T) {
+	const env = "NANOBOT_TELEGRAM_UPDATE_ALLOC_CHILD"
+	if os.Getenv(env) == "1" {
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		before := heap()
+		u, err := decodeUpdate([]byte(`{"update_id":1}`))
+		after := heap()
+		if err != nil || u.Message != nil {
+			t.Fatalf("decoded %+v, %v", u, err)
+		}
+		t.Logf("retained=%d", int64(after)-int64(before))
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestUpdateWithoutAMessageBuildsNoMessageCache$", "-test.v")
+	cmd.Env = append(os.Environ(), env+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	_, rest, ok := strings.Cut(string(out), "retained=")
+	if !ok {
+		t.Fatalf("child reported nothing:\n%s", out)
+	}
+	field, _, _ := strings.Cut(rest, "\n")
+	retained, err := strconv.ParseInt(strings.TrimSpace(field), 10, 64)
+	if err != nil {
+		t.Fatalf("child reported %q: %v", field, err)
+	}
+	if retained > 32<<10 {
+		t.Errorf("decoding an update without a message kept %d bytes, want under 32 KiB", retained)
+	}
+}
