@@ -345,8 +345,7 @@ func (c *Channel) accept(ctx context.Context, raw json.RawMessage) {
 // messages alone take ~300 KB. The message is decoded apart: encoding/json
 // builds a struct's cache, and the encoders of every type it reaches, as
 // soon as that struct is decoded, so a *models.Message field would cost the
-// 300 KB at the first update even without a message in it (an update of
-// another kind, or the one a restart's first poll may bring).
+// 300 KB at the first update even without a message in it.
 type messageUpdate struct {
 	ID      int64           `json:"update_id"`
 	Message json.RawMessage `json:"message"`
