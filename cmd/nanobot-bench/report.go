@@ -234,6 +234,12 @@ func printHistory(w io.Writer, rs []historyResult) {
 	}
 	fmt.Fprintln(w, "### Per-turn cost against session length (one turn at a time)")
 	fmt.Fprintln(w)
+	if len(rs) > 0 && rs[0].Backlog {
+		fmt.Fprintln(w, "Sessions seeded unconsolidated (-history-backlog): the measured turns run beside the background folding of the whole backlog.")
+	} else {
+		fmt.Fprintln(w, "Sessions seeded as the daemon leaves a long session: all but the last half memory window of messages consolidated.")
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| prior messages | runs | turns/run | first turn: added p50 (ms) | later turns: added p50 (ms) | added p90 (ms) | model's own p50 (ms) | gateway CPU/turn (µs) | request (KiB) |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, k := range keys {

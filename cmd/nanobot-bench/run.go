@@ -42,6 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.streamN, "stream-turns", 10, "stream: turns per run")
 	fs.IntVar(&o.maxTurns, "max-concurrent-turns", 0, "agents.max_concurrent_turns for load and history [the config default]")
 	fs.IntVar(&o.memWindow, "memory-window", 0, "history: agents.memory_window [the config default, 100]")
+	fs.BoolVar(&o.backlog, "history-backlog", false, "history: seed the sessions unconsolidated (an imported session, or one whose folding kept failing), so that the measured turns run beside the background folding of the whole backlog; by default all but the last few messages are consolidated, as the daemon leaves a long session")
 	fs.DurationVar(&o.think, "think", 0, "load and api: each chat's pause between a reply and its next message (0: closed loop at full speed)")
 	fs.IntVar(&o.webTurns, "web-turns", 50, "web: turns of each fan-out phase (one client, then -web-clients more) and of the lone client's concurrency phase")
 	fs.IntVar(&o.webClients, "web-clients", 100, "web: browser-like clients streaming the conversation in the second fan-out phase, and chatting at once in the second concurrency phase")
@@ -237,8 +238,8 @@ func intList(s string) ([]int, error) {
 }
 
 func (o options) describe() string {
-	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d think=%v pin=%v web-turns=%d web-clients=%d web-client-turns=%d workers=%v scale-chats=%d model-delay=%v scale-sessions=%q godebug=%q",
-		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.think, o.pin != nil, o.webTurns, o.webClients, o.webClientTurns,
+	return fmt.Sprintf("runs=%d chats=%v api-clients=%v warmup=%v window=%v prior=%v history-chats=%d history-turns=%d settle=%v working-set=%v stream-turns=%d max-concurrent-turns=%d memory-window=%d history-backlog=%v think=%v pin=%v web-turns=%d web-clients=%d web-client-turns=%d workers=%v scale-chats=%d model-delay=%v scale-sessions=%q godebug=%q",
+		o.runs, o.chats, o.apiClients, o.warmup, o.window, o.prior, o.histChats, o.histTurns, o.settle, o.workingSet, o.streamN, o.maxTurns, o.memWindow, o.backlog, o.think, o.pin != nil, o.webTurns, o.webClients, o.webClientTurns,
 		o.workers, o.scaleChats, o.modelDelay, o.scaleSessions, o.godebug)
 }
 

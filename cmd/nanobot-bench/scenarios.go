@@ -30,6 +30,7 @@ type options struct {
 	streamN    int
 	maxTurns   int
 	memWindow  int
+	backlog    bool // history: seed the sessions unconsolidated
 	think      time.Duration
 	keep       bool
 	pprofAddr  string
@@ -207,6 +208,9 @@ func runScale(ctx context.Context, o options, workers int) (loadResult, error) {
 // historyResult is the per-turn cost with sessions of Prior messages.
 type historyResult struct {
 	Prior int
+	// Backlog: the sessions were seeded unconsolidated, so their first
+	// turns set off folding the whole backlog in the background.
+	Backlog bool
 	// First is the first turn of each chat after the start: it reads the
 	// session file.
 	First latencies
@@ -232,8 +236,12 @@ func (r historyResult) CPUPerTurn() time.Duration {
 // metered. Each chat does only a few turns, so its session stays at about
 // prior messages.
 func runHistory(ctx context.Context, o options, prior int) (historyResult, error) {
-	res := historyResult{Prior: prior}
-	s := setup{MaxConcurrentTurns: o.maxTurns, MemoryWindow: o.memWindow, Seed: seedSessions(o.histChats, prior)}
+	res := historyResult{Prior: prior, Backlog: o.backlog}
+	tail := prior
+	if !o.backlog {
+		tail = steadyTail(prior, o.memWindow)
+	}
+	s := setup{MaxConcurrentTurns: o.maxTurns, MemoryWindow: o.memWindow, Seed: seedSessions(o.histChats, prior, tail)}
 	err := withGateway(ctx, o, s, func(h *harness, _ ready) error {
 		d := newDriver(h, o.histChats)
 		var first, added, model []time.Duration

@@ -13,20 +13,41 @@ import (
 )
 
 // seedSessions returns a Seed that gives each of the first chats a session
-// of prior messages, written by the session store itself so the files are
-// exactly what the gateway would have written.
-func seedSessions(chats, prior int) func(workspace string) error {
+// of prior messages, the last tail of them not consolidated yet, written by
+// the session store itself so the files are exactly what the gateway would
+// have written.
+func seedSessions(chats, prior, tail int) func(workspace string) error {
 	return func(ws string) error {
 		store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, zap.NewNop())
 		msgs := priorMessages(prior, time.Now().Add(-time.Duration(prior)*time.Minute))
+		consolidated := prior - tail
 		for i := range chats {
-			if _, err := store.Append(sessionKey(chatID(i)), msgs...); err != nil {
+			key := sessionKey(chatID(i))
+			if _, err := store.Append(key, msgs...); err != nil {
 				_ = store.Close()
 				return fmt.Errorf("seed %d messages: %w", prior, err)
+			}
+			if consolidated > 0 {
+				if err := store.SetMeta(key, session.MetaUpdate{Consolidated: &consolidated}); err != nil {
+					_ = store.Close()
+					return fmt.Errorf("seed consolidation pointer: %w", err)
+				}
 			}
 		}
 		return store.Close()
 	}
+}
+
+// steadyTail is how many messages a long session the daemon keeps has not
+// consolidated yet, here: half its memory window (the config default, 100,
+// when window is 0), rounded down to whole turns so the tail starts with a
+// user message, and never more than the session.
+func steadyTail(prior, window int) int {
+	if window <= 0 {
+		window = 100
+	}
+	tail := window / 2 / 2 * 2
+	return min(prior, max(tail, 2))
 }
 
 // priorMessages is a conversation of n messages, user and assistant in
