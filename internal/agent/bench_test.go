@@ -126,12 +126,12 @@ func BenchmarkPromptBuild(b *testing.B) {
 	}
 	age(b, ws)
 	pb := &PromptBuilder{Workspace: ws, Version: "bench", Skills: skills.Loader{Builtin: builtin.FS()}}
-	if _, err := pb.Build(); err != nil {
+	if _, _, err := pb.BuildEstimated(); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := pb.Build(); err != nil {
+		if _, _, err := pb.BuildEstimated(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -119,12 +119,6 @@ type signature struct {
 	settled bool
 }
 
-// Build returns the system prompt.
-func (b *PromptBuilder) Build() (string, error) {
-	p, _, err := b.BuildEstimated()
-	return p, err
-}
-
 // BuildEstimated returns the system prompt and its token estimate
 // (history.EstimateText), cached with the prompt so that a turn does not
 // estimate the same prompt again (pass it as history.Options.SystemTokens).
