@@ -1,0 +1,151 @@
+package session
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// decodedBack is the reference readBack must equal: the message as the
+// store's encoder writes it and decodeMessage reads it.
+func decodedBack(t *testing.T, m llm.Message) llm.Message {
+	t.Helper()
+	enc := newEncoder()
+	if err := enc.enc.Encode(m); err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	back, err := decodeMessage(enc.buf.Bytes())
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	return back
+}
+
+func TestReadBackMatchesDecoding(t *testing.T) {
+	stamp := time.Date(2026, 11, 26, 21, 4, 5, 123456789, time.UTC)
+	berlin := time.FixedZone("CET", 3600)
+	meta := &llm.Meta{Route: "default", Provider: "openai", API: "openai", Model: "gpt-x", StopReason: "stop",
+		Usage: llm.Usage{InputTokens: 7000, OutputTokens: 12}, MessageIDs: []string{"41", "42"}}
+	call := llm.Part{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: "c1", Name: "read_file", Arguments: json.RawMessage(`{ "path" : "a" }`)}}
+	tests := []struct {
+		name string
+		m    llm.Message
+		fast bool // readBack must answer without the decoder
+	}{
+		{"user text, stamped", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("hello <b>&</b>\u2028\n\"q\"")}, Time: stamp}, true},
+		{"answer with meta", llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
+			{Kind: llm.PartThinking, Text: "hmm", Signature: "sig"}, {Kind: llm.PartThinking, Text: "x", Redacted: true}, llm.Text("hi")},
+			Time: stamp, Meta: meta}, true},
+		{"summary and gist", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "long", Summary: "s", Gist: "g"}}, Time: stamp}, true},
+		{"no time", llm.NewText(llm.RoleUser, "x"), true},
+		{"empty meta ids", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("x")}, Time: stamp, Meta: &llm.Meta{MessageIDs: []string{}}}, true},
+		{"empty meta", llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("x")}, Time: stamp, Meta: &llm.Meta{}}, true},
+		{"no parts", llm.Message{Role: llm.RoleAssistant, Time: stamp}, true},
+		{"empty parts", llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{}, Time: stamp}, true},
+		{"another zone", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("x")}, Time: stamp.In(berlin)}, true},
+		{"local time with a monotonic reading", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("x")}, Time: time.Now()}, true},
+		{"invalid UTF-8 in text", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("a\xffb")}, Time: stamp}, false},
+		{"invalid UTF-8 in a message id", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("x")}, Time: stamp, Meta: &llm.Meta{MessageIDs: []string{"\xc3"}}}, false},
+		{"invalid UTF-8 in the model", llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("x")}, Time: stamp, Meta: &llm.Meta{Model: "m\xfe"}}, false},
+		{"tool call", llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{call}, Time: stamp}, false},
+		{"tool result", llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult,
+			Result: &llm.ToolResult{ToolCallID: "c1", Name: "read_file", Content: llm.PlainContent("ok")}}}, Time: stamp}, false},
+		{"image", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartImage, Image: &llm.Image{MIME: "image/png", URL: "u"}}}, Time: stamp}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := decodedBack(t, tt.m)
+			got, ok := readBack(tt.m)
+			if ok != tt.fast {
+				t.Fatalf("readBack ok = %v, want %v", ok, tt.fast)
+			}
+			if !ok {
+				return
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("readBack differs from the decoder\n got: %#v\nwant: %#v", got, want)
+			}
+			if len(got.Parts) > 0 && &got.Parts[0] == &tt.m.Parts[0] {
+				t.Fatal("readBack shares the parts with its argument")
+			}
+			if got.Meta != nil && got.Meta == tt.m.Meta {
+				t.Fatal("readBack shares the meta with its argument")
+			}
+		})
+	}
+}
+
+// TestReadBackRandom compares readBack with the decoder on random messages
+// of the kinds it answers for, strings drawn from bytes that need escaping,
+// invalid UTF-8 among them.
+func TestReadBackRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 2026))
+	alphabet := []string{"a", "é", "\n", "\"", "\\", "<", "&", "\u2028", "\x00", "\x1f", "\xff", "\xe2\x82", "😀", " "}
+	str := func() string {
+		s := ""
+		for range rng.IntN(6) {
+			s += alphabet[rng.IntN(len(alphabet))]
+		}
+		return s
+	}
+	zones := []*time.Location{time.UTC, time.FixedZone("", -7*3600), time.FixedZone("X", 5*3600+1800), time.Local}
+	fast := 0
+	for i := range 3000 {
+		m := llm.Message{Role: []llm.Role{llm.RoleUser, llm.RoleAssistant, llm.RoleSystem}[rng.IntN(3)]}
+		for range rng.IntN(3) {
+			kind := llm.PartText
+			if m.Role == llm.RoleAssistant && rng.IntN(2) == 0 {
+				kind = llm.PartThinking
+			}
+			m.Parts = append(m.Parts, llm.Part{Kind: kind,
+				Text: str(), Summary: str(), Gist: str(), Signature: str(), Redacted: rng.IntN(2) == 0})
+		}
+		if rng.IntN(4) > 0 {
+			m.Time = time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).In(zones[rng.IntN(len(zones))])
+		}
+		if rng.IntN(2) == 0 {
+			m.Meta = &llm.Meta{Route: str(), Model: str(), Usage: llm.Usage{InputTokens: rng.IntN(9)}, Synthetic: rng.IntN(2) == 0}
+			for range rng.IntN(3) {
+				m.Meta.MessageIDs = append(m.Meta.MessageIDs, str())
+			}
+		}
+		want := decodedBack(t, m)
+		got, ok := readBack(m)
+		if !ok {
+			continue
+		}
+		fast++
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("message %d: readBack differs from the decoder\n got: %#v\nwant: %#v", i, got, want)
+		}
+	}
+	if fast < 300 {
+		t.Fatalf("only %d of 3000 random messages took the fast path; the test compares too few", fast)
+	}
+}
+
+// TestReadBackKnowsEveryField fails when a message type gains a field, so
+// that whoever adds it decides whether readBack copies it as it reads back
+// or must send such messages through the decoder.
+func TestReadBackKnowsEveryField(t *testing.T) {
+	known := map[reflect.Type][]string{
+		reflect.TypeFor[llm.Message](): {"Role", "Parts", "Time", "Meta"},
+		reflect.TypeFor[llm.Part](): {"Kind", "Text", "Summary", "Gist", "Signature", "Redacted", "Call", "Result", "Image", "File"},
+		reflect.TypeFor[llm.Meta](): {"Route", "Provider", "API", "Model", "Usage", "StopReason", "Synthetic", "MessageIDs"},
+		reflect.TypeFor[llm.Usage](): {"InputTokens", "OutputTokens", "CacheReadTokens", "CacheWriteTokens", "ReasoningTokens"},
+	}
+	for typ, want := range known {
+		var got []string
+		for f := range typ.Fields() {
+			got = append(got, f.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s has fields %v; readBack knows %v: teach readBack the new field (or exclude such messages), then update this list", typ, got, want)
+		}
+	}
+}
