@@ -135,9 +135,9 @@ func TestReadBackRandom(t *testing.T) {
 func TestReadBackKnowsEveryField(t *testing.T) {
 	known := map[reflect.Type][]string{
 		reflect.TypeFor[llm.Message](): {"Role", "Parts", "Time", "Meta"},
-		reflect.TypeFor[llm.Part](): {"Kind", "Text", "Summary", "Gist", "Signature", "Redacted", "Call", "Result", "Image", "File"},
-		reflect.TypeFor[llm.Meta](): {"Route", "Provider", "API", "Model", "Usage", "StopReason", "Synthetic", "MessageIDs"},
-		reflect.TypeFor[llm.Usage](): {"InputTokens", "OutputTokens", "CacheReadTokens", "CacheWriteTokens", "ReasoningTokens"},
+		reflect.TypeFor[llm.Part]():    {"Kind", "Text", "Summary", "Gist", "Signature", "Redacted", "Call", "Result", "Image", "File"},
+		reflect.TypeFor[llm.Meta]():    {"Route", "Provider", "API", "Model", "Usage", "StopReason", "Synthetic", "MessageIDs"},
+		reflect.TypeFor[llm.Usage]():   {"InputTokens", "OutputTokens", "CacheReadTokens", "CacheWriteTokens", "ReasoningTokens"},
 	}
 	for typ, want := range known {
 		var got []string
