@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
@@ -55,6 +57,9 @@ type encoder struct {
 	// are dead once encoded, and at ~200 bytes a message they were a
 	// twelfth of the bytes a turn allocated.
 	bufs sync.Pool // of *[]goopenai.ChatCompletionMessage
+	// bodies recycles request bodies (see splice), which were a quarter
+	// of the bytes a turn allocated.
+	bodies sync.Pool // of *[]byte
 }
 
 // msgSlice returns an empty slice with room for n messages.
@@ -200,6 +205,61 @@ type splice struct {
 	messages [][]byte
 	msgSize  int
 	tools    []byte
+
+	// The body apply builds comes from bodies and goes back there once
+	// net/http is done reading it (release). attempts counts the sends that
+	// may read it — the first and one per GetBody, for a retry or a
+	// redirect — and written those whose write has finished (httptrace's
+	// WroteRequest, reported for HTTP/1 and HTTP/2 after the body, or its
+	// failure).
+	bodies            *sync.Pool // of *[]byte
+	body              *[]byte
+	attempts, written atomic.Int32
+}
+
+// maxPooledBody is the largest request body kept for reuse: a few long
+// contexts must not pin their megabytes.
+const maxPooledBody = 256 << 10
+
+// buffer returns an empty slice with room for n bytes, from bodies when it
+// holds one large enough, and keeps it as the body release gives back.
+func (sp *splice) buffer(n int) []byte {
+	if sp.bodies != nil {
+		if b, ok := sp.bodies.Get().(*[]byte); ok {
+			if cap(*b) >= n {
+				sp.body = b
+				return (*b)[:0]
+			}
+			sp.bodies.Put(b)
+		}
+	}
+	b := make([]byte, 0, n)
+	sp.body = &b
+	return b
+}
+
+// trace is the hook that counts finished writes; it goes into the
+// request's context.
+func (sp *splice) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { sp.written.Add(1) }}
+}
+
+// release gives the body back for another call. It is called once the call
+// is over (the response read and closed), and keeps the body unless every
+// send that could read it has finished writing: a retry that never got to
+// write, or a write still going when an early response came, leaves the
+// body to the GC.
+func (sp *splice) release() {
+	if sp.body == nil || sp.written.Load() != sp.attempts.Load() {
+		return
+	}
+	b := sp.body
+	sp.body = nil
+	if cap(*b) > maxPooledBody {
+		return
+	}
+	*b = (*b)[:0]
+	sp.bodies.Put(b)
 }
 
 // envelope returns body with placeholders instead of its messages and tools,
@@ -209,7 +269,7 @@ func (p *Provider) envelope(body goopenai.ChatCompletionRequest, specs []llm.Too
 	if err != nil {
 		return body, nil, err
 	}
-	sp := &splice{messages: msgs, msgSize: size}
+	sp := &splice{messages: msgs, msgSize: size, bodies: &p.enc.bodies}
 	body.Messages = []goopenai.ChatCompletionMessage{{Role: messagesMark}}
 	if len(body.Tools) > 0 {
 		if sp.tools, err = p.enc.tools(specs, body.Tools); err != nil {
@@ -222,29 +282,29 @@ func (p *Provider) envelope(body goopenai.ChatCompletionRequest, specs []llm.Too
 }
 
 // apply replaces req's body, go-openai's encoding of the envelope, with the
-// whole request. The body stays one *bytes.Reader: net/http writes the
+// whole request, and returns req with the trace that lets release reuse it. The body stays one *bytes.Reader: net/http writes the
 // headers and a body of that type in one write, where any other reader has
 // it flush the headers first and copy the body through a fresh 32 KiB
 // buffer (a body read from the pieces in place, tried, cost more than the
 // copy it saved; TestRequestLeavesInOneWrite).
-func (sp *splice) apply(req *http.Request) error {
+func (sp *splice) apply(req *http.Request) (*http.Request, error) {
 	env, err := io.ReadAll(req.Body)
 	_ = req.Body.Close()
 	if err != nil {
-		return fmt.Errorf("read request envelope: %w", err)
+		return nil, fmt.Errorf("read request envelope: %w", err)
 	}
 	mi := bytes.Index(env, messagesHole)
 	if mi < 0 {
-		return fmt.Errorf("request envelope has no messages placeholder")
+		return nil, fmt.Errorf("request envelope has no messages placeholder")
 	}
 	ti := -1
 	if sp.tools != nil {
 		if ti = bytes.Index(env[mi:], toolsHole); ti < 0 {
-			return fmt.Errorf("request envelope has no tools placeholder")
+			return nil, fmt.Errorf("request envelope has no tools placeholder")
 		}
 		ti += mi
 	}
-	out := make([]byte, 0, len(env)+sp.msgSize+len(sp.messages)+1+len(sp.tools))
+	out := sp.buffer(len(env) + sp.msgSize + len(sp.messages) + 1 + len(sp.tools))
 	out = append(out, env[:mi]...)
 	out = append(out, '[')
 	for i, m := range sp.messages {
@@ -263,6 +323,10 @@ func (sp *splice) apply(req *http.Request) error {
 	}
 	req.Body = io.NopCloser(bytes.NewReader(out))
 	req.ContentLength = int64(len(out))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
-	return nil
+	req.GetBody = func() (io.ReadCloser, error) {
+		sp.attempts.Add(1)
+		return io.NopCloser(bytes.NewReader(out)), nil
+	}
+	sp.attempts.Store(1)
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), sp.trace())), nil
 }

@@ -22,6 +22,13 @@ import (
 // the cached arrays spliced in.
 func splicedRequest(t testing.TB, p *Provider, req llm.Request) *http.Request {
 	t.Helper()
+	hr, _ := splicedWith(t, p, req)
+	return hr
+}
+
+// splicedWith is splicedRequest, with the splice that built the request.
+func splicedWith(t testing.TB, p *Provider, req llm.Request) (*http.Request, *splice) {
+	t.Helper()
 	body := p.chatRequest(req)
 	env, sp, err := p.envelope(body, req.Tools)
 	p.enc.recycle(body.Messages) // as a call does: the next request reuses the slice
@@ -36,10 +43,10 @@ func splicedRequest(t testing.TB, p *Provider, req llm.Request) *http.Request {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sp.apply(hr); err != nil {
+	if hr, err = sp.apply(hr); err != nil {
 		t.Fatal(err)
 	}
-	return hr
+	return hr, sp
 }
 
 // spliced is the body of splicedRequest.

@@ -39,7 +39,8 @@ func (d *doer) closeBody() {
 
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	if d.splice != nil {
-		if err := d.splice.apply(req); err != nil {
+		var err error
+		if req, err = d.splice.apply(req); err != nil {
 			return nil, err
 		}
 	}

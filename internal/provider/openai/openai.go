@@ -184,7 +184,10 @@ func (s *stream) run(parent context.Context, req llm.Request) {
 		s.fail(p.callError(parent, ctx, d, err))
 		return
 	}
-	defer cs.Close()
+	defer func() {
+		cs.Close()
+		sp.release() // after Close: net/http may still hold the request until then
+	}()
 	s.read(parent, ctx, cs, d)
 }
 
