@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,35 +86,9 @@ func TestReadBackMatchesDecoding(t *testing.T) {
 // invalid UTF-8 among them.
 func TestReadBackRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 2026))
-	alphabet := []string{"a", "é", "\n", "\"", "\\", "<", "&", "\u2028", "\x00", "\x1f", "\xff", "\xe2\x82", "😀", " "}
-	str := func() string {
-		s := ""
-		for range rng.IntN(6) {
-			s += alphabet[rng.IntN(len(alphabet))]
-		}
-		return s
-	}
-	zones := []*time.Location{time.UTC, time.FixedZone("", -7*3600), time.FixedZone("X", 5*3600+1800), time.Local}
 	fast := 0
 	for i := range 3000 {
-		m := llm.Message{Role: []llm.Role{llm.RoleUser, llm.RoleAssistant, llm.RoleSystem}[rng.IntN(3)]}
-		for range rng.IntN(3) {
-			kind := llm.PartText
-			if m.Role == llm.RoleAssistant && rng.IntN(2) == 0 {
-				kind = llm.PartThinking
-			}
-			m.Parts = append(m.Parts, llm.Part{Kind: kind,
-				Text: str(), Summary: str(), Gist: str(), Signature: str(), Redacted: rng.IntN(2) == 0})
-		}
-		if rng.IntN(4) > 0 {
-			m.Time = time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).In(zones[rng.IntN(len(zones))])
-		}
-		if rng.IntN(2) == 0 {
-			m.Meta = &llm.Meta{Route: str(), Model: str(), Usage: llm.Usage{InputTokens: rng.IntN(9)}, Synthetic: rng.IntN(2) == 0}
-			for range rng.IntN(3) {
-				m.Meta.MessageIDs = append(m.Meta.MessageIDs, str())
-			}
-		}
+		m := randomPlain(rng)
 		want := decodedBack(t, m)
 		got, ok := readBack(m)
 		if !ok {
@@ -126,6 +101,91 @@ func TestReadBackRandom(t *testing.T) {
 	}
 	if fast < 300 {
 		t.Fatalf("only %d of 3000 random messages took the fast path; the test compares too few", fast)
+	}
+}
+
+// randomPlain returns a random message of the kinds readBack and
+// appendPlain answer for, its strings drawn from bytes that need escaping
+// (invalid UTF-8 among them), its time in several zones or none.
+func randomPlain(rng *rand.Rand) llm.Message {
+	alphabet := []string{"a", "é", "\n", "\"", "\\", "<", "&", "\u2028", "\u2029", "\x00", "\x1f", "\x7f", "\b", "\f", "\t", "\r", "\xff", "\xe2\x82", "😀", " ", "/"}
+	str := func() string {
+		s := ""
+		for range rng.IntN(6) {
+			s += alphabet[rng.IntN(len(alphabet))]
+		}
+		return s
+	}
+	zones := []*time.Location{time.UTC, time.FixedZone("", -7*3600), time.FixedZone("X", 5*3600+1800), time.FixedZone("S", 3600+17), time.Local}
+	m := llm.Message{Role: []llm.Role{llm.RoleUser, llm.RoleAssistant, llm.RoleSystem}[rng.IntN(3)]}
+	switch rng.IntN(8) {
+	case 0: // nil parts
+	case 1:
+		m.Parts = []llm.Part{}
+	default:
+		for range 1 + rng.IntN(3) {
+			kind := llm.PartText
+			if m.Role == llm.RoleAssistant && rng.IntN(2) == 0 {
+				kind = llm.PartThinking
+			}
+			m.Parts = append(m.Parts, llm.Part{Kind: kind,
+				Text: str(), Summary: str(), Gist: str(), Signature: str(), Redacted: rng.IntN(2) == 0})
+		}
+	}
+	if rng.IntN(4) > 0 {
+		m.Time = time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).In(zones[rng.IntN(len(zones))])
+	}
+	if rng.IntN(2) == 0 {
+		m.Meta = &llm.Meta{Route: str(), Provider: str(), API: str(), Model: str(), StopReason: str(), Synthetic: rng.IntN(2) == 0}
+		if rng.IntN(2) == 0 {
+			m.Meta.Usage = llm.Usage{InputTokens: rng.IntN(3) * 70000, OutputTokens: rng.IntN(2), CacheReadTokens: rng.IntN(2) * -5,
+				CacheWriteTokens: rng.IntN(2), ReasoningTokens: rng.IntN(2) * 1 << 40}
+		}
+		for range rng.IntN(3) {
+			m.Meta.MessageIDs = append(m.Meta.MessageIDs, str())
+		}
+	}
+	return m
+}
+
+// appendPlain writes what encoding/json writes, byte for byte, for every
+// message it answers for, and answers for all of randomPlain's.
+func TestAppendPlainIsEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 11))
+	encoded := func(m llm.Message) string {
+		enc := newEncoder()
+		if err := enc.enc.Encode(m); err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+		return strings.TrimSuffix(enc.buf.String(), "\n")
+	}
+	for i := range 5000 {
+		m := randomPlain(rng)
+		got, ok := appendPlain([]byte("prefix"), &m)
+		if !ok {
+			t.Fatalf("message %d: appendPlain refused %#v", i, m)
+		}
+		if want := "prefix" + encoded(m); string(got) != want {
+			t.Fatalf("message %d: appendPlain differs from encoding/json\n got: %s\nwant: %s", i, got, want)
+		}
+	}
+	stamp := time.Date(2026, 11, 26, 21, 4, 5, 0, time.UTC)
+	refused := []struct {
+		name string
+		m    llm.Message
+	}{
+		{"tool call", llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: "c", Name: "n"}}}, Time: stamp}},
+		{"tool result", llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, Result: &llm.ToolResult{ToolCallID: "c"}}}}},
+		{"image", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartImage, Image: &llm.Image{URL: "u"}}}}},
+		{"file", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartFileRef, File: &llm.FileRef{Path: "p"}}}}},
+		{"year 10000", llm.Message{Role: llm.RoleUser, Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}},
+		{"year -1", llm.Message{Role: llm.RoleUser, Time: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)}},
+		{"a zone 24 hours off", llm.Message{Role: llm.RoleUser, Time: stamp.In(time.FixedZone("", 24*3600))}},
+	}
+	for _, tt := range refused {
+		if got, ok := appendPlain([]byte("x"), &tt.m); ok || string(got) != "x" {
+			t.Errorf("%s: appendPlain = %q, %v; want it refused and nothing appended", tt.name, got, ok)
+		}
 	}
 }
 

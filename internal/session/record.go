@@ -65,20 +65,24 @@ func (e *encoder) record(r record) error {
 func (e *encoder) message(m llm.Message) (llm.Message, error) {
 	start := e.buf.Len()
 	e.buf.WriteString(`{"type":"message","message":`)
-	if err := e.enc.Encode(m); err != nil {
-		e.buf.Truncate(start)
-		return llm.Message{}, err
+	if b, ok := appendPlain(e.buf.AvailableBuffer(), &m); ok {
+		e.buf.Write(b)
+	} else {
+		if err := e.enc.Encode(m); err != nil {
+			e.buf.Truncate(start)
+			return llm.Message{}, err
+		}
+		e.buf.Truncate(e.buf.Len() - 1) // Encode's '\n'
 	}
 	back, ok := readBack(m)
 	if !ok {
-		body := e.buf.Bytes()[start+len(`{"type":"message","message":`) : e.buf.Len()-1]
+		body := e.buf.Bytes()[start+len(`{"type":"message","message":`):]
 		var err error
 		if back, err = decodeMessage(body); err != nil {
 			e.buf.Truncate(start)
 			return llm.Message{}, fmt.Errorf("does not read back: %w", err)
 		}
 	}
-	e.buf.Truncate(e.buf.Len() - 1) // drop Encode's '\n' to close the record first
 	e.buf.WriteString("}\n")
 	return back, nil
 }
