@@ -11,10 +11,11 @@ import (
 // that walks the whole window (Window, then Project) pays a map lookup per
 // text instead of scanning it again.
 //
-// Only Window adds texts, and only the stored session's: the current turn's
-// messages are stored later as copies decoded from the file, so their texts
-// would never be looked up again and would only be kept alive. Project and
-// the turn's messages look up without adding. A Texts belongs with one loaded
+// Only Window adds texts, and only the stored session's: Project and the
+// current turn's messages look up without adding, so a text enters the cache
+// when it comes back, stored, in a later turn's window (the store keeps a
+// plain message's texts as the turn had them, and decodes a copy of any
+// other), and a turn that is never stored leaves nothing behind. A Texts belongs with one loaded
 // copy of a session (the agent keeps it in the session's Snapshot.Memo), so it
 // never keeps texts alive past the messages that hold them.
 //

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
@@ -76,6 +77,14 @@ func TestReadBackMatchesDecoding(t *testing.T) {
 			}
 			if got.Meta != nil && got.Meta == tt.m.Meta {
 				t.Fatal("readBack shares the meta with its argument")
+			}
+			for i, p := range got.Parts {
+				if p.Text != "" && unsafe.StringData(p.Text) == unsafe.StringData(tt.m.Parts[i].Text) {
+					t.Fatalf("part %d: readBack shares the text with its argument", i)
+				}
+			}
+			if got.Meta != nil && got.Meta.Model != "" && unsafe.StringData(got.Meta.Model) == unsafe.StringData(tt.m.Meta.Model) {
+				t.Fatal("readBack shares the model's name with its argument")
 			}
 		})
 	}

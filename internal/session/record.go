@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -93,7 +94,7 @@ func (e *encoder) message(m llm.Message) (llm.Message, error) {
 // thinking: a user's message and a model's answer, most of a session) and
 // strings of valid UTF-8 (encoding/json writes U+FFFD for a stray byte). ok
 // is false for any other message, which the caller reads back from its
-// bytes. The copy shares no slice with m. TestReadBackMatchesDecoding holds
+// bytes. The copy shares no slice and no text with m. TestReadBackMatchesDecoding holds
 // it to the decoder, and fails when llm.Message gains a field this does not
 // know.
 func readBack(m llm.Message) (back llm.Message, ok bool) {
@@ -122,7 +123,53 @@ func readBack(m llm.Message) (back llm.Message, ok bool) {
 		}
 		back.Meta = &meta
 	}
+	ownStrings(&back)
 	return back, true
+}
+
+// ownStrings gives the texts of m (its parts' and its meta's) one copy of
+// their own, in one allocation, as the decoder would give them theirs. The
+// session keeps them for its life, and the turn's strings may hold more
+// than their bytes: a strings.Builder's with room to spare, or a slice of
+// a larger buffer.
+func ownStrings(m *llm.Message) {
+	n := 0
+	eachString(m, func(s *string) { n += len(*s) })
+	if n == 0 {
+		return
+	}
+	var b strings.Builder
+	b.Grow(n)
+	eachString(m, func(s *string) { b.WriteString(*s) })
+	all, off := b.String(), 0
+	eachString(m, func(s *string) {
+		if l := len(*s); l > 0 {
+			*s = all[off : off+l]
+			off += l
+		}
+	})
+}
+
+// eachString calls f with every text of m that ownStrings copies; the role
+// and part kinds are left shared, being the package's constants.
+func eachString(m *llm.Message, f func(*string)) {
+	for i := range m.Parts {
+		p := &m.Parts[i]
+		f(&p.Text)
+		f(&p.Summary)
+		f(&p.Gist)
+		f(&p.Signature)
+	}
+	if mt := m.Meta; mt != nil {
+		f(&mt.Route)
+		f(&mt.Provider)
+		f(&mt.API)
+		f(&mt.Model)
+		f(&mt.StopReason)
+		for i := range mt.MessageIDs {
+			f(&mt.MessageIDs[i])
+		}
+	}
 }
 
 // readBackTime returns t as it reads back from JSON: in UTC and without a

@@ -225,12 +225,12 @@ const maxPooledBody = 256 << 10
 // holds one large enough, and keeps it as the body release gives back.
 func (sp *splice) buffer(n int) []byte {
 	if sp.bodies != nil {
-		if b, ok := sp.bodies.Get().(*[]byte); ok {
-			if cap(*b) >= n {
-				sp.body = b
-				return (*b)[:0]
-			}
-			sp.bodies.Put(b)
+		// One that is too small is dropped, not put back: the pool then
+		// holds about one body per call under way, each as large as the
+		// largest recent request.
+		if b, ok := sp.bodies.Get().(*[]byte); ok && cap(*b) >= n {
+			sp.body = b
+			return (*b)[:0]
 		}
 	}
 	b := make([]byte, 0, n)
