@@ -53,6 +53,11 @@ type Reply struct {
 	Delay time.Duration
 	// ChunkDelay is slept between deltas.
 	ChunkDelay time.Duration
+	// HoldEnd, when set, keeps the response open after its last event
+	// until the channel is closed, so the end of the body (HTTP/1's last
+	// chunk) reaches the client after the stream's end, as it may over a
+	// real network. The OpenAI fake's Chat Completions stream honours it.
+	HoldEnd <-chan struct{}
 
 	// RedactedThinking, when set, is sent (Anthropic) as one redacted_thinking
 	// block carrying this opaque data, before any thinking.

@@ -250,6 +250,13 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, id, model s
 	}
 	_, _ = w.Write(sseDone)
 	flusher.Flush()
+	if reply.HoldEnd != nil {
+		select {
+		case <-reply.HoldEnd:
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+	}
 }
 
 type streamChunk struct {

@@ -3,14 +3,18 @@ package openai
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
@@ -85,4 +89,46 @@ func TestFinishedCallsReuseTheBody(t *testing.T) {
 		}
 	}
 	t.Fatal("20 finished calls left no body for reuse")
+}
+
+// A stream that has ended keeps its connection for the next call even when
+// the end of its body comes after "[DONE]": the rest is read before the body
+// is closed, where closing it early would make net/http drop the connection.
+// The fake holds the body open after [DONE] until the caller has the whole
+// answer.
+func TestFinishedStreamKeepsItsConnection(t *testing.T) {
+	script := &fakellm.Script{}
+	fake := openaifake.New(t, script)
+	var dials atomic.Int64
+	var d net.Dialer
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return d.DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	cfg := config.ProviderConfig{Kind: "openai", APIKey: fake.APIKey(), BaseURL: fake.URL()}
+	p := New("test", cfg, &http.Client{Transport: tr}, zaptest.NewLogger(t))
+	p.drainWait = time.Minute // the end comes once the test has the answer; no timing is tested
+	req := llm.Request{Model: "gpt-4o", Messages: []llm.Message{llm.NewText(llm.RoleUser, "hi")}}
+	for i := range 3 {
+		hold := make(chan struct{})
+		script.Push(fakellm.Reply{Text: "hello there", HoldEnd: hold})
+		var text string
+		for d := range p.Stream(context.Background(), req) {
+			switch d.Kind {
+			case llm.DeltaText:
+				text += d.Text
+			case llm.DeltaError:
+				t.Fatalf("call %d: %v", i, d.Err)
+			case llm.DeltaDone:
+				close(hold) // the answer is whole: now let the body end
+			}
+		}
+		if text != "hello there" {
+			t.Fatalf("call %d: text %q", i, text)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("3 calls dialled %d connections, want 1: a finished stream's connection was dropped", n)
+	}
 }

@@ -52,6 +52,9 @@ type Provider struct {
 	// now and newID are replaced in tests.
 	now   func() time.Time
 	newID func() string
+	// drainWait bounds the wait for the end of a finished stream's body
+	// (doer.drain); tests give a slow machine longer.
+	drainWait time.Duration
 }
 
 // New returns the adapter for providers.<name>. httpClient may be nil (a
@@ -69,14 +72,15 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 		base = defaultBaseURL
 	}
 	return &Provider{
-		name:    name,
-		cfg:     cfg,
-		baseURL: base,
-		http:    httpClient,
-		log:     log,
-		enc:     &encoder{},
-		now:     time.Now,
-		newID:   randomCallID,
+		name:      name,
+		cfg:       cfg,
+		baseURL:   base,
+		http:      httpClient,
+		log:       log,
+		enc:       &encoder{},
+		now:       time.Now,
+		newID:     randomCallID,
+		drainWait: drainWait,
 	}
 }
 
@@ -185,6 +189,9 @@ func (s *stream) run(parent context.Context, req llm.Request) {
 		return
 	}
 	defer func() {
+		if d.ended {
+			d.drain(cancel, p.drainWait)
+		}
 		cs.Close()
 		sp.release() // after Close: net/http may still hold the request until then
 	}()
@@ -209,6 +216,7 @@ func (s *stream) read(parent, ctx context.Context, cs *goopenai.ChatCompletionSt
 		raw, err := cs.RecvRaw()
 		switch {
 		case errors.Is(err, io.EOF):
+			d.ended = true
 			s.end(parent, ctx)
 			return
 		case err != nil:
