@@ -56,6 +56,14 @@ func appendPlain(b []byte, m *llm.Message) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
+// plainSize is about the size of m's encoding, escapes aside: room to
+// reserve before appendPlain.
+func plainSize(m *llm.Message) int {
+	n := 160 // field names, the time
+	eachString(m, func(s *string) { n += len(*s) + 16 })
+	return n
+}
+
 func appendPart(b []byte, p *llm.Part) []byte {
 	b = append(b, `{"kind":`...)
 	b = appendJSONString(b, string(p.Kind))

@@ -66,6 +66,7 @@ func (e *encoder) record(r record) error {
 func (e *encoder) message(m llm.Message) (llm.Message, error) {
 	start := e.buf.Len()
 	e.buf.WriteString(`{"type":"message","message":`)
+	e.buf.Grow(plainSize(&m)) // so appendPlain fills the buffer in place
 	if b, ok := appendPlain(e.buf.AvailableBuffer(), &m); ok {
 		e.buf.Write(b)
 	} else {
