@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -79,6 +80,8 @@ type harness struct {
 	polls   pollWatch
 	pin     *pinning // nil: the gateway runs where the scheduler puts it
 	godebug string   // the gateway's GODEBUG (-godebug)
+	// cachegrind, when set, runs the gateway under valgrind's cachegrind.
+	cachegrind *cachegrind
 
 	// nats and workers exist with setup.Workers.
 	nats    *natsfake.Server
@@ -213,13 +216,21 @@ func (h *harness) start(pprofAddr string) error {
 			return err
 		}
 	}
-	cmd := exec.Command(h.bin, args...)
+	name, godebug := h.bin, h.godebug
+	if h.cachegrind != nil {
+		name, args = h.cachegrind.command(h.bin, args)
+		godebug = strings.Trim(cachegrindGodebug+","+godebug, ",")
+	}
+	cmd := exec.Command(name, args...)
 	cmd.Env = []string{"HOME=" + h.dir, "PATH=" + os.Getenv("PATH")}
 	if pprofAddr != "" {
 		cmd.Env = append(cmd.Env, "NANOBOT_PPROF_ADDR="+pprofAddr)
 	}
-	if h.godebug != "" {
-		cmd.Env = append(cmd.Env, "GODEBUG="+h.godebug)
+	if godebug != "" {
+		cmd.Env = append(cmd.Env, "GODEBUG="+godebug)
+	}
+	if h.cachegrind != nil {
+		cmd.Env = append(cmd.Env, cachegrindEnv...)
 	}
 	cmd.Stdout, cmd.Stderr = h.logf, h.logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

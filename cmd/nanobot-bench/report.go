@@ -23,6 +23,7 @@ type report struct {
 	API               []loadResult
 	Web               []webResult
 	Scale             []scaleResult
+	Instructions      []instructionsResult
 }
 
 // machine describes where the figures were taken.
@@ -85,6 +86,15 @@ func (rep *report) print(w io.Writer) {
 		fmt.Fprintf(w, "| of which file-backed (MiB) | %s |\n", col(func(r idleResult) float64 { return mib(r.Memory.File) }))
 		printWorkingSet(w, rep.Idle, col)
 		fmt.Fprintln(w)
+	}
+	if len(rep.Instructions) > 0 {
+		xs := make([]float64, len(rep.Instructions))
+		for i, r := range rep.Instructions {
+			xs[i] = r.PerTurn / 1e6
+		}
+		fmt.Fprintf(w, "### Instructions per turn: one chat, closed loop, under cachegrind (GOMAXPROCS 1), %d runs\n\n", len(rep.Instructions))
+		fmt.Fprintln(w, "| figure | value |\n| --- | --- |")
+		fmt.Fprintf(w, "| instructions per turn (millions) | %s |\n\n", withSpread(xs, "%.3f"))
 	}
 	if len(rep.Load) > 0 {
 		fmt.Fprintln(w, "### Load: closed loop, zero-latency model, streaming off")

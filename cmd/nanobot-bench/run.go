@@ -19,6 +19,10 @@ import (
 
 var scenarios = []string{"idle", "load", "history", "stream", "api", "web", "scale"}
 
+// onDemand are scenarios run only when named: instructions needs valgrind
+// and runs the gateway some thirty times slower.
+var onDemand = []string{"instructions"}
+
 // run parses the command line, builds the binary when none is given, and
 // runs the chosen scenarios, printing the report to stdout and progress to
 // stderr.
@@ -27,7 +31,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var o options
 	var which, chats, prior, apiClients, jsonPath, workers string
-	fs.StringVar(&which, "scenario", strings.Join(scenarios, ","), "scenarios to run: "+strings.Join(scenarios, ", "))
+	fs.StringVar(&which, "scenario", strings.Join(scenarios, ","), "scenarios to run: "+strings.Join(scenarios, ", ")+"; and, only when named, "+strings.Join(onDemand, ", ")+" (one chat under valgrind's cachegrind: instructions per turn, from a -window run and one three times as long)")
 	fs.StringVar(&o.bin, "nanobot", "", "nanobot binary to measure [built from ./cmd/nanobot, stripped]")
 	fs.IntVar(&o.runs, "runs", 5, "runs of each scenario; the report gives their median")
 	fs.StringVar(&chats, "chats", "1,100,1000", "load: concurrent chats, one load run per value")
@@ -76,8 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	chosen := strings.Split(which, ",")
 	for _, s := range chosen {
-		if !slices.Contains(scenarios, s) {
-			return fmt.Errorf("-scenario: unknown %q (have %s)", s, strings.Join(scenarios, ", "))
+		if !slices.Contains(scenarios, s) && !slices.Contains(onDemand, s) {
+			return fmt.Errorf("-scenario: unknown %q (have %s)", s, strings.Join(append(slices.Clone(scenarios), onDemand...), ", "))
 		}
 	}
 	if o.runs < 1 || o.histChats < 1 || o.histTurns < 1 || o.streamN < 1 || o.webTurns < 1 || o.webClientTurns < 1 || o.webClients < 1 {
@@ -205,6 +209,14 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 				i+1, o.runs, w, r.TurnsPerS, r.EndToEnd.P50, r.EndToEnd.P99)
 			rep.Scale = append(rep.Scale, scaleResult{Workers: w, loadResult: r})
 		}
+	case "instructions":
+		r, err := runInstructions(ctx, o)
+		if err != nil {
+			return err
+		}
+		progress("instructions %d/%d: %.2f M a turn (%d turns, %d M in %v; %d turns, %d M in %v)", i+1, o.runs, r.PerTurn/1e6,
+			r.Short.Turns, r.Short.Instructions/1e6, r.Short.Window, r.Long.Turns, r.Long.Instructions/1e6, r.Long.Window)
+		rep.Instructions = append(rep.Instructions, r)
 	case "stream":
 		firsts, err := runStream(ctx, o)
 		if err != nil {

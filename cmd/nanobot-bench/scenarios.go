@@ -48,6 +48,9 @@ type options struct {
 	modelDelay     time.Duration
 	// scaleSessions is bus.nats.sessions of the scale scenario's workers.
 	scaleSessions string
+	// cachegrind, when set, runs the gateway under valgrind (the
+	// instructions scenario).
+	cachegrind *cachegrind
 }
 
 // withGateway prepares a harness, starts the gateway and waits until it is
@@ -58,7 +61,7 @@ func withGateway(ctx context.Context, o options, s setup, fn func(h *harness, r 
 		return err
 	}
 	defer h.Close()
-	h.pin, h.godebug = o.pin, o.godebug
+	h.pin, h.godebug, h.cachegrind = o.pin, o.godebug, o.cachegrind
 	if err := h.start(o.pprofAddr); err != nil {
 		return err
 	}
