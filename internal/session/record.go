@@ -95,9 +95,9 @@ func (e *encoder) message(m llm.Message) (llm.Message, error) {
 // thinking: a user's message and a model's answer, most of a session) and
 // strings of valid UTF-8 (encoding/json writes U+FFFD for a stray byte). ok
 // is false for any other message, which the caller reads back from its
-// bytes. The copy shares no slice and no text with m. TestReadBackMatchesDecoding holds
-// it to the decoder, and fails when llm.Message gains a field this does not
-// know.
+// bytes. The copy shares no slice and no text with m.
+// TestReadBackMatchesDecoding holds it to the decoder, and
+// TestReadBackKnowsEveryField fails when a message type gains a field.
 func readBack(m llm.Message) (back llm.Message, ok bool) {
 	if !utf8.ValidString(string(m.Role)) {
 		return llm.Message{}, false

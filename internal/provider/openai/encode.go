@@ -282,11 +282,12 @@ func (p *Provider) envelope(body goopenai.ChatCompletionRequest, specs []llm.Too
 }
 
 // apply replaces req's body, go-openai's encoding of the envelope, with the
-// whole request, and returns req with the trace that lets release reuse it. The body stays one *bytes.Reader: net/http writes the
-// headers and a body of that type in one write, where any other reader has
-// it flush the headers first and copy the body through a fresh 32 KiB
-// buffer (a body read from the pieces in place, tried, cost more than the
-// copy it saved; TestRequestLeavesInOneWrite).
+// whole request, and returns req with the trace that lets release reuse the
+// body. The body stays one *bytes.Reader: net/http writes the headers and a
+// body of that type in one write, where any other reader has it flush the
+// headers first and copy the body through a fresh 32 KiB buffer (a body
+// read from the pieces in place, tried, cost more than the copy it saved;
+// TestRequestLeavesInOneWrite).
 func (sp *splice) apply(req *http.Request) (*http.Request, error) {
 	env, err := io.ReadAll(req.Body)
 	_ = req.Body.Close()
