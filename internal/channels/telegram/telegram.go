@@ -8,6 +8,7 @@
 package telegram
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -368,7 +369,38 @@ func decodeUpdate(raw json.RawMessage) (models.Update, error) {
 	return u, nil
 }
 
+// peekID returns a raw update's update_id, 0 if it has none. raw is one
+// valid JSON value, as every caller has it (getUpdates' response and the
+// journal's records are decoded, a webhook body is checked). The id is read
+// for every update three times (the journal, the poll's offset, the ack),
+// so the form the Bot API writes, {"update_id":N,... with the id first, is
+// read directly; anything else, or an update that names update_id again
+// (JSON takes the last), is decoded. TestPeekIDIsDecoding holds the two to
+// each other.
 func peekID(raw json.RawMessage) int64 {
+	if rest, ok := bytes.CutPrefix(raw, updateIDPrefix); ok {
+		n := 0
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		// 18 digits always fit an int64; a leading zero is not JSON.
+		if n > 0 && n <= 18 && (n == 1 || rest[0] != '0') && n < len(rest) && (rest[n] == ',' || rest[n] == '}') &&
+			!bytes.Contains(rest[n:], updateIDName) {
+			if id, err := strconv.ParseInt(string(rest[:n]), 10, 64); err == nil {
+				return id
+			}
+		}
+	}
+	return decodeID(raw)
+}
+
+var (
+	updateIDPrefix = []byte(`{"update_id":`)
+	updateIDName   = []byte("update_id")
+)
+
+// decodeID is peekID by decoding.
+func decodeID(raw json.RawMessage) int64 {
 	var v struct {
 		ID int64 `json:"update_id"`
 	}

@@ -1,6 +1,7 @@
 package telegram
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"runtime"
@@ -87,5 +88,48 @@ func TestUpdateWithoutAMessageBuildsNoMessageCache(t *testing.T) {
 	}
 	if retained > 32<<10 {
 		t.Errorf("decoding an update without a message kept %d bytes, want under 32 KiB", retained)
+	}
+}
+
+// peekID reads the id of the Bot API's form directly and must agree with
+// decoding on every valid update: as Telegram writes them, other key
+// orders, whitespace, a second update_id (JSON takes the last), numbers
+// that are not ids; broken JSON (which no caller passes) must not panic.
+func TestPeekIDIsDecoding(t *testing.T) {
+	inputs := []string{
+		`{"update_id":123456789,"message":{"message_id":1,"text":"hi"}}`,
+		`{"update_id":7}`,
+		`{"update_id":0,"message":{}}`,
+		`{"message":{"text":"x"},"update_id":42}`,
+		`{ "update_id": 42, "message": {} }`,
+		`{"update_id":5,"message":{"text":"update_id"}}`,
+		`{"update_id":5,"update_id":6}`,
+		`{"update_id":-5,"message":{}}`,
+		`{"update_id":05}`,
+		`{"update_id":1.5}`,
+		`{"update_id":1e3}`,
+		`{"update_id":123456789012345678,"x":1}`,
+		`{"update_id":1234567890123456789,"x":1}`,
+		`{"update_id":99999999999999999999,"x":1}`,
+		`{"update_id":"12"}`,
+		`{"update_id":12`,
+		`{"update_id":`,
+		`{"update_id":12,`,
+		`[]`,
+		``,
+	}
+	valid := 0
+	for _, in := range inputs {
+		got := peekID(json.RawMessage(in)) // broken JSON must not panic; callers never pass it
+		if !json.Valid([]byte(in)) {
+			continue
+		}
+		valid++
+		if want := decodeID(json.RawMessage(in)); got != want {
+			t.Errorf("peekID(%s) = %d, decoding gives %d", in, got, want)
+		}
+	}
+	if valid < 12 {
+		t.Fatalf("only %d valid inputs compared", valid)
 	}
 }
