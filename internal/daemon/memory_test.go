@@ -1,8 +1,11 @@
 package daemon
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -41,7 +44,7 @@ func TestMemoryAndGoroutinesStayFlat(t *testing.T) {
 			}
 		}
 	}
-	measure := func() (heap uint64, goroutines int) {
+	measure := func() (heap uint64, goroutines, conns int) {
 		g.script.Forget()
 		g.tg.Forget()
 		var ms runtime.MemStats
@@ -49,16 +52,17 @@ func TestMemoryAndGoroutinesStayFlat(t *testing.T) {
 			runtime.GC()
 		}
 		runtime.ReadMemStats(&ms)
-		return ms.HeapInuse, runtime.NumGoroutine()
+		goroutines, conns = countGoroutines(t)
+		return ms.HeapInuse, goroutines, conns
 	}
 
 	runRounds()
-	heap1, gor1 := measure()
+	heap1, gor1, conn1 := measure()
 	runRounds()
-	heap2, gor2 := measure()
+	heap2, gor2, conn2 := measure()
 	growth := int64(heap2) - int64(heap1)
-	t.Logf("after %d turns: heap in use %.1f MiB, %d goroutines; after %d: %.1f MiB (%+d KiB), %d goroutines",
-		chats*rounds, float64(heap1)/(1<<20), gor1, 2*chats*rounds, float64(heap2)/(1<<20), growth/1024, gor2)
+	t.Logf("after %d turns: heap in use %.1f MiB, %d goroutines (+%d of HTTP connections); after %d: %.1f MiB (%+d KiB), %d goroutines (+%d)",
+		chats*rounds, float64(heap1)/(1<<20), gor1, conn1, 2*chats*rounds, float64(heap2)/(1<<20), growth/1024, gor2, conn2)
 	// 1 MiB is 5 KiB per turn of the second half: room for the cached
 	// sessions growing longer, far below what keeping a turn's state
 	// (goroutine stack, request, drafts) would cost.
@@ -68,7 +72,40 @@ func TestMemoryAndGoroutinesStayFlat(t *testing.T) {
 	if gor2 > gor1+3 {
 		t.Errorf("goroutines grew from %d to %d over 200 turns", gor1, gor2)
 	}
+	// Connections kept for reuse fill their pools as the traffic's peaks
+	// come (3 goroutines each: the client's read and write loops and the
+	// fake's handler) and are bounded by them: the model's
+	// max_concurrent_turns + 2 and Telegram's 16 idle connections, plus the
+	// long poll's. A connection kept per turn would pass that within 200.
+	if limit := 3 * (4 + 2 + 16 + 1); conn2 > limit {
+		t.Errorf("%d goroutines of HTTP connections after 400 turns, more than the pools hold (%d)", conn2, limit)
+	}
 	if n := calls.Load(); n != 2*chats*rounds {
 		t.Errorf("%d model calls, want %d", n, 2*chats*rounds)
 	}
+}
+
+// countGoroutines counts the live goroutines, apart those of HTTP
+// connections (net/http's client read and write loops, a server's
+// connection handler), which the test counts separately.
+func countGoroutines(t *testing.T) (others, conns int) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	// debug=1 groups identical stacks: "N @ 0x… 0x…" then "#\t0x…\tfunc+off\tfile:line" lines.
+	for _, group := range strings.Split(buf.String(), "\n\n") {
+		var n int
+		if _, err := fmt.Sscanf(group, "%d @", &n); err != nil {
+			continue
+		}
+		if strings.Contains(group, "net/http.(*persistConn).readLoop") || strings.Contains(group, "net/http.(*persistConn).writeLoop") ||
+			strings.Contains(group, "net/http.(*conn).serve") {
+			conns += n
+		} else {
+			others += n
+		}
+	}
+	return others, conns
 }
