@@ -230,7 +230,7 @@ func (h *harness) start(pprofAddr string) error {
 		cmd.Env = append(cmd.Env, "GODEBUG="+godebug)
 	}
 	if h.cachegrind != nil {
-		cmd.Env = append(cmd.Env, cachegrindEnv...)
+		cmd.Env = append(cmd.Env, cachegrindMaxprocs)
 	}
 	cmd.Stdout, cmd.Stderr = h.logf, h.logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -37,13 +37,13 @@ type instructionsRun struct {
 	Instructions uint64
 }
 
-// cachegrindEnv is added to the gateway's environment under cachegrind:
-// valgrind runs one thread at a time, so an idle P's spinning would count
-// time rather than work, and asynchronous preemption's signals only add
-// noise.
-var cachegrindEnv = []string{"GOMAXPROCS=1"}
-
-const cachegrindGodebug = "asyncpreemptoff=1"
+// Under cachegrind the gateway runs with one P, because valgrind runs one
+// thread at a time and an idle P's spinning would count time rather than
+// work, and without asynchronous preemption, whose signals only add noise.
+const (
+	cachegrindMaxprocs = "GOMAXPROCS=1"
+	cachegrindGodebug  = "asyncpreemptoff=1"
+)
 
 // runInstructions measures one chat's turns under cachegrind, with windows
 // of o.window and three times that.

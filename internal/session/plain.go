@@ -17,11 +17,8 @@ import (
 // write itself. TestAppendPlainIsEncodingJSON holds the bytes to
 // encoding/json's; TestReadBackKnowsEveryField catches a new field.
 func appendPlain(b []byte, m *llm.Message) ([]byte, bool) {
-	for i := range m.Parts {
-		p := &m.Parts[i]
-		if p.Call != nil || p.Result != nil || p.Image != nil || p.File != nil {
-			return b, false
-		}
+	if !plainParts(m.Parts) {
+		return b, false
 	}
 	if !m.Time.IsZero() {
 		_, offset := m.Time.Zone()
@@ -54,6 +51,19 @@ func appendPlain(b []byte, m *llm.Message) ([]byte, bool) {
 		b = appendMeta(b, m.Meta)
 	}
 	return append(b, '}'), true
+}
+
+// plainParts reports whether parts are only text and thinking: no tool
+// call, result, image or file, whose encoding and reading back the
+// plain paths do not cover.
+func plainParts(parts []llm.Part) bool {
+	for i := range parts {
+		p := &parts[i]
+		if p.Call != nil || p.Result != nil || p.Image != nil || p.File != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // plainSize is about the size of m's encoding, escapes aside: room to

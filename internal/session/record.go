@@ -66,7 +66,9 @@ func (e *encoder) record(r record) error {
 func (e *encoder) message(m llm.Message) (llm.Message, error) {
 	start := e.buf.Len()
 	e.buf.WriteString(`{"type":"message","message":`)
-	e.buf.Grow(plainSize(&m)) // so appendPlain fills the buffer in place
+	if plainParts(m.Parts) {
+		e.buf.Grow(plainSize(&m)) // so appendPlain fills the buffer in place
+	}
 	if b, ok := appendPlain(e.buf.AvailableBuffer(), &m); ok {
 		e.buf.Write(b)
 	} else {
@@ -99,13 +101,12 @@ func (e *encoder) message(m llm.Message) (llm.Message, error) {
 // TestReadBackMatchesDecoding holds it to the decoder, and
 // TestReadBackKnowsEveryField fails when a message type gains a field.
 func readBack(m llm.Message) (back llm.Message, ok bool) {
-	if !utf8.ValidString(string(m.Role)) {
+	if !plainParts(m.Parts) || !utf8.ValidString(string(m.Role)) {
 		return llm.Message{}, false
 	}
 	for i := range m.Parts {
 		p := &m.Parts[i]
-		if p.Call != nil || p.Result != nil || p.Image != nil || p.File != nil ||
-			!validUTF8(string(p.Kind), p.Text, p.Summary, p.Gist, p.Signature) {
+		if !validUTF8(string(p.Kind), p.Text, p.Summary, p.Gist, p.Signature) {
 			return llm.Message{}, false
 		}
 	}
