@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -39,6 +40,7 @@ var allowed = []struct {
 	{"internal/channels/cursorkv", []string{"internal/config"}},
 	{"internal/fakes", []string{"internal/llm", "internal/fakes"}},
 	{"internal/golden", nil},
+	{"internal/pprofserve", nil},
 	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config"}},
 	{"internal/web", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/session", "internal/history", "internal/logging", "internal/workspace"}},
 	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/channels/clock"}},
@@ -109,6 +111,22 @@ func TestNATSServerNotLinked(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		if strings.HasPrefix(dep, "github.com/nats-io/nats-server") || strings.HasSuffix(dep, "internal/fakes/natsfake") {
 			t.Errorf("cmd/nanobot links %s", dep)
+		}
+	}
+}
+
+// TestPprofOnlyWithTag keeps the profiling server out of release builds:
+// only -tags nanobot_pprof (cmd/nanobot-bench -profile) links it.
+func TestPprofOnlyWithTag(t *testing.T) {
+	for _, tags := range []string{"", "nanobot_pprof"} {
+		out, err := exec.Command("go", "list", "-tags", tags, "-deps", "./cmd/nanobot").Output()
+		if err != nil {
+			t.Fatalf("go list -tags %q: %v", tags, err)
+		}
+		deps := strings.Fields(string(out))
+		linked := slices.Contains(deps, module+"internal/pprofserve") && slices.Contains(deps, "net/http/pprof")
+		if linked != (tags != "") {
+			t.Errorf("-tags %q: pprof linked = %v", tags, linked)
 		}
 	}
 }

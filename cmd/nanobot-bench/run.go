@@ -59,7 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.profileDir, "profile", "", "write CPU, allocation, block, mutex and heap profiles of each load window, and an execution trace of its first 2 s, to this directory, and the idle gateway's heap profile, goroutines and smaps (builds the binary with -tags nanobot_pprof)")
 	fs.StringVar(&o.godebug, "godebug", "", "GODEBUG of the gateway, e.g. memprofilerate=1 with -profile, or gctrace=1,inittrace=1 (its output goes to gateway.log, see -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, workspace, gateway.log)")
-	var pin bool
+	var pin, floor bool
+	fs.BoolVar(&floor, "floor", false, "measure cmd/nanobot-floor instead of nanobot: the least a turn needs, with the same libraries (docs/BENCHMARKS.md, The floor); idle, load and instructions only")
 	fs.BoolVar(&pin, "pin", false, "pin the gateway to CPU 0 (it then runs with GOMAXPROCS 1) and the bench — fakes and load generator — to CPU 1")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -82,6 +83,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, s := range chosen {
 		if !slices.Contains(scenarios, s) && !slices.Contains(onDemand, s) {
 			return fmt.Errorf("-scenario: unknown %q (have %s)", s, strings.Join(append(slices.Clone(scenarios), onDemand...), ", "))
+		}
+	}
+	if floor {
+		if o.bin != "" {
+			return errors.New("-floor builds its binary; it does not go with -nanobot")
+		}
+		for _, s := range chosen {
+			if !slices.Contains(floorScenarios, s) {
+				return fmt.Errorf("-floor: scenario %s needs nanobot (the floor runs %s)", s, strings.Join(floorScenarios, ", "))
+			}
 		}
 	}
 	if o.runs < 1 || o.histChats < 1 || o.histTurns < 1 || o.streamN < 1 || o.webTurns < 1 || o.webClientTurns < 1 || o.webClients < 1 {
@@ -117,14 +128,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if o.profileDir != "" {
 			args = append(args, "-tags", "nanobot_pprof")
 		}
-		args = append(args, "./cmd/nanobot")
+		args = append(args, target(floor))
 		fmt.Fprintln(stderr, "building: CGO_ENABLED=0 go", strings.Join(args, " "))
 		build := exec.CommandContext(ctx, "go", args...)
 		// CGO off: the static binary the README promises, with no libc mapped.
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		build.Stdout, build.Stderr = stderr, stderr
 		if err := build.Run(); err != nil {
-			return fmt.Errorf("build nanobot (run from the repository root): %w", err)
+			return fmt.Errorf("build %s (run from the repository root): %w", target(floor), err)
 		}
 	}
 	fi, err := os.Stat(o.bin)
@@ -235,6 +246,18 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 		rep.Web = append(rep.Web, r)
 	}
 	return nil
+}
+
+// floorScenarios are those the floor can serve: it answers Telegram
+// messages and /healthz, nothing else.
+var floorScenarios = []string{"idle", "load", "instructions"}
+
+// target is the package the bench builds.
+func target(floor bool) string {
+	if floor {
+		return "./cmd/nanobot-floor"
+	}
+	return "./cmd/nanobot"
 }
 
 func intList(s string) ([]int, error) {

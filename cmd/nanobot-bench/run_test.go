@@ -14,20 +14,23 @@ import (
 	"go.uber.org/goleak"
 )
 
-// nanobot is the gateway binary built once for these tests.
-var nanobot string
+// nanobot and floor are the gateway and floor binaries, built once for
+// these tests.
+var nanobot, floor string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "nanobot-bench-test")
 	if err != nil {
 		panic(err)
 	}
-	nanobot = filepath.Join(dir, "nanobot")
-	build := exec.Command("go", "build", "-o", nanobot, "../nanobot")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		panic("build nanobot: " + err.Error())
+	nanobot, floor = filepath.Join(dir, "nanobot"), filepath.Join(dir, "nanobot-floor")
+	for bin, pkg := range map[string]string{nanobot: "../nanobot", floor: "../nanobot-floor"} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			panic("build " + pkg + ": " + err.Error())
+		}
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
@@ -138,6 +141,7 @@ func TestFlagsAreChecked(t *testing.T) {
 		{[]string{"-prior", "0"}, "-prior"},
 		{[]string{"-api-clients", "0"}, "-api-clients"},
 		{[]string{"-runs", "0"}, "at least 1"},
+		{[]string{"-floor"}, "does not go with -nanobot"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -147,6 +151,41 @@ func TestFlagsAreChecked(t *testing.T) {
 				t.Errorf("err = %v, want it to mention %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// The floor is measured by the load scenario like nanobot, and it serves
+// only what the floor's scenarios need.
+func TestFloorUnderLoad(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"-nanobot", floor, "-scenario", "load", "-runs", "1", "-chats", "3", "-warmup", "300ms", "-window", "1500ms", "-json", jsonPath}
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("-json output: %v", err)
+	}
+	if len(rep.Load) != 1 {
+		t.Fatalf("load runs recorded: %d", len(rep.Load))
+	}
+	// A request as long as nanobot's: the system prompt and ten tools are
+	// ~20 KiB before any history.
+	if l := rep.Load[0]; l.Turns == 0 || l.CPU <= 0 || l.ModelCalls != 1 || l.ReqBytes < 20<<10 {
+		t.Errorf("floor load = %+v", l)
+	}
+
+	var out bytes.Buffer
+	err = run(ctx, []string{"-floor", "-scenario", "history"}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "needs nanobot") {
+		t.Errorf("-floor -scenario history: err = %v, want it refused", err)
 	}
 }
 
