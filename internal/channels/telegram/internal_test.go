@@ -144,6 +144,30 @@ func TestJournalSurvivesRestart(t *testing.T) {
 	}
 }
 
+// A webhook may deliver an acknowledged update again: the recent set knows
+// the last recentKeep ids at least, and stays bounded however many pass.
+func TestJournalRemembersRecentAcksBounded(t *testing.T) {
+	j := newJournal(filepath.Join(t.TempDir(), "j.json"), zaptest.NewLogger(t))
+	const n = 5*recentKeep + 123
+	for id := int64(1); id <= n; id++ {
+		if fresh, _, err := j.received([]json.RawMessage{upd(id, "x")}, false); err != nil || len(fresh) != 1 {
+			t.Fatalf("update %d: %d fresh, %v", id, len(fresh), err)
+		}
+		j.ack(id)
+		if len(j.recent) > 2*recentKeep+1 {
+			t.Fatalf("after %d acks the recent set holds %d ids", id, len(j.recent))
+		}
+	}
+	for _, id := range []int64{n, n - recentKeep + 1} {
+		if fresh, _, err := j.received([]json.RawMessage{upd(id, "x")}, false); err != nil || len(fresh) != 0 {
+			t.Errorf("redelivery of acknowledged %d: %d fresh, %v", id, len(fresh), err)
+		}
+	}
+	if fresh, _, _ := j.received([]json.RawMessage{upd(n+1, "y")}, false); len(fresh) != 1 {
+		t.Errorf("a new update was taken for a redelivery")
+	}
+}
+
 // Turns still running when the channel stops (the daemon drains them after
 // intake ended) acknowledge their updates later: those acks reach the file
 // at once, or a restart would replay and answer them a second time.
