@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	goopenai "github.com/sashabaranov/go-openai"
 	chunkJSON "github.com/segmentio/encoding/json"
 	"go.uber.org/zap"
 
@@ -199,5 +200,46 @@ func TestChunkDecodingMatchesEncodingJSON(t *testing.T) {
 		if !reflect.DeepEqual(want, got) {
 			t.Errorf("%s:\n encoding/json %+v\n segmentio     %+v", raw, want, got)
 		}
+	}
+}
+
+// A message is found by where its text is, and, read again into another
+// string (a session reloaded from disk), by what it says; either way the
+// encoding is the one cached.
+func TestEncoderFindsByIdentityThenContent(t *testing.T) {
+	var e encoder
+	text := strings.Repeat("a message the session keeps ", 20)
+	msgs := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: text}}
+	first, _, err := e.messages(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := cacheable(&msgs[0])
+	e.mu.Lock()
+	byID, byContent := e.curIDs[k.id()], e.cur[k]
+	e.mu.Unlock()
+	if byID == nil || &byID[0] != &first[0][0] || &byContent[0] != &first[0][0] {
+		t.Fatal("the encoding is not cached under both keys")
+	}
+
+	copied := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: strings.Clone(text)}}
+	again, _, err := e.messages(copied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &again[0][0] != &first[0][0] {
+		t.Error("the same text in another string was encoded again")
+	}
+	kc, _ := cacheable(&copied[0])
+	e.mu.Lock()
+	_, known := e.curIDs[kc.id()]
+	e.mu.Unlock()
+	if !known || kc.id() == k.id() {
+		t.Error("the other string is not remembered by its own identity")
+	}
+
+	other := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleAssistant, Content: text}}
+	if enc, _, _ := e.messages(other); bytes.Equal(enc[0], first[0]) {
+		t.Error("a message with the same text and another role got the first one's encoding")
 	}
 }
