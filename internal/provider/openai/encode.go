@@ -162,34 +162,49 @@ func (e *encoder) lookupLocked(k msgKey) []byte {
 	}
 	b, ok := e.oldIDs[id]
 	if !ok {
-		// The same text in another string: a session read again from disk.
-		if b, ok = e.cur[k]; !ok {
-			b, ok = e.old[k]
+		if b, ok = e.cur[k]; ok {
+			// Stored again, an equal string key takes k's string (maps
+			// update string keys), so the entry stops holding the first
+			// one alive.
+			e.cur[k] = b
+		} else if b, ok = e.old[k]; ok {
+			e.storeLocked(k, b) // still in use: keep it through the next turnover
 		}
 	}
-	if ok {
-		e.storeLocked(k, b) // still in use: keep it through the next turnover
-		return b
+	if !ok {
+		return nil
 	}
-	return nil
+	// Found again: this string is the one the session keeps (a turn's own
+	// message is seen first as the string the turn built, then as the
+	// session's copy), so it is the one worth remembering by identity, and
+	// the one the content key holds from now on.
+	e.rememberLocked(id, b)
+	return b
 }
 
+// storeLocked caches the encoding of a message seen for the first time, by
+// content only: its string may be one the turn built and drops.
 func (e *encoder) storeLocked(k msgKey, b []byte) {
-	if e.cur == nil {
-		e.cur, e.curIDs = map[msgKey][]byte{}, map[idKey][]byte{}
-	}
-	id := k.id()
-	if _, ok := e.curIDs[id]; ok {
+	if _, ok := e.cur[k]; ok {
 		return
 	}
-	n := len(b) + len(k.content)
-	if e.curBytes+n > encCacheBytes {
+	e.turnoverLocked(len(b) + len(k.content))
+	e.cur[k] = b
+}
+
+// rememberLocked adds an identity to the current generation.
+func (e *encoder) rememberLocked(id idKey, b []byte) {
+	// The entry keeps its text alive: counted as if it were a copy.
+	e.turnoverLocked(id.n)
+	e.curIDs[id] = b
+}
+
+// turnoverLocked makes room for n bytes in the current generation, which
+// becomes the old one when full.
+func (e *encoder) turnoverLocked(n int) {
+	if e.cur == nil || e.curBytes+n > encCacheBytes {
 		e.old, e.cur, e.curBytes = e.cur, map[msgKey][]byte{}, 0
 		e.oldIDs, e.curIDs = e.curIDs, map[idKey][]byte{}
-	}
-	e.curIDs[id] = b
-	if _, ok := e.cur[k]; !ok {
-		e.cur[k] = b
 	}
 	e.curBytes += n
 }

@@ -203,40 +203,57 @@ func TestChunkDecodingMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// A message is found by where its text is, and, read again into another
-// string (a session reloaded from disk), by what it says; either way the
-// encoding is the one cached.
+// A message seen for the first time is cached by what it says; found again
+// (as the session's copy, or read again from disk), that string is
+// remembered by where it is, and later lookups find it without hashing the
+// text. Either way the encoding is the one cached.
 func TestEncoderFindsByIdentityThenContent(t *testing.T) {
 	var e encoder
 	text := strings.Repeat("a message the session keeps ", 20)
-	msgs := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: text}}
-	first, _, err := e.messages(msgs)
+	turns := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: text}}
+	first, _, err := e.messages(turns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, _ := cacheable(&msgs[0])
+	k, _ := cacheable(&turns[0])
+	ids := func(k msgKey) bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		_, ok := e.curIDs[k.id()]
+		return ok
+	}
 	e.mu.Lock()
-	byID, byContent := e.curIDs[k.id()], e.cur[k]
+	byContent := e.cur[k]
 	e.mu.Unlock()
-	if byID == nil || &byID[0] != &first[0][0] || &byContent[0] != &first[0][0] {
-		t.Fatal("the encoding is not cached under both keys")
+	if byContent == nil || &byContent[0] != &first[0][0] || ids(k) {
+		t.Fatal("a first sighting is not cached by content alone")
 	}
 
-	copied := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: strings.Clone(text)}}
-	again, _, err := e.messages(copied)
-	if err != nil {
-		t.Fatal(err)
+	kept := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: strings.Clone(text)}}
+	kk, _ := cacheable(&kept[0])
+	for i := range 2 {
+		again, _, err := e.messages(kept)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &again[0][0] != &first[0][0] {
+			t.Fatalf("lookup %d: the same text in another string was encoded again", i)
+		}
+		if !ids(kk) {
+			t.Fatalf("lookup %d: the session's string is not remembered by identity", i)
+		}
 	}
-	if &again[0][0] != &first[0][0] {
-		t.Error("the same text in another string was encoded again")
+	if kk.id() == k.id() || ids(k) {
+		t.Error("the turn's own string is remembered by identity")
 	}
-	kc, _ := cacheable(&copied[0])
+	// The content key now holds the session's string, not the turn's.
 	e.mu.Lock()
-	_, known := e.curIDs[kc.id()]
-	e.mu.Unlock()
-	if !known || kc.id() == k.id() {
-		t.Error("the other string is not remembered by its own identity")
+	for key := range e.cur {
+		if key.id() != kk.id() {
+			t.Error("the content key still holds the turn's string")
+		}
 	}
+	e.mu.Unlock()
 
 	other := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleAssistant, Content: text}}
 	if enc, _, _ := e.messages(other); bytes.Equal(enc[0], first[0]) {
