@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.godebug, "godebug", "", "GODEBUG of the gateway, e.g. memprofilerate=1 with -profile, or gctrace=1,inittrace=1 (its output goes to gateway.log, see -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, workspace, gateway.log)")
 	var pin, floor bool
-	fs.BoolVar(&floor, "floor", false, "measure cmd/nanobot-floor instead of nanobot: the least a turn needs, with the same libraries (docs/BENCHMARKS.md, The floor); idle, load and instructions only")
+	fs.BoolVar(&floor, "floor", false, "measure cmd/nanobot-floor instead of nanobot: the least a turn needs, with the same libraries (docs/BENCHMARKS.md, The floor); load (the default) and instructions only")
 	fs.BoolVar(&pin, "pin", false, "pin the gateway to CPU 0 (it then runs with GOMAXPROCS 1) and the bench — fakes and load generator — to CPU 1")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -86,6 +86,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if floor {
+		named := false
+		fs.Visit(func(f *flag.Flag) { named = named || f.Name == "scenario" })
+		if !named {
+			chosen = []string{"load"}
+		}
 		if o.bin != "" {
 			return errors.New("-floor builds its binary; it does not go with -nanobot")
 		}
@@ -250,7 +255,7 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 
 // floorScenarios are those the floor can serve: it answers Telegram
 // messages and /healthz, nothing else.
-var floorScenarios = []string{"idle", "load", "instructions"}
+var floorScenarios = []string{"load", "instructions"}
 
 // target is the package the bench builds.
 func target(floor bool) string {
