@@ -51,12 +51,12 @@ const encCacheBytes = 4 << 20
 // concurrent use.
 type encoder struct {
 	mu       sync.Mutex
-	cur, old map[msgKey][]byte
-	// curIDs and oldIDs hold the same encodings by identity (idKey), looked
-	// up first; both pairs turn over together.
-	curIDs, oldIDs map[idKey][]byte
-	curBytes       int
-	lists          []toolsEntry // most recent first; a few lists (the agent's, consolidation's)
+	cur, old map[msgKey]cached
+	// ids holds the current generation's encodings by identity (idKey),
+	// looked up first: at most one identity per entry of cur.
+	ids      map[idKey][]byte
+	curBytes int
+	lists    []toolsEntry // most recent first; a few lists (the agent's, consolidation's)
 	// bufs recycles the slices a call's messages are translated into: they
 	// are dead once encoded, and at ~200 bytes a message they were a
 	// twelfth of the bytes a turn allocated.
@@ -102,6 +102,12 @@ type idKey struct {
 
 func (k msgKey) id() idKey {
 	return idKey{role: k.role, toolCallID: k.toolCallID, text: unsafe.StringData(k.content), n: len(k.content)}
+}
+
+// cached is an encoded message and the identity it is found by, if any.
+type cached struct {
+	enc []byte
+	id  idKey
 }
 
 type toolsEntry struct {
@@ -157,29 +163,27 @@ func (e *encoder) messages(msgs []goopenai.ChatCompletionMessage) ([][]byte, int
 
 func (e *encoder) lookupLocked(k msgKey) []byte {
 	id := k.id()
-	if b, ok := e.curIDs[id]; ok {
+	if b, ok := e.ids[id]; ok {
 		return b
 	}
-	b, ok := e.oldIDs[id]
+	c, ok := e.cur[k]
 	if !ok {
-		if b, ok = e.cur[k]; ok {
-			// Stored again, an equal string key takes k's string (maps
-			// update string keys), so the entry stops holding the first
-			// one alive.
-			e.cur[k] = b
-		} else if b, ok = e.old[k]; ok {
-			e.storeLocked(k, b) // still in use: keep it through the next turnover
+		if c, ok = e.old[k]; !ok {
+			return nil
 		}
+		e.turnoverLocked(len(c.enc) + len(k.content)) // still in use: keep it through the next turnover
 	}
-	if !ok {
-		return nil
-	}
-	// Found again: this string is the one the session keeps (a turn's own
+	// Found by content: k's string is one a session keeps (a turn's own
 	// message is seen first as the string the turn built, then as the
-	// session's copy), so it is the one worth remembering by identity, and
-	// the one the content key holds from now on.
-	e.rememberLocked(id, b)
-	return b
+	// session's copy; a session read again from disk brings new copies).
+	// The entry takes this string as its content key (storing an equal
+	// string key replaces the key) and as its one identity, and lets the
+	// previous string go: the cache holds one copy of each text alive.
+	delete(e.ids, c.id)
+	c.id = id
+	e.cur[k] = c
+	e.ids[id] = c.enc
+	return c.enc
 }
 
 // storeLocked caches the encoding of a message seen for the first time, by
@@ -189,22 +193,16 @@ func (e *encoder) storeLocked(k msgKey, b []byte) {
 		return
 	}
 	e.turnoverLocked(len(b) + len(k.content))
-	e.cur[k] = b
-}
-
-// rememberLocked adds an identity to the current generation.
-func (e *encoder) rememberLocked(id idKey, b []byte) {
-	// The entry keeps its text alive: counted as if it were a copy.
-	e.turnoverLocked(id.n)
-	e.curIDs[id] = b
+	e.cur[k] = cached{enc: b}
 }
 
 // turnoverLocked makes room for n bytes in the current generation, which
-// becomes the old one when full.
+// becomes the old one when full. Identities are kept for the current
+// generation only; an old entry found again by content gets its own back.
 func (e *encoder) turnoverLocked(n int) {
 	if e.cur == nil || e.curBytes+n > encCacheBytes {
-		e.old, e.cur, e.curBytes = e.cur, map[msgKey][]byte{}, 0
-		e.oldIDs, e.curIDs = e.curIDs, map[idKey][]byte{}
+		e.old, e.cur, e.curBytes = e.cur, map[msgKey]cached{}, 0
+		e.ids = map[idKey][]byte{}
 	}
 	e.curBytes += n
 }

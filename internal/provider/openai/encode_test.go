@@ -219,13 +219,13 @@ func TestEncoderFindsByIdentityThenContent(t *testing.T) {
 	ids := func(k msgKey) bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		_, ok := e.curIDs[k.id()]
+		_, ok := e.ids[k.id()]
 		return ok
 	}
 	e.mu.Lock()
 	byContent := e.cur[k]
 	e.mu.Unlock()
-	if byContent == nil || &byContent[0] != &first[0][0] || ids(k) {
+	if byContent.enc == nil || &byContent.enc[0] != &first[0][0] || ids(k) {
 		t.Fatal("a first sighting is not cached by content alone")
 	}
 
@@ -254,6 +254,22 @@ func TestEncoderFindsByIdentityThenContent(t *testing.T) {
 		}
 	}
 	e.mu.Unlock()
+
+	// A session read again from disk brings new strings each time: each
+	// takes over the entry, the one before is let go.
+	for range 5 {
+		reloaded := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: strings.Clone(text)}}
+		if enc, _, _ := e.messages(reloaded); &enc[0][0] != &first[0][0] {
+			t.Fatal("a reloaded text was encoded again")
+		}
+		kr, _ := cacheable(&reloaded[0])
+		e.mu.Lock()
+		n, held := len(e.ids), e.cur[k].id
+		e.mu.Unlock()
+		if n != 1 || held != kr.id() {
+			t.Fatalf("after a reload: %d identities, the entry holds %v, want only the reloaded string's", n, held)
+		}
+	}
 
 	other := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleAssistant, Content: text}}
 	if enc, _, _ := e.messages(other); bytes.Equal(enc[0], first[0]) {
