@@ -246,6 +246,12 @@ type Agent struct {
 	// another's (see runSession).
 	spare  chan func()
 	spares atomic.Int32 // goroutines waiting on spare
+	// quit is closed when Run ends, so that waiting goroutines exit at once
+	// instead of after spareIdle (Run waits for them).
+	quit     chan struct{}
+	quitOnce sync.Once
+	// spareIdle is spareIdleTime; tests lengthen it.
+	spareIdle time.Duration
 
 	extra       map[string]Command
 	memory      Memory
@@ -283,20 +289,22 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		obs = nopObserver{}
 	}
 	return &Agent{
-		redact:  redact,
-		cfg:     cfg,
-		model:   deps.Model,
-		store:   deps.Sessions,
-		tools:   deps.Tools,
-		out:     deps.Out,
-		prompt:  deps.Prompt,
-		now:     now,
-		log:     log,
-		obs:     obs,
-		started: now(),
-		turns:   newTurnSlots(cfg.MaxConcurrentTurns, cfg.MaxGroupTurns, cfg.MaxTurnsPerGroup),
-		active:  make(map[string]*sessionQueue),
-		spare:   make(chan func()),
+		redact:    redact,
+		cfg:       cfg,
+		model:     deps.Model,
+		store:     deps.Sessions,
+		tools:     deps.Tools,
+		out:       deps.Out,
+		prompt:    deps.Prompt,
+		now:       now,
+		log:       log,
+		obs:       obs,
+		started:   now(),
+		turns:     newTurnSlots(cfg.MaxConcurrentTurns, cfg.MaxGroupTurns, cfg.MaxTurnsPerGroup),
+		active:    make(map[string]*sessionQueue),
+		spare:     make(chan func()),
+		quit:      make(chan struct{}),
+		spareIdle: spareIdleTime,
 
 		extra:       deps.Commands,
 		memory:      deps.Memory,
@@ -314,6 +322,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 func (a *Agent) Run(ctx context.Context, in <-chan bus.InboundMessage) error {
 	a.subs.start(ctx)
 	defer a.wg.Wait()
+	defer a.quitOnce.Do(func() { close(a.quit) })
 	defer a.subs.close()
 	for {
 		select {
@@ -376,17 +385,17 @@ func (a *Agent) enqueue(ctx context.Context, m bus.InboundMessage) {
 	}
 }
 
-// spareIdle is how long a goroutine that served a session waits for the
+// spareIdleTime is how long a goroutine that served a session waits for the
 // next session's work before it exits; at most maxSpares wait at once, so
 // that a burst of chats does not leave as many grown stacks behind.
 const (
-	spareIdle = time.Second
-	maxSpares = 8
+	spareIdleTime = time.Second
+	maxSpares     = 8
 )
 
 // runSession runs f on a goroutine that has just finished a session's work,
 // if one is waiting, or on a new one, which waits spareIdle for more once f
-// returns (or until ctx ends). A turn runs deep (agent, router, provider,
+// returns (or until ctx or Run ends). A turn runs deep (agent, router, provider,
 // go-openai, net/http): on a fresh goroutine the stack grew to that depth by
 // copying itself two or three times a turn, 3.8 % of a turn's CPU at 100
 // chats. A goroutine that waits a moment keeps its stack for the next turn.
@@ -399,7 +408,7 @@ func (a *Agent) runSession(ctx context.Context, f func()) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		idle := time.NewTimer(spareIdle)
+		idle := time.NewTimer(a.spareIdle)
 		defer idle.Stop()
 		for {
 			f()
@@ -407,13 +416,14 @@ func (a *Agent) runSession(ctx context.Context, f func()) {
 				a.spares.Add(-1)
 				return
 			}
-			idle.Reset(spareIdle)
+			idle.Reset(a.spareIdle)
 			var ok bool
 			select {
 			case f = <-a.spare:
 				ok = true
 			case <-idle.C:
 			case <-ctx.Done():
+			case <-a.quit:
 			}
 			a.spares.Add(-1)
 			if !ok {

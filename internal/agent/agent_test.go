@@ -398,3 +398,17 @@ func TestShutdownCancellation(t *testing.T) {
 		})
 	}
 }
+
+// A goroutine waiting for the next session's work does not hold up the end
+// of Run, which waits for every goroutine it started: it leaves when Run
+// ends. (The wait is made an hour long; the harness's cleanup closes the
+// inbound channel and fails the test if Run has not returned within 10 s.)
+func TestRunEndsWithoutWaitingForSpareGoroutines(t *testing.T) {
+	h := newHarness(t)
+	h.agent.spareIdle = time.Hour
+	h.script.Push(fakellm.Reply{Text: "one"}, fakellm.Reply{Text: "two"})
+	h.send("c1", "hello")
+	h.waitFinals("c1", 1)
+	h.send("c2", "hello again")
+	h.waitFinals("c2", 1)
+}
