@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
@@ -51,10 +50,7 @@ const encCacheBytes = 4 << 20
 // concurrent use.
 type encoder struct {
 	mu       sync.Mutex
-	cur, old map[msgKey]cached
-	// ids holds the current generation's encodings by identity (idKey),
-	// looked up first: at most one identity per entry of cur.
-	ids      map[idKey][]byte
+	cur, old map[msgKey][]byte
 	curBytes int
 	lists    []toolsEntry // most recent first; a few lists (the agent's, consolidation's)
 	// bufs recycles the slices a call's messages are translated into: they
@@ -86,28 +82,6 @@ func (e *encoder) recycle(msgs []goopenai.ChatCompletionMessage) {
 // assistant text and tool results, nearly all of a conversation.
 type msgKey struct {
 	role, content, toolCallID string
-}
-
-// idKey is a message's key by identity: where its text is, not what it says.
-// Strings are immutable and the key's pointer keeps the text alive, so equal
-// keys mean equal texts; and an idKey hashes in constant time, where a
-// msgKey hashes the whole text (hashing each call's ~30 KB of conversation
-// was 2.6 % of a turn at 100 chats). A session keeps its messages' strings
-// from turn to turn, so nearly every lookup is found by identity.
-type idKey struct {
-	role, toolCallID string
-	text             *byte
-	n                int
-}
-
-func (k msgKey) id() idKey {
-	return idKey{role: k.role, toolCallID: k.toolCallID, text: unsafe.StringData(k.content), n: len(k.content)}
-}
-
-// cached is an encoded message and the identity it is found by, if any.
-type cached struct {
-	enc []byte
-	id  idKey
 }
 
 type toolsEntry struct {
@@ -162,48 +136,28 @@ func (e *encoder) messages(msgs []goopenai.ChatCompletionMessage) ([][]byte, int
 }
 
 func (e *encoder) lookupLocked(k msgKey) []byte {
-	id := k.id()
-	if b, ok := e.ids[id]; ok {
+	if b, ok := e.cur[k]; ok {
 		return b
 	}
-	c, ok := e.cur[k]
-	if !ok {
-		if c, ok = e.old[k]; !ok {
-			return nil
-		}
-		e.turnoverLocked(len(c.enc) + len(k.content)) // still in use: keep it through the next turnover
+	if b, ok := e.old[k]; ok {
+		e.storeLocked(k, b) // still in use: keep it through the next turnover
+		return b
 	}
-	// Found by content: k's string is one a session keeps (a turn's own
-	// message is seen first as the string the turn built, then as the
-	// session's copy; a session read again from disk brings new copies).
-	// The entry takes this string as its content key (storing an equal
-	// string key replaces the key) and as its one identity, and lets the
-	// previous string go: the cache holds one copy of each text alive.
-	delete(e.ids, c.id)
-	c.id = id
-	e.cur[k] = c
-	e.ids[id] = c.enc
-	return c.enc
+	return nil
 }
 
-// storeLocked caches the encoding of a message seen for the first time, by
-// content only: its string may be one the turn built and drops.
 func (e *encoder) storeLocked(k msgKey, b []byte) {
+	if e.cur == nil {
+		e.cur = map[msgKey][]byte{}
+	}
 	if _, ok := e.cur[k]; ok {
 		return
 	}
-	e.turnoverLocked(len(b) + len(k.content))
-	e.cur[k] = cached{enc: b}
-}
-
-// turnoverLocked makes room for n bytes in the current generation, which
-// becomes the old one when full. Identities are kept for the current
-// generation only; an old entry found again by content gets its own back.
-func (e *encoder) turnoverLocked(n int) {
-	if e.cur == nil || e.curBytes+n > encCacheBytes {
-		e.old, e.cur, e.curBytes = e.cur, map[msgKey]cached{}, 0
-		e.ids = map[idKey][]byte{}
+	n := len(b) + len(k.content)
+	if e.curBytes+n > encCacheBytes {
+		e.old, e.cur, e.curBytes = e.cur, map[msgKey][]byte{}, 0
 	}
+	e.cur[k] = b
 	e.curBytes += n
 }
 

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	goopenai "github.com/sashabaranov/go-openai"
 	chunkJSON "github.com/segmentio/encoding/json"
 	"go.uber.org/zap"
 
@@ -200,79 +199,5 @@ func TestChunkDecodingMatchesEncodingJSON(t *testing.T) {
 		if !reflect.DeepEqual(want, got) {
 			t.Errorf("%s:\n encoding/json %+v\n segmentio     %+v", raw, want, got)
 		}
-	}
-}
-
-// A message seen for the first time is cached by what it says; found again
-// (as the session's copy, or read again from disk), that string is
-// remembered by where it is, and later lookups find it without hashing the
-// text. Either way the encoding is the one cached.
-func TestEncoderFindsByIdentityThenContent(t *testing.T) {
-	var e encoder
-	text := strings.Repeat("a message the session keeps ", 20)
-	turns := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: text}}
-	first, _, err := e.messages(turns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _ := cacheable(&turns[0])
-	ids := func(k msgKey) bool {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		_, ok := e.ids[k.id()]
-		return ok
-	}
-	e.mu.Lock()
-	byContent := e.cur[k]
-	e.mu.Unlock()
-	if byContent.enc == nil || &byContent.enc[0] != &first[0][0] || ids(k) {
-		t.Fatal("a first sighting is not cached by content alone")
-	}
-
-	kept := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: strings.Clone(text)}}
-	kk, _ := cacheable(&kept[0])
-	for i := range 2 {
-		again, _, err := e.messages(kept)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if &again[0][0] != &first[0][0] {
-			t.Fatalf("lookup %d: the same text in another string was encoded again", i)
-		}
-		if !ids(kk) {
-			t.Fatalf("lookup %d: the session's string is not remembered by identity", i)
-		}
-	}
-	if kk.id() == k.id() || ids(k) {
-		t.Error("the turn's own string is remembered by identity")
-	}
-	// The content key now holds the session's string, not the turn's.
-	e.mu.Lock()
-	for key := range e.cur {
-		if key.id() != kk.id() {
-			t.Error("the content key still holds the turn's string")
-		}
-	}
-	e.mu.Unlock()
-
-	// A session read again from disk brings new strings each time: each
-	// takes over the entry, the one before is let go.
-	for range 5 {
-		reloaded := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: strings.Clone(text)}}
-		if enc, _, _ := e.messages(reloaded); &enc[0][0] != &first[0][0] {
-			t.Fatal("a reloaded text was encoded again")
-		}
-		kr, _ := cacheable(&reloaded[0])
-		e.mu.Lock()
-		n, held := len(e.ids), e.cur[k].id
-		e.mu.Unlock()
-		if n != 1 || held != kr.id() {
-			t.Fatalf("after a reload: %d identities, the entry holds %v, want only the reloaded string's", n, held)
-		}
-	}
-
-	other := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleAssistant, Content: text}}
-	if enc, _, _ := e.messages(other); bytes.Equal(enc[0], first[0]) {
-		t.Error("a message with the same text and another role got the first one's encoding")
 	}
 }
