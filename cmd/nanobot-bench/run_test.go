@@ -62,14 +62,7 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
 	}
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("-json output: %v", err)
-	}
+	rep := readReport(t, jsonPath)
 	if len(rep.Idle) != 1 || len(rep.Load) != 1 || len(rep.History) != 2 || len(rep.Stream) != 1 || len(rep.API) != 1 {
 		t.Fatalf("runs recorded: idle %d load %d history %d stream %d api %d", len(rep.Idle), len(rep.Load), len(rep.History), len(rep.Stream), len(rep.API))
 	}
@@ -131,6 +124,20 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	}
 }
 
+// readReport reads the -json output of a run.
+func readReport(t *testing.T, path string) report {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("-json output: %v", err)
+	}
+	return rep
+}
+
 func TestFlagsAreChecked(t *testing.T) {
 	tests := []struct {
 		args []string
@@ -165,14 +172,7 @@ func TestFloorUnderLoad(t *testing.T) {
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("-json output: %v", err)
-	}
+	rep := readReport(t, jsonPath)
 	if len(rep.Load) != 1 {
 		t.Fatalf("load runs recorded: %d", len(rep.Load))
 	}
@@ -183,7 +183,7 @@ func TestFloorUnderLoad(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	err = run(ctx, []string{"-floor", "-scenario", "history"}, &out, &out)
+	err := run(ctx, []string{"-floor", "-scenario", "history"}, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), "needs nanobot") {
 		t.Errorf("-floor -scenario history: err = %v, want it refused", err)
 	}

@@ -185,11 +185,12 @@ func (f *floor) serve(ctx context.Context) error {
 	defer srv.Close()
 
 	err = f.pollLoop(ctx)
+	// pollLoop has returned: nothing delivers any more. The chats stay in
+	// the map for close, which closes their files.
 	f.mu.Lock()
 	for _, c := range f.chats {
 		close(c.in)
 	}
-	f.chats = map[int64]*chat{}
 	f.mu.Unlock()
 	f.wg.Wait()
 	return err
