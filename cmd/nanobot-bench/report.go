@@ -24,6 +24,10 @@ type report struct {
 	Web               []webResult
 	Scale             []scaleResult
 	Instructions      []instructionsResult
+	Init              []initResult
+	// FaultAround is what one read of a cached file's mapping brings into
+	// RSS (the init scenario).
+	FaultAround int64
 }
 
 // machine describes where the figures were taken.
@@ -87,6 +91,9 @@ func (rep *report) print(w io.Writer) {
 		printWorkingSet(w, rep.Idle, col)
 		fmt.Fprintln(w)
 	}
+	if len(rep.Init) > 0 {
+		printInit(w, rep.Init, rep.FaultAround)
+	}
 	if len(rep.Instructions) > 0 {
 		xs := make([]float64, len(rep.Instructions))
 		for i, r := range rep.Instructions {
@@ -125,6 +132,59 @@ func (rep *report) print(w io.Writer) {
 	if len(rep.Web) > 0 {
 		printWeb(w, rep.Web)
 	}
+}
+
+// printInit prints one row per probe, in the order they ran.
+func printInit(w io.Writer, rs []initResult, faultAround int64) {
+	var names []string
+	groups := map[string][]initResult{}
+	for _, r := range rs {
+		if _, ok := groups[r.Probe]; !ok {
+			names = append(names, r.Probe)
+		}
+		groups[r.Probe] = append(groups[r.Probe], r)
+	}
+	fmt.Fprintf(w, "### Before main: memory once the package initialisers have run, %d runs\n\n", len(groups[names[0]]))
+	fmt.Fprintf(w, "Each probe is built with the release flags and one last initialiser that waits; its memory is read %v after.  \n", initSettle)
+	fmt.Fprintf(w, "Kernel fault-around: a read of one byte of a cached file's mapping made %d KiB resident.\n\n", faultAround>>10)
+	fmt.Fprintln(w, "| probe | binary (MB) | VmRSS (MiB) | anonymous (MiB) | file-backed (MiB) | code resident / mapped (MiB) | read-only data resident / mapped (MiB) |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
+	for _, n := range names {
+		g := groups[n]
+		col := func(f func(initResult) float64) string {
+			xs := make([]float64, len(g))
+			for i, r := range g {
+				xs[i] = f(r)
+			}
+			return withSpread(xs, "%.1f")
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %s | %s | %s | %s / %.1f | %s / %.1f |\n", n, float64(g[0].Binary)/1e6,
+			col(func(r initResult) float64 { return mib(r.Memory.RSS) }),
+			col(func(r initResult) float64 { return mib(r.Memory.Anon) }),
+			col(func(r initResult) float64 { return mib(r.Memory.File) }),
+			col(func(r initResult) float64 { return mib(r.Text.RSS) }), mib(g[0].Text.Size),
+			col(func(r initResult) float64 { return mib(r.ReadOnly.RSS) }), mib(g[0].ReadOnly.Size),
+		)
+	}
+	fmt.Fprintln(w)
+	for _, n := range names {
+		fmt.Fprintf(w, "- %s: %s\n", n, groups[n][0].What)
+	}
+	fmt.Fprintln(w)
+	if groups[names[0]][0].Touched.Code == 0 {
+		fmt.Fprintln(w, "What the initialisers read, page by page, is not traced: valgrind is not installed (apt-get install valgrind).")
+		fmt.Fprintln(w)
+		return
+	}
+	fmt.Fprintln(w, "What each probe read of its binary before main, from a trace of every access (valgrind's lackey, first run), in 4 KiB pages, against the 64 KiB windows those pages fall in, which fault-around makes resident:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| probe | code read (MiB) | read-only data read (MiB) | together (MiB) | their 64 KiB windows (MiB) |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
+	for _, n := range names {
+		t := groups[n][0].Touched
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f |\n", n, mib(t.Code), mib(t.ReadOnly), mib(t.Code+t.ReadOnly), float64(t.Windows)/16)
+	}
+	fmt.Fprintln(w)
 }
 
 // printWeb prints the web page's figures.

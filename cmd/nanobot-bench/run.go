@@ -20,8 +20,13 @@ import (
 var scenarios = []string{"idle", "load", "history", "stream", "api", "web", "scale"}
 
 // onDemand are scenarios run only when named: instructions needs valgrind
-// and runs the gateway some thirty times slower.
-var onDemand = []string{"instructions"}
+// and runs the gateway some thirty times slower; init builds four programs
+// of its own.
+var onDemand = []string{"instructions", "init"}
+
+// releaseFlags are the go build flags of the release binary, after
+// CGO_ENABLED=0.
+var releaseFlags = []string{"-trimpath", "-ldflags=-s -w"}
 
 // run parses the command line, builds the binary when none is given, and
 // runs the chosen scenarios, printing the report to stdout and progress to
@@ -31,7 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var o options
 	var which, chats, prior, apiClients, jsonPath, workers string
-	fs.StringVar(&which, "scenario", strings.Join(scenarios, ","), "scenarios to run: "+strings.Join(scenarios, ", ")+"; and, only when named, "+strings.Join(onDemand, ", ")+" (one chat under valgrind's cachegrind: instructions per turn, from a -window run and one three times as long)")
+	fs.StringVar(&which, "scenario", strings.Join(scenarios, ","), "scenarios to run: "+strings.Join(scenarios, ", ")+"; and, only when named, instructions (one chat under valgrind's cachegrind: instructions per turn, from a -window run and one three times as long) and init (memory before main runs: the Go runtime alone, the fixed libraries, every library nanobot imports, and nanobot, each stopped in its last package initialiser)")
 	fs.StringVar(&o.bin, "nanobot", "", "nanobot binary to measure [built from ./cmd/nanobot, stripped]")
 	fs.IntVar(&o.runs, "runs", 5, "runs of each scenario; the report gives their median")
 	fs.StringVar(&chats, "chats", "1,100,1000", "load: concurrent chats, one load run per value")
@@ -129,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 		o.bin = filepath.Join(dir, "nanobot")
-		args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", o.bin}
+		args := append(append([]string{"build"}, releaseFlags...), "-o", o.bin)
 		if o.profileDir != "" {
 			args = append(args, "-tags", "nanobot_pprof")
 		}
@@ -151,6 +156,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+	if slices.Contains(chosen, "init") {
+		dir, err := os.MkdirTemp("", "nanobot-bench-probes-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if o.probes, err = buildProbes(ctx, dir, releaseFlags, progress); err != nil {
+			return err
+		}
 	}
 	for _, s := range chosen {
 		for i := range o.runs {
@@ -224,6 +239,29 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 			progress("scale %d/%d, %d workers: %.1f turns/s, end to end p50 %v p99 %v",
 				i+1, o.runs, w, r.TurnsPerS, r.EndToEnd.P50, r.EndToEnd.P99)
 			rep.Scale = append(rep.Scale, scaleResult{Workers: w, loadResult: r})
+		}
+	case "init":
+		for _, p := range o.probes {
+			r, err := measureProbe(ctx, p)
+			if err != nil {
+				return err
+			}
+			progress("init %d/%d, %s: %.1f MB binary, RSS %.1f MiB (%.1f anonymous, %.1f file-backed)",
+				i+1, o.runs, r.Probe, float64(r.Binary)/1e6, mib(r.Memory.RSS), mib(r.Memory.Anon), mib(r.Memory.File))
+			if _, err := exec.LookPath("valgrind"); err == nil && i == 0 {
+				if r.Touched, err = traceProbe(ctx, p); err != nil {
+					return err
+				}
+				progress("init, %s under valgrind's lackey: read %.2f MiB of code and %.2f MiB of read-only data before main, in %d windows of 64 KiB",
+					r.Probe, mib(r.Touched.Code), mib(r.Touched.ReadOnly), r.Touched.Windows)
+			}
+			rep.Init = append(rep.Init, r)
+		}
+		if rep.FaultAround == 0 && len(o.probes) > 0 {
+			var err error
+			if rep.FaultAround, err = faultAround(o.probes[len(o.probes)-1].bin); err != nil {
+				return fmt.Errorf("measure fault-around: %w", err)
+			}
 		}
 	case "instructions":
 		r, err := runInstructions(ctx, o)

@@ -51,6 +51,8 @@ type options struct {
 	// cachegrind, when set, runs the gateway under valgrind (the
 	// instructions scenario).
 	cachegrind *cachegrind
+	// probes are the init scenario's programs, built once for every run.
+	probes []builtProbe
 }
 
 // withGateway prepares a harness, starts the gateway and waits until it is
