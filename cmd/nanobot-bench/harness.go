@@ -80,8 +80,11 @@ type harness struct {
 	polls   pollWatch
 	pin     *pinning // nil: the gateway runs where the scheduler puts it
 	godebug string   // the gateway's GODEBUG (-godebug)
-	// cachegrind, when set, runs the gateway under valgrind's cachegrind.
-	cachegrind *cachegrind
+	// valgrind, when set, runs the gateway under one of valgrind's tools.
+	valgrind valgrindTool
+	// extraFiles are passed to the gateway from descriptor 3 on (a valgrind
+	// tool's log).
+	extraFiles []*os.File
 
 	// nats and workers exist with setup.Workers.
 	nats    *natsfake.Server
@@ -217,9 +220,9 @@ func (h *harness) start(pprofAddr string) error {
 		}
 	}
 	name, godebug := h.bin, h.godebug
-	if h.cachegrind != nil {
-		name, args = h.cachegrind.command(h.bin, args)
-		godebug = strings.Trim(cachegrindGodebug+","+godebug, ",")
+	if h.valgrind != nil {
+		name, args = h.valgrind.command(h.bin, args)
+		godebug = strings.Trim(valgrindGodebug+","+godebug, ",")
 	}
 	cmd := exec.Command(name, args...)
 	cmd.Env = []string{"HOME=" + h.dir, "PATH=" + os.Getenv("PATH")}
@@ -229,9 +232,10 @@ func (h *harness) start(pprofAddr string) error {
 	if godebug != "" {
 		cmd.Env = append(cmd.Env, "GODEBUG="+godebug)
 	}
-	if h.cachegrind != nil {
-		cmd.Env = append(cmd.Env, cachegrindMaxprocs)
+	if h.valgrind != nil {
+		cmd.Env = append(cmd.Env, valgrindMaxprocs)
 	}
+	cmd.ExtraFiles = h.extraFiles
 	cmd.Stdout, cmd.Stderr = h.logf, h.logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	h.exited = make(chan struct{})

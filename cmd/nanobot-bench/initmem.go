@@ -381,37 +381,89 @@ type touched struct {
 	Windows int
 }
 
-// traceProbe runs p under valgrind's lackey, which logs every instruction
-// fetch and data access, until the probe's cue, and counts the distinct
-// pages of its code and read-only data the log names. The log is streamed
-// through a pipe and never stored: it runs to millions of lines.
-func traceProbe(ctx context.Context, p builtProbe) (touched, error) {
-	code, ro, err := loadSegments(p.bin)
+// lackey runs the gateway under valgrind's lackey, which logs every
+// instruction fetch and data access to descriptor 3 (a pageTracer's pipe).
+type lackey struct{ valgrind string }
+
+func (l lackey) command(bin string, args []string) (string, []string) {
+	return l.valgrind, append([]string{"--tool=lackey", "--trace-mem=yes", "--log-fd=3", bin}, args...)
+}
+
+// pageTracer counts the pages a lackey log names as valgrind writes it into
+// a pipe. The log is never stored: it runs to millions of lines.
+type pageTracer struct {
+	r, w  *os.File
+	pages map[uint64]bool
+	done  chan error
+}
+
+func newPageTracer() (*pageTracer, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	t := &pageTracer{r: r, w: w, pages: map[uint64]bool{}, done: make(chan error, 1)}
+	go func() { t.done <- countPages(r, t.pages) }()
+	return t, nil
+}
+
+// started closes this process's end of the log once the traced process has
+// it (or failed to start), so that the log ends when that process does.
+func (t *pageTracer) started() { _ = t.w.Close() }
+
+// finish waits for the log to end (the traced process is gone) and sorts
+// its pages into bin's code and read-only data.
+func (t *pageTracer) finish(bin string) (touched, error) {
+	_ = t.w.Close()
+	err := <-t.done
+	_ = t.r.Close()
+	if err != nil {
+		return touched{}, fmt.Errorf("read lackey's log: %w", err)
+	}
+	code, ro, err := loadSegments(bin)
 	if err != nil {
 		return touched{}, err
 	}
-	logR, logW, err := os.Pipe()
+	var res touched
+	windows := map[uint64]bool{}
+	for pg := range t.pages {
+		addr := pg << 12
+		switch {
+		case code.contains(addr):
+			res.Code += 4096
+		case ro.contains(addr):
+			res.ReadOnly += 4096
+		default:
+			continue
+		}
+		windows[addr>>16] = true
+	}
+	res.Windows = len(windows)
+	return res, nil
+}
+
+// traceProbe runs p under lackey until the probe's cue, and counts the
+// distinct pages of its code and read-only data it read.
+func traceProbe(ctx context.Context, valgrind string, p builtProbe) (touched, error) {
+	tr, err := newPageTracer()
 	if err != nil {
 		return touched{}, err
 	}
-	defer logR.Close()
-	// lackey writes to the descriptor it is given; 3 is the first of
-	// ExtraFiles.
-	cmd := exec.CommandContext(ctx, "valgrind", "--tool=lackey", "--trace-mem=yes", "--log-fd=3", p.bin)
-	cmd.ExtraFiles = []*os.File{logW}
+	name, args := lackey{valgrind}.command(p.bin, nil)
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.ExtraFiles = []*os.File{tr.w}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		logW.Close()
+		tr.started()
+		_, _ = tr.finish(p.bin)
 		return touched{}, err
 	}
-	if err := cmd.Start(); err != nil {
-		logW.Close()
-		return touched{}, fmt.Errorf("valgrind %s (apt-get install valgrind): %w", p.Name, err)
+	err = cmd.Start()
+	tr.started()
+	if err != nil {
+		_, _ = tr.finish(p.bin)
+		return touched{}, fmt.Errorf("valgrind %s: %w", p.Name, err)
 	}
-	logW.Close()
-	pages := map[uint64]bool{}
-	counted := make(chan error, 1)
-	go func() { counted <- countPages(logR, pages) }()
 	cue := make(chan error, 1)
 	go func() {
 		_, err := io.ReadFull(stdout, make([]byte, 1))
@@ -432,28 +484,60 @@ func traceProbe(ctx context.Context, p builtProbe) (touched, error) {
 	// after the cue.
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	if err := <-counted; err != nil && runErr == nil {
-		runErr = err
-	}
+	t, err := tr.finish(p.bin)
 	if runErr != nil {
 		return touched{}, runErr
 	}
-	var t touched
-	windows := map[uint64]bool{}
-	for pg := range pages {
-		addr := pg << 12
-		switch {
-		case code.contains(addr):
-			t.Code += 4096
-		case ro.contains(addr):
-			t.ReadOnly += 4096
-		default:
-			continue
-		}
-		windows[addr>>16] = true
+	return t, err
+}
+
+// traceIdleGateway starts the gateway with both channels once (which
+// installs the workspace), then restarts it under lackey, waits until it is
+// ready and o.settle more, and counts the pages of its binary the restart
+// read from exec to then.
+func traceIdleGateway(ctx context.Context, o options, valgrind string) (touched, error) {
+	h, err := newHarness(o.bin, setup{Discord: true}, o.keep)
+	if err != nil {
+		return touched{}, err
 	}
-	t.Windows = len(windows)
-	return t, nil
+	defer h.Close()
+	h.godebug = o.godebug
+	if err := h.start(""); err != nil {
+		return touched{}, err
+	}
+	if _, err := h.awaitReady(ctx, o.readyLimit); err != nil {
+		return touched{}, err
+	}
+	if err := h.stop(30 * time.Second); err != nil {
+		return touched{}, err
+	}
+	tr, err := newPageTracer()
+	if err != nil {
+		return touched{}, err
+	}
+	h.valgrind, h.extraFiles = lackey{valgrind}, []*os.File{tr.w}
+	err = h.start("")
+	tr.started()
+	if err == nil {
+		// Under lackey the start runs some fifty times slower.
+		_, err = h.awaitReady(ctx, 10*time.Minute)
+	}
+	if err == nil {
+		select {
+		case <-time.After(o.settle):
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if h.cmd != nil {
+		_ = h.cmd.Process.Kill()
+		<-h.exited
+	}
+	t, ferr := tr.finish(o.bin)
+	if err != nil {
+		return touched{}, fmt.Errorf("idle gateway under lackey: %w", err)
+	}
+	return t, ferr
 }
 
 // span is an address range [lo, hi).

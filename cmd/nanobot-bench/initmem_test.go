@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +71,7 @@ func TestInitProbesStopBeforeMain(t *testing.T) {
 		t.Errorf("fault-around = %d bytes, want a positive number of pages", fa)
 	}
 	var out bytes.Buffer
-	printInit(&out, rs, fa)
+	printInit(&out, rs, fa, touched{})
 	for _, want := range []string{"### Before main", "| empty | ", "| fixed | ", "| libraries | ", "| nanobot | ", "- nanobot: cmd/nanobot itself"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
@@ -162,5 +163,40 @@ func TestCountPagesCountsBothEndsOfAnAccess(t *testing.T) {
 		if !pages[p] {
 			t.Errorf("page %#x not counted; pages = %v", p, pages)
 		}
+	}
+}
+
+func TestPageTracerSortsPagesIntoCodeAndReadOnlyData(t *testing.T) {
+	code, ro, err := loadSegments(nanobot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := newPageTracer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lines as lackey writes them: two code pages in one 64 KiB window
+	// (the second access crosses into the next page), one read-only page
+	// twice, and accesses outside both segments (the stack, the heap).
+	w := func(kind string, addr uint64, size int) {
+		if _, err := fmt.Fprintf(tr.w, "%s %08x,%d\n", kind, addr, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := (code.lo + 0x10000) &^ 0xffff
+	w("I ", base, 4)
+	w("I ", base+0xffe, 4)
+	w(" L", ro.lo+0x20, 8)
+	w(" S", ro.lo+0x40, 8)
+	w(" L", 0x1fff000750, 8)
+	w(" M", ro.hi+0x100000, 4)
+	tr.started()
+	got, err := tr.finish(nanobot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := touched{Code: 2 * 4096, ReadOnly: 4096, Windows: 2}
+	if got != want {
+		t.Errorf("touched = %+v, want %+v", got, want)
 	}
 }

@@ -37,13 +37,20 @@ type instructionsRun struct {
 	Instructions uint64
 }
 
-// Under cachegrind the gateway runs with one P, because valgrind runs one
+// Under valgrind the gateway runs with one P, because valgrind runs one
 // thread at a time and an idle P's spinning would count time rather than
 // work, and without asynchronous preemption, whose signals only add noise.
 const (
-	cachegrindMaxprocs = "GOMAXPROCS=1"
-	cachegrindGodebug  = "asyncpreemptoff=1"
+	valgrindMaxprocs = "GOMAXPROCS=1"
+	valgrindGodebug  = "asyncpreemptoff=1"
 )
+
+// valgrindTool is how the harness wraps the gateway in one of valgrind's
+// tools.
+type valgrindTool interface {
+	// command returns the command line that runs bin with args.
+	command(bin string, args []string) (string, []string)
+}
 
 // runInstructions measures one chat's turns under cachegrind, with windows
 // of o.window and three times that.
@@ -62,13 +69,14 @@ func runInstructions(ctx context.Context, o options) (instructionsResult, error)
 		run.Window = o.window * time.Duration(1+2*i)
 		ro := o
 		ro.window = run.Window
-		ro.cachegrind = &cachegrind{valgrind: valgrind, out: filepath.Join(dir, fmt.Sprintf("run-%d.out", i))}
+		cg := &cachegrind{valgrind: valgrind, out: filepath.Join(dir, fmt.Sprintf("run-%d.out", i))}
+		ro.valgrind = cg
 		r, err := drive(ctx, ro, setup{MaxConcurrentTurns: o.maxTurns}, 1, "instructions")
 		if err != nil {
 			return res, fmt.Errorf("%v window: %w", run.Window, err)
 		}
 		run.Turns = r.Turns
-		if run.Instructions, err = cachegrindTotal(ro.cachegrind.out); err != nil {
+		if run.Instructions, err = cachegrindTotal(cg.out); err != nil {
 			return res, err
 		}
 	}

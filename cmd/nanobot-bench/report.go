@@ -28,6 +28,9 @@ type report struct {
 	// FaultAround is what one read of a cached file's mapping brings into
 	// RSS (the init scenario).
 	FaultAround int64
+	// IdleTouched is what the idle gateway read of its binary (the init
+	// scenario, with valgrind).
+	IdleTouched touched
 }
 
 // machine describes where the figures were taken.
@@ -92,7 +95,7 @@ func (rep *report) print(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if len(rep.Init) > 0 {
-		printInit(w, rep.Init, rep.FaultAround)
+		printInit(w, rep.Init, rep.FaultAround, rep.IdleTouched)
 	}
 	if len(rep.Instructions) > 0 {
 		xs := make([]float64, len(rep.Instructions))
@@ -135,7 +138,7 @@ func (rep *report) print(w io.Writer) {
 }
 
 // printInit prints one row per probe, in the order they ran.
-func printInit(w io.Writer, rs []initResult, faultAround int64) {
+func printInit(w io.Writer, rs []initResult, faultAround int64, idle touched) {
 	var names []string
 	groups := map[string][]initResult{}
 	for _, r := range rs {
@@ -183,6 +186,10 @@ func printInit(w io.Writer, rs []initResult, faultAround int64) {
 	for _, n := range names {
 		t := groups[n][0].Touched
 		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f |\n", n, mib(t.Code), mib(t.ReadOnly), mib(t.Code+t.ReadOnly), float64(t.Windows)/16)
+	}
+	if idle.Code > 0 {
+		fmt.Fprintf(w, "| the idle gateway: a restart with Telegram and Discord, from exec to -settle after ready | %.2f | %.2f | %.2f | %.2f |\n",
+			mib(idle.Code), mib(idle.ReadOnly), mib(idle.Code+idle.ReadOnly), float64(idle.Windows)/16)
 	}
 	fmt.Fprintln(w)
 }

@@ -248,14 +248,21 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 			}
 			progress("init %d/%d, %s: %.1f MB binary, RSS %.1f MiB (%.1f anonymous, %.1f file-backed)",
 				i+1, o.runs, r.Probe, float64(r.Binary)/1e6, mib(r.Memory.RSS), mib(r.Memory.Anon), mib(r.Memory.File))
-			if _, err := exec.LookPath("valgrind"); err == nil && i == 0 {
-				if r.Touched, err = traceProbe(ctx, p); err != nil {
+			if valgrind, err := exec.LookPath("valgrind"); err == nil && i == 0 {
+				if r.Touched, err = traceProbe(ctx, valgrind, p); err != nil {
 					return err
 				}
 				progress("init, %s under valgrind's lackey: read %.2f MiB of code and %.2f MiB of read-only data before main, in %d windows of 64 KiB",
 					r.Probe, mib(r.Touched.Code), mib(r.Touched.ReadOnly), r.Touched.Windows)
 			}
 			rep.Init = append(rep.Init, r)
+		}
+		if valgrind, err := exec.LookPath("valgrind"); err == nil && i == 0 {
+			if rep.IdleTouched, err = traceIdleGateway(ctx, o, valgrind); err != nil {
+				return err
+			}
+			progress("init, the idle gateway under valgrind's lackey: read %.2f MiB of code and %.2f MiB of read-only data from exec to %v after ready, in %d windows of 64 KiB",
+				mib(rep.IdleTouched.Code), mib(rep.IdleTouched.ReadOnly), o.settle, rep.IdleTouched.Windows)
 		}
 		if rep.FaultAround == 0 && len(o.probes) > 0 {
 			var err error

@@ -48,9 +48,9 @@ type options struct {
 	modelDelay     time.Duration
 	// scaleSessions is bus.nats.sessions of the scale scenario's workers.
 	scaleSessions string
-	// cachegrind, when set, runs the gateway under valgrind (the
+	// valgrind, when set, runs the gateway under valgrind (the
 	// instructions scenario).
-	cachegrind *cachegrind
+	valgrind valgrindTool
 	// probes are the init scenario's programs, built once for every run.
 	probes []builtProbe
 }
@@ -63,7 +63,7 @@ func withGateway(ctx context.Context, o options, s setup, fn func(h *harness, r 
 		return err
 	}
 	defer h.Close()
-	h.pin, h.godebug, h.cachegrind = o.pin, o.godebug, o.cachegrind
+	h.pin, h.godebug, h.valgrind = o.pin, o.godebug, o.valgrind
 	if err := h.start(o.pprofAddr); err != nil {
 		return err
 	}
