@@ -67,10 +67,10 @@ var fixedLibraries = []string{
 	"go.uber.org/zap",
 }
 
-// probes returns the programs to measure, from the module at root. The
+// probes returns the programs to measure, from module at root. The
 // libraries probe imports every package outside the module that nanobot's
 // own packages import, as listed by go list.
-func probes(ctx context.Context, root string) ([]probe, error) {
+func probes(ctx context.Context, root, module string) ([]probe, error) {
 	list := exec.CommandContext(ctx, "go", "list", "-deps", "-f",
 		`{{if .Module}}{{if .Module.Main}}{{join .Imports "\n"}}{{end}}{{end}}`, "./cmd/nanobot")
 	list.Dir = root
@@ -78,10 +78,6 @@ func probes(ctx context.Context, root string) ([]probe, error) {
 	out, err := list.Output()
 	if err != nil {
 		return nil, fmt.Errorf("go list the imports of ./cmd/nanobot: %w", err)
-	}
-	module, err := modulePath(ctx, root)
-	if err != nil {
-		return nil, err
 	}
 	seen := map[string]bool{}
 	var outside []string
@@ -119,24 +115,17 @@ func importing(pkgs []string) string {
 	return b.String()
 }
 
-func modulePath(ctx context.Context, root string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Path}}")
-	cmd.Dir = root
-	out, err := cmd.Output()
+// mainModule is the path and directory of the module the bench runs in.
+func mainModule(ctx context.Context) (path, dir string, err error) {
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Path}}\t{{.Dir}}").Output()
 	if err != nil {
-		return "", fmt.Errorf("go list -m: %w", err)
+		return "", "", fmt.Errorf("find the main module (run from the repository): %w", err)
 	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-// moduleRoot is the directory of the main module the bench runs in.
-func moduleRoot(ctx context.Context) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}")
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("find the module root (run from the repository): %w", err)
+	path, dir, ok := strings.Cut(strings.TrimSpace(string(out)), "\t")
+	if !ok || strings.Contains(dir, "\n") {
+		return "", "", fmt.Errorf("go list -m: want one module, got %q", out)
 	}
-	return strings.TrimSpace(string(out)), nil
+	return path, dir, nil
 }
 
 // builtProbe is a probe and the binary built for it.
@@ -149,11 +138,11 @@ type builtProbe struct {
 // probes' files are added through go build's -overlay, so the source tree is
 // not touched.
 func buildProbes(ctx context.Context, dir string, flags []string, progress func(string, ...any)) ([]builtProbe, error) {
-	root, err := moduleRoot(ctx)
+	module, root, err := mainModule(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ps, err := probes(ctx, root)
+	ps, err := probes(ctx, root, module)
 	if err != nil {
 		return nil, err
 	}
@@ -240,20 +229,8 @@ func measureProbe(ctx context.Context, p builtProbe) (initResult, error) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}()
-	cue := make(chan error, 1)
-	go func() {
-		_, err := io.ReadFull(stdout, make([]byte, 1))
-		cue <- err
-	}()
-	select {
-	case err := <-cue:
-		if err != nil {
-			return initResult{}, fmt.Errorf("probe %s ended before its last initialiser: %w\n%s", p.Name, err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		return initResult{}, fmt.Errorf("probe %s: no cue from its last initialiser in 30 s", p.Name)
-	case <-ctx.Done():
-		return initResult{}, ctx.Err()
+	if err := awaitCue(ctx, stdout, 30*time.Second); err != nil {
+		return initResult{}, fmt.Errorf("probe %s: %w\n%s", p.Name, err, stderr.String())
 	}
 	select {
 	case <-time.After(initSettle):
@@ -273,6 +250,26 @@ func measureProbe(ctx context.Context, p builtProbe) (initResult, error) {
 		return initResult{}, fmt.Errorf("probe %s: %w", p.Name, err)
 	}
 	return r, nil
+}
+
+// awaitCue waits for the byte a probe writes from its last initialiser.
+func awaitCue(ctx context.Context, stdout io.Reader, limit time.Duration) error {
+	cue := make(chan error, 1)
+	go func() {
+		_, err := io.ReadFull(stdout, make([]byte, 1))
+		cue <- err
+	}()
+	select {
+	case err := <-cue:
+		if err != nil {
+			return fmt.Errorf("ended before its last initialiser: %w", err)
+		}
+		return nil
+	case <-time.After(limit):
+		return fmt.Errorf("no cue from its last initialiser in %v", limit)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // binaryRegions sums the Size and Rss of the mappings of file bin in an
@@ -464,21 +461,9 @@ func traceProbe(ctx context.Context, valgrind string, p builtProbe) (touched, er
 		_, _ = tr.finish(p.bin)
 		return touched{}, fmt.Errorf("valgrind %s: %w", p.Name, err)
 	}
-	cue := make(chan error, 1)
-	go func() {
-		_, err := io.ReadFull(stdout, make([]byte, 1))
-		cue <- err
-	}()
-	var runErr error
-	select {
-	case runErr = <-cue:
-		if runErr != nil {
-			runErr = fmt.Errorf("probe %s under valgrind ended before its last initialiser: %w", p.Name, runErr)
-		}
-	case <-time.After(10 * time.Minute):
-		runErr = fmt.Errorf("probe %s under valgrind: no cue in 10 minutes", p.Name)
-	case <-ctx.Done():
-		runErr = ctx.Err()
+	runErr := awaitCue(ctx, stdout, 10*time.Minute)
+	if runErr != nil {
+		runErr = fmt.Errorf("probe %s under valgrind: %w", p.Name, runErr)
 	}
 	// Killed, valgrind loses at most its last unflushed line, which is
 	// after the cue.

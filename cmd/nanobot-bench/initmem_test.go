@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -47,9 +48,6 @@ func TestInitProbesStopBeforeMain(t *testing.T) {
 			if n := int64(c.s.hi - c.s.lo); n <= 0 || n > c.m.Size || c.m.Size-n >= 2*4096 {
 				t.Errorf("probe %s: %s segment %d bytes, mapping %d", p.Name, c.name, n, c.m.Size)
 			}
-		}
-		if r.Touched.Code != 0 {
-			t.Errorf("probe %s: touched pages counted without a trace: %+v", p.Name, r.Touched)
 		}
 		rs = append(rs, r)
 	}
@@ -198,5 +196,27 @@ func TestPageTracerSortsPagesIntoCodeAndReadOnlyData(t *testing.T) {
 	want := touched{Code: 2 * 4096, ReadOnly: 4096, Windows: 2}
 	if got != want {
 		t.Errorf("touched = %+v, want %+v", got, want)
+	}
+}
+
+func TestAwaitCue(t *testing.T) {
+	blocked, w := io.Pipe()
+	defer w.Close()
+	tests := []struct {
+		name   string
+		stdout io.Reader
+		want   string // "" for the cue
+	}{
+		{"the cue", strings.NewReader("\n"), ""},
+		{"ended before it", strings.NewReader(""), "ended before its last initialiser"},
+		{"nothing in time", blocked, "no cue from its last initialiser in 50ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := awaitCue(context.Background(), tt.stdout, 50*time.Millisecond)
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("awaitCue = %v, want %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -241,6 +241,9 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 			rep.Scale = append(rep.Scale, scaleResult{Workers: w, loadResult: r})
 		}
 	case "init":
+		// The first run also traces, when valgrind is installed.
+		valgrind, err := exec.LookPath("valgrind")
+		trace := err == nil && i == 0
 		for _, p := range o.probes {
 			r, err := measureProbe(ctx, p)
 			if err != nil {
@@ -248,7 +251,7 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 			}
 			progress("init %d/%d, %s: %.1f MB binary, RSS %.1f MiB (%.1f anonymous, %.1f file-backed)",
 				i+1, o.runs, r.Probe, float64(r.Binary)/1e6, mib(r.Memory.RSS), mib(r.Memory.Anon), mib(r.Memory.File))
-			if valgrind, err := exec.LookPath("valgrind"); err == nil && i == 0 {
+			if trace {
 				if r.Touched, err = traceProbe(ctx, valgrind, p); err != nil {
 					return err
 				}
@@ -257,7 +260,7 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 			}
 			rep.Init = append(rep.Init, r)
 		}
-		if valgrind, err := exec.LookPath("valgrind"); err == nil && i == 0 {
+		if trace {
 			if rep.IdleTouched, err = traceIdleGateway(ctx, o, valgrind); err != nil {
 				return err
 			}
@@ -265,7 +268,6 @@ func (rep *report) runOne(ctx context.Context, o options, s string, i int, progr
 				mib(rep.IdleTouched.Code), mib(rep.IdleTouched.ReadOnly), o.settle, rep.IdleTouched.Windows)
 		}
 		if rep.FaultAround == 0 && len(o.probes) > 0 {
-			var err error
 			if rep.FaultAround, err = faultAround(o.probes[len(o.probes)-1].bin); err != nil {
 				return fmt.Errorf("measure fault-around: %w", err)
 			}
