@@ -59,7 +59,9 @@ func partition(key string, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// wireIn is an InboundMessage on the wire: everything but the Ack callback.
+// wireIn is an InboundMessage on the wire: every field but the Ack callback
+// (S-X5). TestWireRoundTripsEveryField fills every field by reflection, so a
+// field added to bus.InboundMessage and forgotten here fails that test.
 type wireIn struct {
 	Channel    string            `json:"channel"`
 	SenderID   string            `json:"sender_id,omitempty"`
@@ -72,6 +74,9 @@ type wireIn struct {
 	SessionKey string            `json:"session_key,omitempty"`
 	Group      string            `json:"group,omitempty"`
 	Time       time.Time         `json:"time"`
+	Model      string            `json:"model,omitempty"`
+	History    []llm.Message     `json:"history,omitempty"`
+	Ephemeral  bool              `json:"ephemeral,omitempty"`
 }
 
 func encodeIn(m bus.InboundMessage) ([]byte, error) {
@@ -79,6 +84,7 @@ func encodeIn(m bus.InboundMessage) ([]byte, error) {
 		Channel: m.Channel, SenderID: m.SenderID, SenderName: m.SenderName, ChatID: m.ChatID,
 		MessageID: m.MessageID, Content: m.Content, Media: m.Media, Metadata: m.Metadata,
 		SessionKey: m.SessionKey, Group: m.Group, Time: m.Time,
+		Model: m.Model, History: m.History, Ephemeral: m.Ephemeral,
 	})
 }
 
@@ -91,10 +97,11 @@ func decodeIn(data []byte) (bus.InboundMessage, error) {
 		Channel: w.Channel, SenderID: w.SenderID, SenderName: w.SenderName, ChatID: w.ChatID,
 		MessageID: w.MessageID, Content: w.Content, Media: w.Media, Metadata: w.Metadata,
 		SessionKey: w.SessionKey, Group: w.Group, Time: w.Time,
+		Model: w.Model, History: w.History, Ephemeral: w.Ephemeral,
 	}, nil
 }
 
-// wireOut is an OutboundMessage on the wire: everything but Delivered.
+// wireOut is an OutboundMessage on the wire: every field but Delivered.
 type wireOut struct {
 	Channel  string            `json:"channel"`
 	ChatID   string            `json:"chat_id"`
@@ -105,12 +112,13 @@ type wireOut struct {
 	TurnID   string            `json:"turn_id,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 	IsError  bool              `json:"is_error,omitempty"`
+	Usage    llm.Usage         `json:"usage,omitzero"`
 }
 
 func encodeOut(m bus.OutboundMessage) ([]byte, error) {
 	return json.Marshal(wireOut{
 		Channel: m.Channel, ChatID: m.ChatID, Kind: m.Kind, Content: m.Content, Media: m.Media,
-		ReplyTo: m.ReplyTo, TurnID: m.TurnID, Metadata: m.Metadata, IsError: m.IsError,
+		ReplyTo: m.ReplyTo, TurnID: m.TurnID, Metadata: m.Metadata, IsError: m.IsError, Usage: m.Usage,
 	})
 }
 
@@ -121,7 +129,7 @@ func decodeOut(data []byte) (bus.OutboundMessage, error) {
 	}
 	return bus.OutboundMessage{
 		Channel: w.Channel, ChatID: w.ChatID, Kind: w.Kind, Content: w.Content, Media: w.Media,
-		ReplyTo: w.ReplyTo, TurnID: w.TurnID, Metadata: w.Metadata, IsError: w.IsError,
+		ReplyTo: w.ReplyTo, TurnID: w.TurnID, Metadata: w.Metadata, IsError: w.IsError, Usage: w.Usage,
 	}, nil
 }
 
