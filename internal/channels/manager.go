@@ -1,6 +1,7 @@
 package channels
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -17,8 +18,11 @@ import (
 // ManagerConfig bounds the outbound machinery. Zero fields take the defaults
 // in brackets.
 type ManagerConfig struct {
-	// MaxChats caps live per-chat workers [1024]; past it, dispatch waits
-	// for an idle worker to be reaped.
+	// MaxChats caps running per-chat workers [1024]. Past it, a new chat's
+	// messages are parked in its own mailbox, the least recently active
+	// idle worker is retired at once, and the parked chat gets its place
+	// (oldest parked first). Dispatch never waits for a place, so one
+	// chat's wait holds up no other chat.
 	MaxChats int
 	// ChatQueue is how many messages may wait for one chat before dispatch
 	// waits for that chat [256]. Drafts coalesce and do not pile up.
@@ -45,13 +49,40 @@ type ManagerConfig struct {
 // send media or typing; outcome is ok or one of the error kinds:
 // not_modified, bad_markup, rate_limited, unknown_outcome, permanent,
 // canceled, transient. It must be cheap and safe for concurrent use.
+//
+// Reply is told what became of each outbound message (one call per
+// message, all its chunks and attachments together): ReplyDelivered,
+// ReplyFailed or ReplyCut. Set against the agent's answered turns it tells
+// an answer that reached the chat from one the agent merely produced.
 type Observer interface {
 	PlatformCall(channel, op, outcome string)
+	Reply(channel, kind, outcome string)
 }
+
+// Outcomes of an outbound message, for Observer.Reply.
+const (
+	// ReplyDelivered: handed to the platform (or to the page or API) whole.
+	ReplyDelivered = "delivered"
+	// ReplyFailed: given up on for good (refused, retries exhausted, an
+	// unknown channel); some of its parts may have gone out.
+	ReplyFailed = "failed"
+	// ReplyCut: shutdown cut its delivery short; it is not acknowledged,
+	// so a channel that redelivers brings its question back.
+	ReplyCut = "cut"
+)
 
 type nopObserver struct{}
 
 func (nopObserver) PlatformCall(string, string, string) {}
+func (nopObserver) Reply(string, string, string)        {}
+
+// reply reports msg's outcome to the Observer; drafts, statuses and turn
+// starts are best effort and not counted.
+func (m *Manager) reply(channel string, msg bus.OutboundMessage, outcome string) {
+	if msg.Kind == bus.KindFinal || msg.Kind == bus.KindMessage {
+		m.cfg.Observer.Reply(channel, msg.Kind.String(), outcome)
+	}
+}
 
 // RetryPolicy bounds the retries of one platform call.
 type RetryPolicy struct {
@@ -109,9 +140,11 @@ type Manager struct {
 	receivers map[string]Receiver
 
 	mu      sync.Mutex
-	workers map[chatKey]*worker
-	exited  chan struct{} // signalled (non-blocking) when a worker exits
-	wg      sync.WaitGroup
+	workers map[chatKey]*worker // running and parked
+	running int                 // workers whose goroutine runs, at most MaxChats
+	parked  list.List           // of *worker waiting for a place, oldest first
+	idle    list.List           // of running *worker waiting idle, least recently active first
+	wg      sync.WaitGroup      // one per worker, parked ones included
 
 	// closing is closed when intake stops; workers then finish their queue
 	// and exit. workCtx bounds every platform call and ends DrainTimeout
@@ -153,7 +186,6 @@ func NewManager(src <-chan bus.OutboundMessage, cfg ManagerConfig, log *zap.Logg
 		routes:    map[string]*route{},
 		receivers: map[string]Receiver{},
 		workers:   map[chatKey]*worker{},
-		exited:    make(chan struct{}, 1),
 		closing:   make(chan struct{}),
 	}
 }
@@ -240,6 +272,13 @@ func (m *Manager) Run(ctx context.Context) error {
 // cancelled.
 func (m *Manager) shutdown(ctx context.Context) {
 	close(m.closing)
+	// Parked chats get their workers now, past the cap: what they hold is
+	// delivered like everything else queued (within DrainTimeout).
+	m.mu.Lock()
+	for m.parked.Len() > 0 {
+		m.startParkedLocked()
+	}
+	m.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		m.wg.Wait()
@@ -261,11 +300,13 @@ func (m *Manager) shutdown(ctx context.Context) {
 	}
 }
 
-// dispatch queues msg on its chat's worker, starting one if needed. It
-// returns an error only when ctx ended while waiting for room.
+// dispatch queues msg on its chat's worker, starting one if needed, or
+// parking the chat when MaxChats workers run. It waits only for a chat whose
+// queue is over ChatQueue, and returns an error only when ctx ended then.
 func (m *Manager) dispatch(ctx context.Context, msg bus.OutboundMessage) error {
 	if r, ok := m.receivers[msg.Channel]; ok {
 		r.Receive(msg)
+		m.reply(msg.Channel, msg, ReplyDelivered)
 		if msg.Delivered != nil {
 			msg.Delivered()
 		}
@@ -275,40 +316,94 @@ func (m *Manager) dispatch(ctx context.Context, msg bus.OutboundMessage) error {
 	if rt == nil {
 		m.log.Warn("outbound message for an unknown channel dropped",
 			zap.String("channel", msg.Channel), zap.String("chat", msg.ChatID), zap.Stringer("kind", msg.Kind))
+		m.reply(msg.Channel, msg, ReplyFailed)
 		if msg.Delivered != nil {
 			msg.Delivered() // nothing will ever deliver it
 		}
 		return nil
 	}
 	key := chatKey{msg.Channel, msg.ChatID}
-	for {
-		m.mu.Lock()
-		w := m.workers[key]
-		if w == nil && len(m.workers) < m.cfg.MaxChats {
-			w = newWorker(m, rt, key)
-			m.workers[key] = w
-			m.wg.Add(1)
-			go w.run()
+	m.mu.Lock()
+	w := m.workers[key]
+	if w == nil {
+		w = newWorker(m, rt, key)
+		m.workers[key] = w
+		m.wg.Add(1)
+		if m.running < m.cfg.MaxChats {
+			m.startLocked(w)
+		} else {
+			w.parkElem = m.parked.PushBack(w)
+			m.retireIdleLocked()
 		}
-		if w != nil {
-			n := w.box.push(msg)
-			m.mu.Unlock()
-			if n > m.cfg.ChatQueue {
-				return w.box.waitBelow(ctx, m.cfg.ChatQueue)
-			}
-			return nil
-		}
-		m.mu.Unlock()
-		select {
-		case <-m.exited:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	}
+	n := w.box.push(msg)
+	parked := w.parkElem != nil
+	m.mu.Unlock()
+	if n > m.cfg.ChatQueue && !parked {
+		return w.box.waitBelow(ctx, m.cfg.ChatQueue)
+	}
+	return nil
+}
+
+// startLocked runs w's goroutine; m.mu is held.
+func (m *Manager) startLocked(w *worker) {
+	m.running++
+	go w.run()
+}
+
+// startParkedLocked gives the oldest parked chat its worker; m.mu is held.
+func (m *Manager) startParkedLocked() {
+	w := m.parked.Remove(m.parked.Front()).(*worker)
+	w.parkElem = nil
+	m.startLocked(w)
+}
+
+// retireIdleLocked asks the least recently active idle worker to retire at
+// once, making room for a parked chat. A worker that got a message since
+// stays; it retires when it is next idle while chats are parked (goIdle).
+// m.mu is held.
+func (m *Manager) retireIdleLocked() {
+	el := m.idle.Front()
+	if el == nil {
+		return
+	}
+	w := m.idle.Remove(el).(*worker)
+	w.idleElem = nil
+	select {
+	case w.poke <- struct{}{}:
+	default:
+	}
+}
+
+// goIdle registers w as idle and returns false, or returns true when chats
+// are parked: w should then retire at once instead of waiting IdleTimeout.
+// One lock makes the check and the registration atomic with dispatch's
+// parking, so no parked chat waits for a worker nobody will retire.
+func (m *Manager) goIdle(w *worker) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.parked.Len() > 0 {
+		return true
+	}
+	if w.idleElem == nil {
+		w.idleElem = m.idle.PushBack(w)
+	}
+	return false
+}
+
+// leaveIdle unregisters w as idle (it woke up).
+func (m *Manager) leaveIdle(w *worker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.idleElem != nil {
+		m.idle.Remove(w.idleElem)
+		w.idleElem = nil
 	}
 }
 
 // retire removes w if its mailbox is still empty; it reports whether w may
-// exit. Holding m.mu makes this atomic with dispatch's push.
+// exit. Holding m.mu makes this atomic with dispatch's push. The place w
+// held goes to the oldest parked chat.
 func (m *Manager) retire(w *worker) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -316,18 +411,30 @@ func (m *Manager) retire(w *worker) bool {
 		return false
 	}
 	delete(m.workers, w.key)
-	select {
-	case m.exited <- struct{}{}:
-	default:
+	if w.idleElem != nil {
+		m.idle.Remove(w.idleElem)
+		w.idleElem = nil
+	}
+	m.running--
+	if m.parked.Len() > 0 {
+		m.startParkedLocked()
 	}
 	return true
 }
 
-// Workers reports how many per-chat workers are live, for metrics and tests.
+// Workers reports how many per-chat workers run, for metrics and tests.
 func (m *Manager) Workers() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.workers)
+	return m.running
+}
+
+// Parked reports how many chats wait for a worker (MaxChats run), for
+// metrics and tests.
+func (m *Manager) Parked() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.parked.Len()
 }
 
 // mailbox is a chat's queue. A draft or status replaces the queued one of

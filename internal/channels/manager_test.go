@@ -448,23 +448,38 @@ func TestIdleWorkersReaped(t *testing.T) {
 	}
 }
 
+// Past MaxChats a new chat is parked, never blocking the dispatcher, and
+// the idle worker retires at once to make room: b is answered without the
+// idle timeout passing (the old dispatcher waited for it, holding up every
+// chat). The number of running workers never exceeds the cap.
 func TestMaxChatsBoundsWorkers(t *testing.T) {
 	h := newHarness(t, config.OutputConfig{}, ManagerConfig{MaxChats: 1, IdleTimeout: time.Minute})
 	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "a", Kind: bus.KindMessage, Content: "a"}
 	h.waitIdle("a", 1)
-	sent := make(chan struct{})
-	go func() {
-		h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "b", Kind: bus.KindMessage, Content: "b"}
-		close(sent)
-	}()
-	<-sent // the dispatcher took it and now waits for a free worker
-	if n := h.m.Workers(); n != 1 {
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "b", Kind: bus.KindMessage, Content: "b"}
+	h.waitIdle("b", 1)
+	if n := h.m.Workers(); n > 1 {
 		t.Fatalf("workers = %d, want at most 1", n)
 	}
-	h.clock.Advance(time.Minute) // reap a; b gets a worker
-	h.waitIdle("b", 1)
 	if got := h.ch.visible(); joinVisible(got) != "<a>|<b>" {
 		t.Fatalf("visible = %q", got)
+	}
+}
+
+// A chat whose worker is busy (its turn still running) keeps its place; a
+// new chat past the cap waits parked for it, and the dispatcher meanwhile
+// still serves the running chat.
+func TestParkedChatWaitsForABusyWorkerWithoutBlockingOthers(t *testing.T) {
+	h := newHarness(t, config.OutputConfig{}, ManagerConfig{MaxChats: 1, IdleTimeout: time.Minute})
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "a", Kind: bus.KindStart, TurnID: "ta"}
+	h.waitIdle("a", 1)
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "b", Kind: bus.KindMessage, Content: "b"}
+	eventually(t, "b parked while a's turn runs", func() bool { return h.m.Parked() == 1 })
+	// a's final still gets through the dispatcher, then a retires for b.
+	h.src <- bus.OutboundMessage{Channel: "fake", ChatID: "a", Kind: bus.KindFinal, TurnID: "ta", Content: "a"}
+	h.waitIdle("b", 1)
+	if got := texts(h.ch.ops("send")); strings.Join(got, ",") != "<a>,<b>" {
+		t.Fatalf("sends = %q", got)
 	}
 }
 

@@ -1,6 +1,8 @@
 package channels
 
 import (
+	"cmp"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +35,13 @@ type worker struct {
 	paused     time.Time
 	lastActive time.Time
 	handled    int
+
+	// poke asks an idle worker to retire at once (chats are parked);
+	// parkElem and idleElem are its places in the manager's lists, guarded
+	// by the manager's mu.
+	poke     chan struct{}
+	parkElem *list.Element
+	idleElem *list.Element
 }
 
 // turn is what the worker knows about one streaming turn.
@@ -67,6 +76,7 @@ func newWorker(m *Manager, rt *route, key chatKey) *worker {
 		clock:      m.clock,
 		turns:      map[string]*turn{},
 		lastActive: m.clock.Now(),
+		poke:       make(chan struct{}, 1),
 	}
 }
 
@@ -96,29 +106,41 @@ func (w *worker) run() {
 			continue
 		}
 		wake, idle := w.nextWake(now)
-		if idle && !now.Before(wake) {
+		// An idle worker retires when its time is up, or at once while
+		// chats are parked for want of a worker (else it waits, listed as
+		// idle, so that parking a chat can poke it).
+		if idle && (!now.Before(wake) || w.m.goIdle(w)) {
 			if w.m.retire(w) {
 				return
 			}
 			continue
 		}
-		t := w.clock.NewTimer(wake.Sub(now))
-		if !w.clock.Now().Before(wake) {
-			// Time moved past wake while the timer was being armed (a fake
-			// clock can jump); act now rather than miss the wake-up.
-			t.Stop()
-			continue
+		w.wait(now, wake)
+		if idle {
+			w.m.leaveIdle(w)
 		}
-		if w.m.idleHook != nil {
-			w.m.idleHook(w.key.chat, w.handled+w.box.coalescedCount(), now)
-		}
-		select {
-		case <-w.box.signal:
-		case <-t.C():
-		case <-w.m.closing:
-		case <-w.m.workCtx.Done():
-		}
-		t.Stop()
+	}
+}
+
+// wait blocks until something is pushed, wake comes, the worker is poked
+// or shutdown begins.
+func (w *worker) wait(now, wake time.Time) {
+	t := w.clock.NewTimer(wake.Sub(now))
+	defer t.Stop()
+	if !w.clock.Now().Before(wake) {
+		// Time moved past wake while the timer was being armed (a fake
+		// clock can jump); act now rather than miss the wake-up.
+		return
+	}
+	if w.m.idleHook != nil {
+		w.m.idleHook(w.key.chat, w.handled+w.box.coalescedCount(), now)
+	}
+	select {
+	case <-w.box.signal:
+	case <-t.C():
+	case <-w.poke:
+	case <-w.m.closing:
+	case <-w.m.workCtx.Done():
 	}
 }
 
@@ -201,21 +223,28 @@ func (w *worker) handle(msg bus.OutboundMessage) {
 	case bus.KindFinal:
 		t := w.turns[msg.TurnID]
 		delete(w.turns, msg.TurnID)
-		w.deliverFinal(t, msg)
-		w.delivered(msg)
+		w.delivered(msg, w.deliverFinal(t, msg))
 	case bus.KindMessage:
-		w.deliverNew(msg)
-		w.delivered(msg)
+		w.delivered(msg, w.deliverNew(msg))
 	default:
 		w.log.Warn("outbound message of unknown kind dropped", zap.Stringer("kind", msg.Kind))
 	}
 }
 
-// delivered tells msg's sender that it went out or was given up on for
-// good; not when shutdown cut its delivery short, so that a channel that
-// redelivers asks the question again after the restart.
-func (w *worker) delivered(msg bus.OutboundMessage) {
-	if msg.Delivered != nil && w.m.workCtx.Err() == nil {
+// delivered counts msg's outcome (err is its delivery's first failure) and
+// tells its sender that it went out or was given up on for good; not when
+// shutdown cut its delivery short, so that a channel that redelivers asks
+// the question again after the restart.
+func (w *worker) delivered(msg bus.OutboundMessage, err error) {
+	outcome := ReplyDelivered
+	switch {
+	case w.m.workCtx.Err() != nil:
+		outcome = ReplyCut
+	case err != nil:
+		outcome = ReplyFailed
+	}
+	w.m.reply(w.key.channel, msg, outcome)
+	if msg.Delivered != nil && outcome != ReplyCut {
 		msg.Delivered()
 	}
 }
@@ -366,18 +395,18 @@ func (w *worker) draftFailed(t *turn, now time.Time, edit bool, err error) {
 // edited into the draft messages, the rest sent as new messages), or is sent
 // as new messages when there is no usable draft. An empty final removes the
 // draft's tool hint or the draft itself.
-func (w *worker) deliverFinal(t *turn, msg bus.OutboundMessage) {
+func (w *worker) deliverFinal(t *turn, msg bus.OutboundMessage) error {
 	usable := t != nil && !t.broken && len(t.refs) > 0
 	if strings.TrimSpace(msg.Content) == "" && len(msg.Media) == 0 {
 		if usable {
 			w.clearDraft(t)
 		}
-		return
+		return nil
 	}
 	if !usable {
-		w.deliverNew(msg)
-		return
+		return w.deliverNew(msg)
 	}
+	var failed error
 	chunks := w.render(msg.Content)
 	i := 0
 	for ; i < len(chunks) && i < len(t.refs); i++ {
@@ -394,7 +423,7 @@ func (w *worker) deliverFinal(t *turn, msg bus.OutboundMessage) {
 			// answer is complete, and remove the stale draft so the user
 			// does not see the half-written answer next to the whole one.
 			w.log.Warn("final edit failed; sending the chunk as a new message", zap.Error(err))
-			w.sendChunk(msg, c, i == 0)
+			failed = cmp.Or(failed, w.sendChunk(msg, c, i == 0))
 			w.removeDraftMessage(ref)
 		}
 	}
@@ -402,9 +431,9 @@ func (w *worker) deliverFinal(t *turn, msg bus.OutboundMessage) {
 		w.removeDraftMessage(t.refs[j])
 	}
 	for ; i < len(chunks); i++ {
-		w.sendChunk(msg, chunks[i], false)
+		failed = cmp.Or(failed, w.sendChunk(msg, chunks[i], false))
 	}
-	w.sendMedia(msg, len(chunks) == 0)
+	return cmp.Or(failed, w.sendMedia(msg, len(chunks) == 0))
 }
 
 // clearDraft handles an empty final: the answer went out another way (the
@@ -443,12 +472,14 @@ func (w *worker) removeDraftMessage(ref Sent) {
 }
 
 // deliverNew sends msg as new messages: its text chunks, then its media.
-func (w *worker) deliverNew(msg bus.OutboundMessage) {
+// It returns the first failure; the other parts are still sent.
+func (w *worker) deliverNew(msg bus.OutboundMessage) error {
 	chunks := w.render(msg.Content)
+	var failed error
 	for i, c := range chunks {
-		w.sendChunk(msg, c, i == 0)
+		failed = cmp.Or(failed, w.sendChunk(msg, c, i == 0))
 	}
-	w.sendMedia(msg, len(chunks) == 0)
+	return cmp.Or(failed, w.sendMedia(msg, len(chunks) == 0))
 }
 
 func (w *worker) render(md string) []Chunk {
@@ -466,7 +497,7 @@ func (w *worker) render(md string) []Chunk {
 	return out
 }
 
-func (w *worker) sendChunk(msg bus.OutboundMessage, c Chunk, first bool) {
+func (w *worker) sendChunk(msg bus.OutboundMessage, c Chunk, first bool) error {
 	out := Outgoing{ChatID: w.key.chat, Metadata: msg.Metadata}
 	if first {
 		out.ReplyTo = msg.ReplyTo
@@ -484,11 +515,13 @@ func (w *worker) sendChunk(msg bus.OutboundMessage, c Chunk, first bool) {
 		w.log.Error("message chunk not delivered", zap.Stringer("kind", msg.Kind), zap.String("turn", msg.TurnID),
 			zap.String("outcome", errorKind(err)), zap.Error(err))
 	}
+	return err
 }
 
 // sendMedia sends each attachment in its own call, so a retry after a 429
 // never repeats an attachment that already went out.
-func (w *worker) sendMedia(msg bus.OutboundMessage, reply bool) {
+func (w *worker) sendMedia(msg bus.OutboundMessage, reply bool) error {
+	var failed error
 	for i, part := range msg.Media {
 		out := Outgoing{ChatID: w.key.chat, Metadata: msg.Metadata, Media: []llm.Part{part}}
 		if reply && i == 0 {
@@ -501,8 +534,10 @@ func (w *worker) sendMedia(msg bus.OutboundMessage, reply bool) {
 		if err != nil {
 			w.log.Error("attachment not delivered", zap.String("turn", msg.TurnID), zap.Int("part", i),
 				zap.String("outcome", errorKind(err)), zap.Error(err))
+			failed = cmp.Or(failed, err)
 		}
 	}
+	return failed
 }
 
 // retry runs one platform call under the retry policy. plain tells the call

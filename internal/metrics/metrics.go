@@ -49,6 +49,7 @@ type Metrics struct {
 	toolCalls   *prometheus.CounterVec
 	toolSeconds *prometheus.HistogramVec
 	platform    *prometheus.CounterVec
+	replies     *prometheus.CounterVec
 	apiCalls    *prometheus.CounterVec
 	apiSeconds  *prometheus.HistogramVec
 }
@@ -80,6 +81,11 @@ func New(info BuildInfo) *Metrics {
 			"Calls to a chat platform (each attempt), by channel, operation (send, edit, delete, send media, typing) "+
 				"and outcome: ok, not_modified, rate_limited, bad_markup, unknown_outcome, permanent, canceled or transient.",
 			"channel", "op", "outcome"),
+		replies: f.counter("replies_total",
+			"Final answers and standalone messages the channels took from the agent, by channel, kind (final or message) "+
+				"and outcome: delivered (reached the chat, page or API client), failed (given up on: refused, retries "+
+				"exhausted) or cut (shutdown cut it short; the question is redelivered). Compare with turns_total{outcome=\"answered\"}, "+
+				"which counts answers produced.", "channel", "kind", "outcome"),
 		apiCalls: f.counter("api_requests_total",
 			"Requests to the OpenAI-compatible API, by key name (\"unknown\" before authentication) and outcome: "+
 				"ok, failed, client_closed, timeout, unavailable, unauthorized, rate_limited, busy, bad_request, not_found or too_large.",
@@ -148,6 +154,12 @@ func (m *Metrics) ToolCall(name string, isError bool, elapsed time.Duration) {
 // PlatformCall counts a chat platform call (the channel manager's Observer).
 func (m *Metrics) PlatformCall(channel, op, outcome string) {
 	m.platform.WithLabelValues(channel, op, outcome).Inc()
+}
+
+// Reply counts what became of one final answer or message (the channel
+// manager's Observer).
+func (m *Metrics) Reply(channel, kind, outcome string) {
+	m.replies.WithLabelValues(channel, kind, outcome).Inc()
 }
 
 // APIRequest counts one request to the OpenAI-compatible API.
