@@ -134,6 +134,10 @@ type Config struct {
 	MaxSubagents int
 	// MaxSubagentsPerSession caps them per session [3].
 	MaxSubagentsPerSession int
+
+	// publishWait bounds the publish of a best-effort message (draft,
+	// status, turn start) on a full bus [5s]; tests shorten it.
+	publishWait time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -151,6 +155,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DraftInterval <= 0 {
 		c.DraftInterval = 250 * time.Millisecond
+	}
+	if c.publishWait <= 0 {
+		c.publishWait = 5 * time.Second
 	}
 	if c.MemoryWindow <= 0 {
 		c.MemoryWindow = 100
@@ -252,6 +259,9 @@ type Agent struct {
 	quitOnce sync.Once
 	// spareIdle is spareIdleTime; tests lengthen it.
 	spareIdle time.Duration
+	// runCtx is Run's context: its end (shutdown past the grace period) is
+	// the only thing that cuts the publish of a final answer short.
+	runCtx context.Context
 
 	extra       map[string]Command
 	memory      Memory
@@ -305,6 +315,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		spare:     make(chan func()),
 		quit:      make(chan struct{}),
 		spareIdle: spareIdleTime,
+		runCtx:    context.Background(),
 
 		extra:       deps.Commands,
 		memory:      deps.Memory,
@@ -320,6 +331,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 // every goroutine it started. Subagents are cancelled when Run ends: their
 // results could no longer be announced.
 func (a *Agent) Run(ctx context.Context, in <-chan bus.InboundMessage) error {
+	a.runCtx = ctx // before any turn starts: turns start from this goroutine
 	a.subs.start(ctx)
 	defer a.wg.Wait()
 	defer a.quitOnce.Do(func() { close(a.quit) })
@@ -524,14 +536,37 @@ func (a *Agent) notify(ctx context.Context, m bus.InboundMessage, text string, i
 	})
 }
 
-// publish sends best effort: a closed bus during shutdown is logged, not fatal.
+// publish sends m on the bus; it outlives a cancelled turn (/stop) so the
+// user still hears how it ended. A final answer or a standalone message is
+// never given up for back-pressure: it waits for room, holding the turn
+// and its slot (which slows intake rather than losing answers), until it
+// is queued, the bus closes, or Run's context ends (shutdown past the grace
+// period; the turn is then not acknowledged and its channel redelivers
+// it). Drafts, statuses and turn starts are best effort and give up after
+// publishWait. A closed bus during shutdown is logged, not fatal.
 func (a *Agent) publish(ctx context.Context, m bus.OutboundMessage) {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	pctx, cancel := a.publishContext(ctx, m.Kind)
 	defer cancel()
 	if err := a.out.PublishOutbound(pctx, m); err != nil {
-		a.log.Warn("publish reply failed", zap.String("channel", m.Channel), zap.String("chat", m.ChatID),
+		log := a.log.Warn
+		if m.Kind == bus.KindFinal {
+			log = a.log.Error
+		}
+		log("publish reply failed", zap.String("channel", m.Channel), zap.String("chat", m.ChatID),
 			zap.Stringer("kind", m.Kind), zap.Error(err))
 	}
+}
+
+func (a *Agent) publishContext(ctx context.Context, k bus.Kind) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(ctx)
+	if (k == bus.KindFinal || k == bus.KindMessage) && a.runCtx.Err() == nil {
+		pctx, cancel := context.WithCancel(base)
+		stop := context.AfterFunc(a.runCtx, cancel)
+		return pctx, func() { stop(); cancel() }
+	}
+	// Best effort, and so is everything once shutdown cut the turns: a
+	// short wait for the notice that a turn was interrupted.
+	return context.WithTimeout(base, a.cfg.publishWait)
 }
 
 // extraCommand returns the Deps.Commands entry s invokes, if any.

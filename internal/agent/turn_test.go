@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
@@ -57,5 +60,51 @@ func TestSpecMemoFollowsTheRegistry(t *testing.T) {
 				t.Errorf("memo says %d tokens, the specs estimate at %d", got, want)
 			}
 		})
+	}
+}
+
+// gatedOut holds every final publish until released, and then, like a bus
+// whose caller stopped waiting, refuses it if the publish's context ended
+// meanwhile. Other messages pass straight through.
+type gatedOut struct {
+	next    Publisher
+	pending chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedOut) PublishOutbound(ctx context.Context, m bus.OutboundMessage) error {
+	if m.Kind == bus.KindFinal {
+		g.pending <- struct{}{}
+		<-g.release
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return g.next.PublishOutbound(ctx, m)
+}
+
+// A final answer waiting for room on a full bus is never given up (the old
+// publish dropped it after 5 s and still counted the turn as answered):
+// the turn waits, however long, and the answer is delivered and the
+// message acknowledged once there is room. Best-effort messages still give
+// up after publishWait (here 1 ns, so an old-style deadline has long
+// passed when the gate opens).
+func TestFinalWaitsForRoomInsteadOfBeingDropped(t *testing.T) {
+	gate := &gatedOut{pending: make(chan struct{}, 1), release: make(chan struct{})}
+	h := newHarnessDeps(t, func(d *Deps) { gate.next, d.Out = d.Out, gate },
+		func(c *Config) { c.publishWait = time.Nanosecond })
+	h.script.Push(fakellm.Reply{Text: "Here is your answer."})
+	h.send("c1", "question")
+	<-gate.pending
+	time.Sleep(time.Millisecond) // let a 1 ns deadline pass for certain; not a timing assertion
+	close(gate.release)
+	finals := h.waitFinals("c1", 1)
+	if finals[0].Content != "Here is your answer." {
+		t.Fatalf("final = %q", finals[0].Content)
+	}
+	h.mu.Lock() // the recorder calls Delivered before it keeps the final
+	defer h.mu.Unlock()
+	if n := h.acked["question"]; n != 1 {
+		t.Fatalf("question acknowledged %d times, want once: its answer was delivered", n)
 	}
 }
