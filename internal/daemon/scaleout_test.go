@@ -252,3 +252,36 @@ func TestScaleOutDiscordCatchesUpFromKV(t *testing.T) {
 	again := startRole(base, RoleChannels)
 	again.dcWaitLast(dm, "re: two")
 }
+
+// With split roles the channels process serves the web page but never
+// writes a session: the agent workers do. The page must show what they
+// wrote, not the copy the channels process read earlier (S-X5); the old
+// channels process kept showing the first turn's 2 of 4 messages.
+func TestScaleOutWebPageShowsWhatWorkersWrote(t *testing.T) {
+	for _, sessions := range []string{config.SessionsSharedVolume, config.SessionsJetStream} {
+		t.Run(sessions, func(t *testing.T) {
+			srv := natsfake.Start(t, t.TempDir())
+			base := newGW(t, setup{})
+			base.script.Func = func(r fakellm.Request) fakellm.Reply {
+				return fakellm.Reply{Text: "re: " + r.LastUserText()}
+			}
+			base.writeConfig(setup{}, fmt.Sprintf(
+				"bus:\n  backend: nats\n  nats: {url: %q, partitions: 4, ack_wait: 2s, sessions: %s}\n", srv.URL(), sessions))
+			base.role = RoleChannels
+			base.start()
+			startRole(base, RoleAgent).waitReady(true)
+			c := newWebClient(t, base)
+			var chat struct{ ID string }
+			c.call("POST", "/api/chats", `{}`, &chat)
+			for i, text := range []string{"first", "second"} {
+				c.call("POST", "/api/chats/"+chat.ID+"/messages", `{"text":"`+text+`"}`, nil)
+				want := 2 * (i + 1)
+				var got int
+				base.waitUntil(fmt.Sprintf("the page shows %d messages", want), func() bool {
+					got = len(c.hello(chat.ID).Messages)
+					return got == want
+				})
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/schedule"
+	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/web"
 )
 
@@ -36,8 +37,13 @@ func (g *Gateway) buildWeb() error {
 		}
 		return nil
 	}
+	var sessions web.Sessions = g.core.Sessions
+	if g.core.NATS != nil {
+		// Other processes' agents write these sessions (S-X5).
+		sessions = freshSessions{g.core.Sessions}
+	}
 	srv := web.New(wc, web.Deps{
-		Bus: g.core.Pub, Sessions: g.core.Sessions, Workspace: g.cfg.Agents.Workspace,
+		Bus: g.core.Pub, Sessions: sessions, Workspace: g.cfg.Agents.Workspace,
 		StateFile: filepath.Join(g.opts.DataDir, webConversationsFile),
 		TokenFile: filepath.Join(g.opts.DataDir, WebTokenFile),
 		Panel:     g.panel(),
@@ -204,4 +210,18 @@ func (l *webLinks) allowed(m bus.InboundMessage) bool {
 	}
 	ok, err := l.pairing.IsApproved(m.Channel, m.SenderID)
 	return err == nil && ok
+}
+
+// freshSessions reads a session as it is now: on the NATS bus an agent
+// worker in another process may have written it since this process cached
+// it, and the page must never show a stale copy (S-X5: the channels process
+// showed 2 of 4 messages). Forget costs one request to the stream when
+// nothing is new; with shared-volume files, it rereads the file.
+type freshSessions struct{ Sessions }
+
+func (f freshSessions) Get(key string) (session.Snapshot, error) {
+	if err := f.Forget(key); err != nil {
+		return session.Snapshot{}, err
+	}
+	return f.Sessions.Get(key)
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"net/http"
@@ -154,4 +155,44 @@ func (c *webClient) call(method, path, body string, out any) {
 			c.t.Fatal(err)
 		}
 	}
+}
+
+// webHello is the first frame of a conversation's event stream.
+type webHello struct {
+	N        int
+	Messages []struct {
+		Role, Text, HTML string
+		Files            []struct{ Name, URL string }
+	}
+}
+
+// hello opens conversation id's event stream, reads its hello frame and
+// closes the stream.
+func (c *webClient) hello(id string) webHello {
+	c.t.Helper()
+	req, _ := http.NewRequest("GET", c.g.base+"/api/chats/"+id+"/events", nil)
+	req.Header.Set("Cookie", c.cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("events: %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<22)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var h webHello
+		if err := json.Unmarshal([]byte(data), &h); err != nil {
+			c.t.Fatalf("hello: %v", err)
+		}
+		return h
+	}
+	c.t.Fatalf("event stream ended without a hello: %v", sc.Err())
+	return webHello{}
 }
