@@ -1,6 +1,9 @@
 package api
 
 import (
+	"cmp"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +19,10 @@ import (
 // not (the model's next call after tools, or a retried call) and a message
 // the agent sent with its message tool start a new paragraph. So nothing is
 // sent twice and nothing shown is taken back.
+//
+// A non-streamed answer is not bound by what was shown: it is the turn's
+// paragraphs, with a retried model call's text replacing its first attempt
+// (only a stream the client already saw carries the first attempt).
 type call struct {
 	id    string // chat id and message id of the request
 	hints bool   // tool hints become reasoning_content
@@ -40,6 +47,9 @@ type call struct {
 	wrote   bool   // some content was shown
 	pending []chunk
 	content strings.Builder
+	// paras are the paragraphs of the non-streamed answer; the last one is
+	// the current model call's text (seg) while seg is not empty.
+	paras   []string
 	reason  strings.Builder
 	usage   llm.Usage
 	failed  bool   // the turn ended in an error
@@ -98,6 +108,7 @@ func (c *call) receive(m bus.OutboundMessage) (ended bool) {
 		c.seg = ""
 		c.show(m.Content)
 		c.seg = ""
+		c.noteFiles(m.Media)
 	case bus.KindFinal:
 		c.usage = m.Usage
 		c.answer(m)
@@ -113,6 +124,7 @@ func (c *call) answer(m bus.OutboundMessage) {
 		c.failed, c.failure = true, m.Content
 	} else {
 		c.show(m.Content)
+		c.noteFiles(m.Media)
 	}
 	c.end = endAnswered
 	c.signal()
@@ -126,13 +138,45 @@ func (c *call) show(text string) {
 	if c.seg != "" && strings.HasPrefix(text, c.seg) {
 		c.emit(false, text[len(c.seg):])
 		c.seg = text
+		c.paras[len(c.paras)-1] = text
 		return
+	}
+	if c.seg != "" {
+		// The same model call again (retried) or the final replacing its
+		// draft: the stream adds a paragraph, the whole answer replaces.
+		c.paras[len(c.paras)-1] = text
+	} else {
+		c.paras = append(c.paras, text)
 	}
 	if c.wrote {
 		c.emit(false, "\n\n")
 	}
 	c.emit(false, text)
 	c.seg = text
+}
+
+// noteFiles tells the client, as a paragraph of its own, of the files a
+// message carried: the API answers with text only, so it says so rather
+// than dropping them silently (the agent was told they were sent).
+func (c *call) noteFiles(media []llm.Part) {
+	var names []string
+	for _, p := range media {
+		switch {
+		case p.File != nil:
+			names = append(names, cmp.Or(p.File.Name, filepath.Base(p.File.Path)))
+		case p.Image != nil && p.Image.Path != "":
+			names = append(names, filepath.Base(p.Image.Path))
+		default:
+			names = append(names, "a picture")
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	c.seg = ""
+	c.show(fmt.Sprintf("📎 %s: the assistant sent %d file(s) here, which this API cannot carry; "+
+		"they are in its workspace (the web page or a chat app shows them).", strings.Join(names, ", "), len(names)))
+	c.seg = ""
 }
 
 func (c *call) emit(reasoning bool, text string) {
@@ -184,16 +228,17 @@ func (c *call) take() ([]chunk, endReason) {
 
 // result is the whole answer, once the call ended.
 type result struct {
-	content, reasoning string
-	usage              llm.Usage
-	failed             bool
-	failure            string
-	end                endReason
+	// streamed is what a stream showed; content is the non-streamed answer.
+	streamed, content, reasoning string
+	usage                        llm.Usage
+	failed                       bool
+	failure                      string
+	end                          endReason
 }
 
 func (c *call) result() result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return result{content: c.content.String(), reasoning: c.reason.String(), usage: c.usage,
+	return result{streamed: c.content.String(), content: strings.Join(c.paras, "\n\n"), reasoning: c.reason.String(), usage: c.usage,
 		failed: c.failed, failure: c.failure, end: c.end}
 }

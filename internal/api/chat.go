@@ -96,7 +96,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	} else {
 		outcome = s.whole(w, r, c, req)
 	}
-	s.done(r, k.name, key, start, outcome, len(c.result().content))
+	s.done(r, k.name, key, start, outcome, len(c.result().streamed))
 }
 
 // hand registers c and publishes its message to the agent.

@@ -114,6 +114,10 @@ type auth struct {
 	secure bool
 	now    func() time.Time
 	log    *zap.Logger
+	// describe is the body of a login's answer, the same as GET
+	// /api/session's so the page knows at once what it may show (the
+	// control panel button); the server sets it [the CSRF token only].
+	describe func(login) any
 
 	mu       sync.Mutex
 	sessions map[string]login     // by sha256 of the cookie value
@@ -279,6 +283,10 @@ func (a *auth) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	l := a.start(w)
 	a.log.Info("web login", zap.String("remote", r.RemoteAddr), zap.Bool("link", req.Link != ""))
+	if a.describe != nil {
+		writeJSON(w, http.StatusOK, a.describe(l))
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"csrf": l.csrf})
 }
 

@@ -95,6 +95,7 @@ func New(cfg config.WebChannelConfig, deps Deps, log *zap.Logger) *Server {
 	if p := deps.Panel; p != nil {
 		p.sessions, p.now, p.log = deps.Sessions, deps.Now, log.Named("panel")
 	}
+	s.auth.describe = s.describe
 	s.routes()
 	return s
 }
@@ -231,5 +232,12 @@ func serveStatic(w http.ResponseWriter, r *http.Request, name, typ string) {
 
 func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	l, _ := s.auth.current(r)
-	writeJSON(w, http.StatusOK, map[string]any{"csrf": l.csrf, "panel": s.deps.Panel != nil})
+	writeJSON(w, http.StatusOK, s.describe(l))
+}
+
+// describe is what the page learns of its login, from GET /api/session and
+// from the login itself: its CSRF token and whether the control panel is
+// there.
+func (s *Server) describe(l login) any {
+	return map[string]any{"csrf": l.csrf, "panel": s.deps.Panel != nil}
 }
