@@ -22,6 +22,7 @@ const historyLimit = 200
 // mid-turn sees it.
 type hub struct {
 	sessions Sessions
+	files    *sentFiles
 
 	mu     sync.Mutex
 	chats  map[string]*chatState
@@ -33,7 +34,10 @@ type chatState struct {
 	turn   string // the turn in flight, "" when idle
 	draft  string // its reply so far, rendered
 	status string // its last tool hint
-	subs   map[*subscriber]struct{}
+	// notes are what the message tool sent during the turn in flight: a
+	// page connecting before the turn is stored sees them in its hello.
+	notes []wireMessage
+	subs  map[*subscriber]struct{}
 	// dead marks a state dropped from the hub: whoever locked it late
 	// looks the chat up again.
 	dead bool
@@ -54,6 +58,8 @@ type event struct {
 	// draft instead of showing the answer twice.
 	N     int  `json:"n,omitempty"`
 	Error bool `json:"error,omitempty"`
+	// Files are the files a message (or final) carried.
+	Files []sentFile `json:"files,omitempty"`
 }
 
 // hello is the first frame of every (re)connection.
@@ -74,10 +80,12 @@ type wireMessage struct {
 	IDs   []string `json:"ids,omitempty"`  // the user message's client ids
 	Files []string `json:"files,omitempty"`
 	Tools []string `json:"tools,omitempty"`
+	// Sent are the files of an assistant's message (the message tool's).
+	Sent []sentFile `json:"sent,omitempty"`
 }
 
-func newHub(s Sessions) *hub {
-	return &hub{sessions: s, chats: map[string]*chatState{}}
+func newHub(s Sessions, files *sentFiles) *hub {
+	return &hub{sessions: s, files: files, chats: map[string]*chatState{}}
 }
 
 // lock returns the chat's state, locked (nil when there is none and create
@@ -121,8 +129,10 @@ func (h *hub) receive(m bus.OutboundMessage) {
 		if !m.IsError {
 			ev.N = h.storedAnswer(m.ChatID, m.Content)
 		}
+		ev.Files = h.files.parts(m.ChatID, m.Media)
 	default:
 		ev.Type, ev.HTML = "message", renderMarkdown(m.Content)
+		ev.Files = h.files.parts(m.ChatID, m.Media)
 	}
 	frame := sseFrame(ev)
 	c := h.lock(m.ChatID, true)
@@ -132,13 +142,17 @@ func (h *hub) receive(m bus.OutboundMessage) {
 	defer c.mu.Unlock()
 	switch m.Kind {
 	case bus.KindStart:
-		c.turn, c.draft, c.status = m.TurnID, "", ""
+		c.turn, c.draft, c.status, c.notes = m.TurnID, "", "", nil
 	case bus.KindDraft:
 		c.turn, c.draft = m.TurnID, ev.HTML
 	case bus.KindStatus:
 		c.turn, c.status = m.TurnID, m.Content
 	case bus.KindFinal:
-		c.turn, c.draft, c.status = "", "", ""
+		c.turn, c.draft, c.status, c.notes = "", "", "", nil
+	case bus.KindMessage:
+		if c.turn != "" {
+			c.notes = append(c.notes, wireMessage{Role: "assistant", HTML: ev.HTML, Sent: ev.Files})
+		}
 	}
 	for s := range c.subs {
 		select {
@@ -205,12 +219,13 @@ func (h *hub) subscribe(id string) (*subscriber, []byte, error) {
 		}
 		return nil, nil, err
 	}
-	hl := hello{Type: "hello", N: len(snap.Messages), Messages: wireMessages(snap.Messages)}
+	hl := hello{Type: "hello", N: len(snap.Messages), Messages: h.wireMessages(id, snap.Messages)}
 	// Once the session's last message is an answer, the turn in flight is
 	// stored (its final is on the way): the hello already shows it.
 	stored := len(snap.Messages) > 0 && snap.Messages[len(snap.Messages)-1].Role == llm.RoleAssistant
 	if c.turn != "" && !stored {
 		hl.Turn, hl.Draft, hl.Status = c.turn, c.draft, c.status
+		hl.Messages = append(hl.Messages, c.notes...)
 	}
 	s := &subscriber{ch: make(chan []byte, streamBuffer)}
 	c.subs[s] = struct{}{}
@@ -258,11 +273,15 @@ func sseFrame(v any) []byte {
 	return append(b, "\n\n"...)
 }
 
-// wireMessages turns the latest stored messages into what the page shows.
-func wireMessages(msgs []llm.Message) []wireMessage {
+// wireMessages turns the latest stored messages of conversation id into
+// what the page shows. What the message tool sent here is part of the
+// record (S-A3): each such call is shown as the message it sent, files
+// included, after the text of the answer that made it.
+func (h *hub) wireMessages(id string, msgs []llm.Message) []wireMessage {
 	if len(msgs) > historyLimit {
 		msgs = msgs[len(msgs)-historyLimit:]
 	}
+	failed := failedCalls(msgs)
 	out := make([]wireMessage, 0, len(msgs))
 	for _, m := range msgs {
 		switch m.Role {
@@ -289,6 +308,7 @@ func wireMessages(msgs []llm.Message) []wireMessage {
 		case llm.RoleAssistant:
 			w := wireMessage{Role: "assistant"}
 			var text []string
+			var notes []wireMessage
 			for _, p := range m.Parts {
 				switch p.Kind {
 				case llm.PartText:
@@ -296,6 +316,9 @@ func wireMessages(msgs []llm.Message) []wireMessage {
 				case llm.PartToolCall:
 					if p.Call != nil {
 						w.Tools = append(w.Tools, p.Call.Name)
+					}
+					if a, ok := sentHere(id, p.Call, failed); ok {
+						notes = append(notes, h.note(id, a))
 					}
 				}
 			}
@@ -305,9 +328,22 @@ func wireMessages(msgs []llm.Message) []wireMessage {
 			if w.HTML != "" || len(w.Tools) > 0 {
 				out = append(out, w)
 			}
+			out = append(out, notes...)
 		}
 	}
 	return out
+}
+
+// note is what a message-tool call sent, as the page shows it.
+func (h *hub) note(id string, a messageToolArgs) wireMessage {
+	w := wireMessage{Role: "assistant"}
+	if strings.TrimSpace(a.Content) != "" {
+		w.HTML = renderMarkdown(a.Content)
+	}
+	for _, p := range a.Media {
+		w.Sent = append(w.Sent, h.files.file(id, p, "", previewable(p), false))
+	}
+	return w
 }
 
 // stripPrefix drops the context line the agent puts before a user's text

@@ -70,6 +70,7 @@ type Server struct {
 	log   *zap.Logger
 	auth  *auth
 	hub   *hub
+	files *sentFiles
 	convs *conversations
 	mux   *http.ServeMux
 }
@@ -89,12 +90,13 @@ func New(cfg config.WebChannelConfig, deps Deps, log *zap.Logger) *Server {
 	}
 	s := &Server{cfg: cfg, deps: deps, log: log,
 		auth:  newAuth(token, cfg.SessionTTL, strings.HasPrefix(cfg.PublicURL, "https://"), deps.Now, log),
-		hub:   newHub(deps.Sessions),
+		files: newSentFiles(deps.Workspace),
 		convs: newConversations(deps.StateFile, deps.Now),
 		mux:   http.NewServeMux()}
 	if p := deps.Panel; p != nil {
 		p.sessions, p.now, p.log = deps.Sessions, deps.Now, log.Named("panel")
 	}
+	s.hub = newHub(deps.Sessions, s.files)
 	s.auth.describe = s.describe
 	s.routes()
 	return s
@@ -118,6 +120,7 @@ func (s *Server) routes() {
 	api("DELETE /api/chats/{id}", s.deleteChat)
 	s.mux.Handle("GET /api/chats/{id}/events", sameOrigin(s.auth.require(http.HandlerFunc(s.events))))
 	api("POST /api/chats/{id}/messages", s.send)
+	api("GET /api/chats/{id}/files", s.file)
 	api("POST /api/chats/{id}/stop", s.stop)
 	if p := s.deps.Panel; p != nil {
 		p.routes(api)

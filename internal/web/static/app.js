@@ -178,6 +178,35 @@ function setHTML(d, html) {
   }
 }
 
+// addFiles lists the files an answer carried (the message tool's): pictures
+// as previews, other files as downloads, both served behind the login; a
+// file the page cannot fetch (outside the workspace) is named.
+function addFiles(d, files) {
+  if (!files || !files.length) return;
+  const box = el('div', 'sent');
+  for (const f of files) {
+    if (f.url && f.image) {
+      const a = el('a', 'file');
+      a.href = f.url;
+      a.target = '_blank';
+      a.rel = 'noopener';
+      const img = el('img', 'preview');
+      img.src = f.url;
+      img.alt = f.name;
+      a.append(img);
+      box.append(a);
+    } else if (f.url) {
+      const a = el('a', 'file', '📎 ' + f.name);
+      a.href = f.url;
+      a.download = f.name;
+      box.append(a);
+    } else {
+      box.append(el('span', 'file missing', '📎 ' + f.name + ' (not available on this page)'));
+    }
+  }
+  d.append(box);
+}
+
 function userBubble(text, files, cls) {
   const d = bubble('user', cls);
   d.textContent = text;
@@ -219,6 +248,7 @@ function handle(ev) {
         } else {
           const d = bubble('assistant');
           if (m.html) setHTML(d, m.html);
+          addFiles(d, m.sent);
           if (m.tools && m.tools.length) d.append(el('div', 'tools', 'Used: ' + m.tools.join(', ')));
         }
       }
@@ -253,13 +283,16 @@ function handle(ev) {
       d.classList.remove('draft', 'pending');
       delete d.dataset.turn;
       if (ev.html) setHTML(d, ev.html);
+      addFiles(d, ev.files);
       if (ev.error) d.classList.add('error');
       if (!d.childNodes.length) d.remove();
       for (const u of $('transcript').querySelectorAll('.msg.user.pending')) u.classList.remove('pending');
       break;
     }
     case 'message': {
-      setHTML(bubble('assistant'), ev.html);
+      const d = bubble('assistant');
+      if (ev.html) setHTML(d, ev.html);
+      addFiles(d, ev.files);
       break;
     }
   }
