@@ -183,6 +183,9 @@ func TestWebPageInBrowser(t *testing.T) {
 	eval[bool](b, `(document.querySelector('#login-token').value = '') === ''`)
 	b.do("log in", chromedp.SendKeys(chromedp.CSS("#login-token"), tok),
 		chromedp.Click(chromedp.CSS("#login-form button")), chromedp.WaitVisible(chromedp.CSS("#input")))
+	// The login's answer says the panel is there: its button shows at once,
+	// not only after a reload.
+	b.until("the Control panel button after a fresh login", `!document.querySelector('#open-panel').hidden`)
 
 	// The CSP is never violated: nothing inline is ever put in the page.
 	const watchCSP = `(() => { window.csp = []; document.addEventListener('securitypolicyviolation',
@@ -300,6 +303,28 @@ func TestWebPageInBrowser(t *testing.T) {
 		t.Errorf("after reload the first answer shows %d times, want 1", n)
 	}
 	b.screenshot("web-chat.png")
+
+	// A note with a file from the message tool: shown with a download link
+	// that works behind the login, and shown again after a reload, from
+	// the session record.
+	notes := filepath.Join(g.home, "workspace", "out", "notes.txt")
+	if err := os.MkdirAll(filepath.Dir(notes), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(notes, []byte("my notes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.script.Push(fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "m1", Name: "message",
+		Args: `{"content":"Progress: half done","media":["out/notes.txt"]}`}}}, fakellm.Reply{Text: "All done."})
+	b.send("write my notes")
+	const noteLink = `[...document.querySelectorAll('#transcript .msg.assistant')].filter(m => m.textContent.includes('Progress: half done'))
+		.map(m => m.querySelector('a.file')).filter(a => a && a.textContent.includes('notes.txt'))`
+	b.until("the note with its file", noteLink+`.length === 1`)
+	b.until("the turn over", `document.querySelector('#stop').disabled`)
+	eval[bool](b, `(() => { window.fileText = ''; fetch(`+noteLink+`[0].href).then(r => r.text()).then(t => window.fileText = t); return true })()`)
+	b.until("the file downloaded", `window.fileText === 'my notes'`)
+	b.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#input")))
+	b.until("the note and its file after the reload", noteLink+`.length === 1`)
 
 	// The control panel: status, then memory, cron and pairing.
 	pairing := channels.NewPairingStore(filepath.Join(g.home, PairingFile))
