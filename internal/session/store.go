@@ -97,7 +97,7 @@ type state struct {
 }
 
 // NewStore returns a store for the session files in dir (the daemon passes
-// <workspace>/sessions). It does no I/O: the directory and files are created
+// agents.sessions_dir, after MoveDir). It does no I/O: the directory and files are created
 // on the first write.
 func NewStore(dir string, opts Options, log *zap.Logger) *Store {
 	if opts.CacheSize <= 0 {
