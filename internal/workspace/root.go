@@ -76,7 +76,10 @@ const (
 	maxLinks = 40
 )
 
-// SessionsDir is the workspace subdirectory no tool may touch.
+// SessionsDir is the workspace subdirectory no tool may touch: older
+// versions kept the chat logs there. The daemon now keeps them outside the
+// workspace (agents.sessions_dir) and moves an old one out at start
+// (session.MoveDir); the guard stays for whatever that move leaves.
 const SessionsDir = "sessions"
 
 // Options configure a Root.
