@@ -111,6 +111,10 @@ func (c *Config) validateAgents(p *checker) {
 		p.add("agents.sessions_dir", "must not be empty (the default is sessions, next to the config file)")
 	case a.Workspace != "" && within(a.SessionsDir, a.Workspace):
 		p.add("agents.sessions_dir", "must be outside agents.workspace (%s), where the tools cannot reach it; got %s", a.Workspace, a.SessionsDir)
+	case a.Workspace != "" && within(a.Workspace, a.SessionsDir):
+		// The tools refuse everything under the sessions dir: the whole
+		// workspace would be off limits.
+		p.add("agents.sessions_dir", "must not contain agents.workspace (%s); got %s", a.Workspace, a.SessionsDir)
 	}
 	if a.Model == "" {
 		p.add("agents.model", "must not be empty (write provider/model, e.g. openai/gpt-4o-mini, or a name under routes)")

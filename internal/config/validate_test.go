@@ -161,6 +161,8 @@ func TestValidateRules(t *testing.T) {
 			"agents.sessions_dir: must be outside agents.workspace"},
 		{"sessions dir is the workspace", func(c *Config) { c.Agents.SessionsDir = c.Agents.Workspace + "/" },
 			"agents.sessions_dir: must be outside agents.workspace"},
+		{"sessions dir holds the workspace", func(c *Config) { c.Agents.SessionsDir = filepath.Dir(c.Agents.Workspace) },
+			"agents.sessions_dir: must not contain agents.workspace"},
 		{"empty model", func(c *Config) { c.Agents.Model = "" }, "agents.model: must not be empty (write provider/model"},
 		{"model without provider", func(c *Config) { c.Agents.Model = "gpt-4o" },
 			`agents.model: "gpt-4o" is neither provider/model nor a name under routes (write e.g. openai/gpt-4o, or one of the routes: fast)`},

@@ -194,7 +194,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	if _, err := session.MoveDir(filepath.Join(ws, workspace.SessionsDir), cfg.Agents.SessionsDir, log.Named("session")); err != nil {
 		return nil, err
 	}
-	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: cfg.Tools.RestrictToWorkspace})
+	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: cfg.Tools.RestrictToWorkspace, SessionsDir: cfg.Agents.SessionsDir})
 	if err != nil {
 		return nil, fmt.Errorf("open workspace %s: %w", ws, err)
 	}
