@@ -1,10 +1,12 @@
 package session
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 
 	"go.uber.org/zap/zaptest"
 )
@@ -156,5 +158,34 @@ func TestHashedFileWithForeignHeader(t *testing.T) {
 	}
 	if w := l.warnings(); len(w) != 1 {
 		t.Errorf("warnings = %q, want one about the file", w)
+	}
+}
+
+// TestFileStemProperty: for random keys of every length up to maxKeyBytes,
+// the stem fits, is safe on every common file system, is the reversible
+// encoding whenever that fits, and no two keys share one.
+func TestFileStemProperty(t *testing.T) {
+	alphabet := []string{"a", "0", "-", "_", ".", ":", "@", "+", "B", "%", "é", "🚀", "/", "\x00"}
+	rng := rand.New(rand.NewPCG(5, 6))
+	seen := map[string]string{}
+	for range 5000 {
+		var b strings.Builder
+		for n := rng.IntN(300); n >= 0 && b.Len() < maxKeyBytes-4; n-- {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		key := b.String()
+		stem := FileStem(key)
+		unescaped := escape.ReplaceAllString(stem, "")
+		if len(stem) > maxEncodedKey || strings.ContainsAny(stem, "/:\x00") || strings.HasPrefix(stem, ".") ||
+			strings.ContainsFunc(unescaped, unicode.IsUpper) || strings.Contains(unescaped, "%") {
+			t.Fatalf("FileStem(%q) = %q: unsafe", key, stem)
+		}
+		if enc := EncodeKey(key); len(enc) <= maxEncodedKey && stem != enc {
+			t.Fatalf("FileStem(%q) = %q, want the encoding %q", key, stem, enc)
+		}
+		if other, ok := seen[stem]; ok && other != key {
+			t.Fatalf("%q and %q share the stem %q", key, other, stem)
+		}
+		seen[stem] = key
 	}
 }
