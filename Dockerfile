@@ -7,7 +7,8 @@
 #   docker build -t nanobot --build-arg VERSION="$(git describe --tags --always --dirty)" .
 #
 # Everything the daemon keeps lives on the /data volume: /data/config.yaml,
-# /data/workspace (sessions, memory, skills), the Telegram update journal
+# /data/workspace (memory, skills), /data/sessions (the chats, outside the
+# workspace the tools work in), the web token, the Telegram update journal
 # and the pairing store. See docs/operations.md.
 
 ARG GO_VERSION=1.26

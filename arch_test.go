@@ -30,7 +30,7 @@ var allowed = []struct {
 	{"internal/bus/bustest", []string{"internal/llm", "internal/bus"}},
 	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging"}},
 	{"internal/history", []string{"internal/llm"}},
-	{"internal/session", []string{"internal/llm"}},
+	{"internal/session", []string{"internal/llm", "internal/filelock"}},
 	{"internal/session/jsstore", []string{"internal/llm", "internal/config", "internal/session"}},
 	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace"}},
 	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider"}},

@@ -39,8 +39,9 @@ type setup struct {
 	ContextWindow int
 	// MemoryWindow overrides agents.memory_window when > 0.
 	MemoryWindow int
-	// Seed runs before the gateway starts, on the fresh workspace.
-	Seed func(workspace string) error
+	// Seed runs before the gateway starts, on the fresh sessions dir
+	// (agents.sessions_dir's default: sessions/ next to the config file).
+	Seed func(sessionsDir string) error
 	// API turns on the OpenAI-compatible API with the key benchAPIKey and
 	// limits no load reaches.
 	API bool
@@ -124,8 +125,8 @@ func newHarness(bin string, s setup, keep bool) (h *harness, err error) {
 	}
 	ws := filepath.Join(dir, "workspace")
 	if s.Seed != nil {
-		if err := s.Seed(ws); err != nil {
-			return h, fmt.Errorf("seed workspace: %w", err)
+		if err := s.Seed(filepath.Join(filepath.Dir(h.configPath()), "sessions")); err != nil {
+			return h, fmt.Errorf("seed sessions: %w", err)
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(h.configPath()), 0o700); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,9 +15,9 @@ import (
 // of prior messages, the last tail of them not consolidated yet, written by
 // the session store itself so the files are exactly what the gateway would
 // have written.
-func seedSessions(chats, prior, tail int) func(workspace string) error {
-	return func(ws string) error {
-		store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, zap.NewNop())
+func seedSessions(chats, prior, tail int) func(sessionsDir string) error {
+	return func(dir string) error {
+		store := session.NewStore(dir, session.Options{}, zap.NewNop())
 		msgs := priorMessages(prior, time.Now().Add(-time.Duration(prior)*time.Minute))
 		consolidated := prior - tail
 		for i := range chats {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"testing"
 
 	"go.uber.org/zap"
@@ -30,11 +29,11 @@ func TestSteadyTail(t *testing.T) {
 // message (a turn's start).
 func TestSeedSessionsConsolidatesAllButTheTail(t *testing.T) {
 	for _, tail := range []int{4, 100} {
-		ws := t.TempDir()
-		if err := seedSessions(2, 100, tail)(ws); err != nil {
+		dir := t.TempDir()
+		if err := seedSessions(2, 100, tail)(dir); err != nil {
 			t.Fatal(err)
 		}
-		store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, zap.NewNop())
+		store := session.NewStore(dir, session.Options{}, zap.NewNop())
 		snap, err := store.Get(sessionKey(chatID(1)))
 		if err != nil {
 			t.Fatal(err)

@@ -33,7 +33,7 @@ func TestConfigPathFromEnvironment(t *testing.T) {
 	if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) != "from the data dir" {
 		t.Errorf("agent with NANOBOT_CONFIG: %v %q", err, out)
 	}
-	if _, err := os.Stat(filepath.Join(data, "workspace", "sessions", "cli_local.jsonl")); err != nil {
-		t.Errorf("the session was not written in the configured workspace: %v", err)
+	if _, err := os.Stat(filepath.Join(data, "sessions", "cli_local.jsonl")); err != nil {
+		t.Errorf("the session was not written in the data dir's sessions/: %v", err)
 	}
 }

@@ -255,7 +255,7 @@ func (e *gatewayEnv) sessionRoles(chat int64) string {
 // roles reads a session as a restarted store would and lists its roles.
 func (e *gatewayEnv) roles(key string) string {
 	e.t.Helper()
-	store := session.NewStore(filepath.Join(e.home, ".nanobot", "workspace", "sessions"), session.Options{}, zap.NewNop())
+	store := session.NewStore(filepath.Join(e.home, ".nanobot", "sessions"), session.Options{}, zap.NewNop())
 	defer store.Close()
 	snap, err := store.Get(key)
 	if err != nil {

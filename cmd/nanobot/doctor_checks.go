@@ -27,10 +27,12 @@ import (
 	"github.com/nanobot-go/nanobot/internal/provider/gemini"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session/jsstore"
+	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
-// checkDirs checks that the workspace (and its sessions/) and the data dir
-// (pairing store, Telegram update journal) are writable by this user.
+// checkDirs checks that the workspace, the sessions dir and the data dir
+// (pairing store, Telegram update journal) are writable by this user, and
+// that no old sessions/ is left in the workspace.
 func checkDirs(r *report, cfg *config.Config, data string) {
 	ws := cfg.Agents.Workspace
 	switch fi, err := os.Stat(ws); {
@@ -42,16 +44,13 @@ func checkDirs(r *report, cfg *config.Config, data string) {
 	case !fi.IsDir():
 		r.add("workspace", statusFail, ws+" is not a directory", "point agents.workspace at a directory")
 	default:
-		dirs := []string{ws}
-		if sub := filepath.Join(ws, "sessions"); isDir(sub) {
-			dirs = append(dirs, sub)
-		}
-		if err := writable(dirs...); err != nil {
+		if err := writable(ws); err != nil {
 			r.add("workspace", statusFail, err.Error(), ownFix(ws))
 		} else {
 			r.add("workspace", statusOK, ws+" is writable", "")
 		}
 	}
+	checkSessionsDir(r, cfg)
 	if err := writable(data); err != nil {
 		s := statusWarn
 		if cfg.Channels.Telegram.Enabled || cfg.Channels.Discord.Enabled {
@@ -60,6 +59,36 @@ func checkDirs(r *report, cfg *config.Config, data string) {
 		r.add("data dir", s, err.Error(), ownFix(data))
 	} else {
 		r.add("data dir", statusOK, data+" is writable", "")
+	}
+}
+
+// checkSessionsDir checks that agents.sessions_dir is (or can be created)
+// writable, and warns about an old <workspace>/sessions/ the gateway has not
+// moved yet, or could not move whole: there the tools can reach it.
+func checkSessionsDir(r *report, cfg *config.Config) {
+	dir := cfg.Agents.SessionsDir
+	// The store creates the directory on the first write: what must be
+	// writable is the directory or, before then, its nearest parent.
+	probe := dir
+	for !isDir(probe) && filepath.Dir(probe) != probe {
+		probe = filepath.Dir(probe)
+	}
+	switch err := writable(probe); {
+	case err != nil:
+		r.add("sessions dir", statusFail, err.Error(), ownFix(probe))
+	case probe != dir:
+		r.add("sessions dir", statusOK, dir+" does not exist yet; it is created on the first message", "")
+	default:
+		r.add("sessions dir", statusOK, dir+" is writable", "")
+	}
+	old := filepath.Join(cfg.Agents.Workspace, workspace.SessionsDir)
+	if fi, err := os.Lstat(old); err == nil {
+		what := "a directory"
+		if fi.Mode()&os.ModeSymlink != 0 {
+			what = "a link"
+		}
+		r.add("old sessions", statusWarn, old+" is still "+what+" in the workspace, where tools may reach it",
+			"start the gateway: it moves the session files to "+dir+" at start (its log says what it left; move or delete that by hand)")
 	}
 }
 

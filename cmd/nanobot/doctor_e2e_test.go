@@ -96,6 +96,7 @@ func TestDoctorAllGood(t *testing.T) {
 	for name, want := range map[string]string{
 		"config":             "ok ",
 		"workspace":          "ok ",
+		"sessions dir":       "ok ",
 		"data dir":           "ok ",
 		"gateway.listen":     "ok ",
 		"provider openai":    "ok reachable, key accepted",
@@ -109,6 +110,25 @@ func TestDoctorAllGood(t *testing.T) {
 	}
 	if !strings.Contains(out, "Everything looks good.") {
 		t.Errorf("no summary:\n%s", out)
+	}
+}
+
+// TestDoctorWarnsAboutOldSessionsInTheWorkspace: a sessions/ still in the
+// workspace (not moved yet, or what the move left) is a warning with the fix.
+func TestDoctorWarnsAboutOldSessionsInTheWorkspace(t *testing.T) {
+	e := newEnv(t)
+	old := filepath.Join(e.workspace(), "sessions")
+	if err := os.MkdirAll(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := e.doctor(doctorEnv(t, e))
+	v := verdicts(out)
+	if !strings.HasPrefix(v["old sessions"], "warn "+old+" is still a directory in the workspace") ||
+		!strings.Contains(out, "fix: start the gateway: it moves the session files to "+e.sessions()) {
+		t.Errorf("old sessions: %q, want a warning with the fix\n%s", v["old sessions"], out)
+	}
+	if !strings.HasPrefix(v["sessions dir"], "ok "+e.sessions()) {
+		t.Errorf("sessions dir: %q", v["sessions dir"])
 	}
 }
 

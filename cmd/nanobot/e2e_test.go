@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,6 +63,10 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) workspace() string { return filepath.Join(e.home, ".nanobot", "workspace") }
 
+// sessions is the sessions dir: agents.sessions_dir's default, next to the
+// config file, outside the workspace.
+func (e *env) sessions() string { return filepath.Join(e.home, ".nanobot", "sessions") }
+
 // run runs the binary with the user's environment and returns stdout, stderr.
 func (e *env) run(args ...string) (string, string, error) {
 	e.t.Helper()
@@ -91,7 +96,7 @@ func (e *env) environ(extra ...string) []string {
 // sessionLines returns the decoded lines of the CLI session file.
 func (e *env) sessionLines() []map[string]any {
 	e.t.Helper()
-	f, err := os.Open(filepath.Join(e.workspace(), "sessions", "cli_local.jsonl"))
+	f, err := os.Open(filepath.Join(e.sessions(), "cli_local.jsonl"))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -215,7 +220,7 @@ func TestTornSessionLineIsTolerated(t *testing.T) {
 	if _, stderr, err := e.run("agent", "-m", "one"); err != nil {
 		t.Fatalf("agent: %v\n%s", err, stderr)
 	}
-	path := filepath.Join(e.workspace(), "sessions", "cli_local.jsonl")
+	path := filepath.Join(e.sessions(), "cli_local.jsonl")
 	data := mustRead(t, path)
 	// Cut the last line in half, as a crash mid-write would.
 	lastStart := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
@@ -306,4 +311,43 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestOldWorkspaceSessionsMoveAtStart: a user upgrading from a version that
+// kept sessions in <workspace>/sessions/ finds them in the sessions dir after
+// the next start, with the conversation carrying on; status says so before,
+// and the move is logged (issue 30, S-S1).
+func TestOldWorkspaceSessionsMoveAtStart(t *testing.T) {
+	e := newEnv(t)
+	e.script.Push(fakellm.Reply{Text: "first"})
+	if _, stderr, err := e.run("agent", "-m", "remember the blue door"); err != nil {
+		t.Fatalf("agent: %v\n%s", err, stderr)
+	}
+	// Put the session where the old version kept it.
+	old := filepath.Join(e.workspace(), "sessions")
+	if err := os.Rename(e.sessions(), old); err != nil {
+		t.Fatal(err)
+	}
+	want := mustRead(t, filepath.Join(old, "cli_local.jsonl"))
+	if out, _, err := e.run("status"); err != nil || !strings.Contains(out, old+" still exists") {
+		t.Errorf("status before the move: %v\n%s", err, out)
+	}
+	e.script.Push(fakellm.Reply{Text: "the blue one"})
+	out, stderr, err := e.run("agent", "-m", "which door?")
+	if err != nil || strings.TrimSpace(out) != "the blue one" {
+		t.Fatalf("agent after the upgrade: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "moved sessions out of the workspace") {
+		t.Errorf("the move was not logged:\n%s", stderr)
+	}
+	reqs := e.script.Requests()
+	if last := reqs[len(reqs)-1]; len(last.Messages) < 3 || !strings.Contains(last.Messages[0].Text, "blue door") {
+		t.Errorf("the moved session was not the conversation's history: %+v", last.Messages)
+	}
+	if _, err := os.Lstat(old); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still there: %v", old, err)
+	}
+	if got := mustRead(t, filepath.Join(e.sessions(), "cli_local.jsonl")); !bytes.HasPrefix(got, want) {
+		t.Errorf("the moved file does not start with the old bytes")
+	}
 }

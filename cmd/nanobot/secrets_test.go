@@ -77,7 +77,7 @@ func TestSecretsNeverInLogsChatSessionsOrStatus(t *testing.T) {
 		requests = append(requests, string(r.Raw))
 	}
 	assertNoSecret(t, "the model's requests", strings.Join(requests, "\n"))
-	files, _ := filepath.Glob(filepath.Join(ws, "sessions", "*"))
+	files, _ := filepath.Glob(filepath.Join(e.home, ".nanobot", "sessions", "*"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

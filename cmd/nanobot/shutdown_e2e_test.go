@@ -97,7 +97,7 @@ func TestGatewayShutdownAnswersOnceOrLeavesAnswerable(t *testing.T) {
 	// B was cut in its model call; C and D waited for a model slot (the cap
 	// is on model calls, so their messages were saved first). None was
 	// acknowledged: all three come back after the restart.
-	sessions := filepath.Join(e.workspace(), "sessions")
+	sessions := e.sessions()
 	roles := checkSessionFiles(t, sessions)
 	for chat, want := range map[int64]string{a: "user,assistant", b: "user", c: "user", d: "user"} {
 		if got := strings.Join(roles[sessionFile(chat)], ","); got != want {

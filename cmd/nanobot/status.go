@@ -17,6 +17,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/session/jsstore"
+	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 func newStatusCmd(g *globalFlags) *cobra.Command {
@@ -51,6 +52,10 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	fmt.Fprintf(w, "nanobot %s\n\n", buildVersion())
 	fmt.Fprintf(w, "Config\t%s\n", path)
 	fmt.Fprintf(w, "Workspace\t%s\n", cfg.Agents.Workspace)
+	fmt.Fprintf(w, "Sessions dir\t%s\n", cfg.Agents.SessionsDir)
+	if old := filepath.Join(cfg.Agents.Workspace, workspace.SessionsDir); isDir(old) {
+		fmt.Fprintf(w, "\t%s still exists: the gateway moves its session files to the sessions dir at start\n", old)
+	}
 	fmt.Fprintf(w, "Gateway\t%s, %s\n", cfg.Gateway.Listen, gatewayState(cfg.Gateway.Listen))
 	fmt.Fprintf(w, "Model\t%s\n", cfg.Agents.Model)
 	if len(cfg.Agents.Fallbacks) > 0 {
@@ -110,10 +115,10 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	fmt.Fprintln(w)
 	if cfg.Bus.Backend == config.BusNATS && cfg.Bus.NATS.Sessions == config.SessionsJetStream {
 		// status does not connect to NATS; doctor does.
-		fmt.Fprintf(w, "Sessions\tagent workers keep them in the %s stream (nanobot doctor checks it); files in the workspace:\n",
+		fmt.Fprintf(w, "Sessions\tagent workers keep them in the %s stream (nanobot doctor checks it); files in the sessions dir:\n",
 			jsstore.StreamName(cfg.Bus.NATS.Prefix))
 	}
-	store := session.NewStore(filepath.Join(cfg.Agents.Workspace, "sessions"), session.Options{}, zap.NewNop())
+	store := session.NewStore(cfg.Agents.SessionsDir, session.Options{}, zap.NewNop())
 	defer store.Close()
 	infos, err := store.List()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 func TestStatusListsMCPServers(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.Agents.Workspace = t.TempDir()
+	cfg.Agents.SessionsDir = t.TempDir()
 	cfg.Tools.MCPServers = map[string]config.MCPServerConfig{
 		"gh":   {Command: "gh-mcp", Args: []string{"--verbose"}, EnabledTools: []string{"search"}},
 		"docs": {URL: "https://bot:hunter2-secret@mcp.example.com/mcp"},

@@ -25,8 +25,14 @@ type Config struct {
 
 // AgentsConfig configures the agent loop.
 type AgentsConfig struct {
-	// Workspace is the directory holding AGENTS.md, memory/, skills/, sessions/.
+	// Workspace is the directory holding AGENTS.md, memory/, skills/: the
+	// one the file and shell tools work in.
 	Workspace string `mapstructure:"workspace"`
+	// SessionsDir holds the chats' JSONL session files, outside the
+	// workspace so that no tool can reach them (SPEC S-S1, S-S4). A relative
+	// path is relative to the config file's directory, the data dir that also
+	// holds web-token and pairing.json [sessions: ~/.nanobot/sessions].
+	SessionsDir string `mapstructure:"sessions_dir"`
 	// Model is "provider/model" or the name of an entry under routes.
 	Model string `mapstructure:"model"`
 	// Fallbacks are tried in order when Model fails with a retryable error.

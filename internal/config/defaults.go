@@ -6,6 +6,7 @@ package config
 // with providerDefaults and mcpServerDefaults for every configured entry.
 var defaults = map[string]any{
 	"agents.workspace":            "~/.nanobot/workspace",
+	"agents.sessions_dir":         "sessions",
 	"agents.model":                "openai/gpt-4o-mini",
 	"agents.fallbacks":            []string{},
 	"agents.max_tool_iterations":  40,

@@ -309,9 +309,10 @@ func restoreCase(settings, raw map[string]any) {
 }
 
 // finish applies what depends on where the file is and on names: ~ and
-// relative workspace paths, and the kind implied by a provider's name.
+// relative workspace and sessions paths, and the kind implied by a provider's name.
 func finish(cfg *Config, configDir string) {
 	cfg.Agents.Workspace = resolvePath(cfg.Agents.Workspace, configDir)
+	cfg.Agents.SessionsDir = resolvePath(cfg.Agents.SessionsDir, configDir)
 	for name, p := range cfg.Providers {
 		if p.Kind == "" && impliedKind(name) != "" {
 			p.Kind = impliedKind(name)

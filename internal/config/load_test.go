@@ -105,6 +105,9 @@ func TestLoadEmptyFileGivesEveryDefault(t *testing.T) {
 			home, _ := os.UserHomeDir()
 			want = filepath.Join(home, ".nanobot", "workspace")
 		}
+		if key == "agents.sessions_dir" {
+			continue // next to the config file: TestSessionsDirIsInTheDataDir
+		}
 		if got.Kind() == reflect.Slice {
 			if got.Len() != 0 {
 				t.Errorf("%s = %v, want empty", key, got)
@@ -675,5 +678,36 @@ func TestGeminiProviderDefaults(t *testing.T) {
 	}
 	if r, err := cfg.ResolveRoute("gemini/gemini-2.5-flash"); err != nil || r.ProviderConfig.Kind != "gemini" {
 		t.Errorf("route: %+v, %v", r, err)
+	}
+}
+
+// TestSessionsDirIsInTheDataDir: sessions default to sessions/ next to the
+// config file (the data dir, which also holds web-token and pairing.json),
+// outside the workspace; ~ and relative paths resolve as the workspace's do.
+func TestSessionsDirIsInTheDataDir(t *testing.T) {
+	isolateEnv(t)
+	home, _ := os.UserHomeDir()
+	for _, tt := range []struct{ yaml, want string }{
+		{"", "sessions"},
+		{"agents:\n  sessions_dir: chats\n", "chats"},
+		{"agents:\n  sessions_dir: ~/elsewhere/sessions\n", filepath.Join(home, "elsewhere", "sessions")},
+		{"agents:\n  sessions_dir: /srv/nanobot/sessions\n", "/srv/nanobot/sessions"},
+	} {
+		path := writeConfig(t, tt.yaml)
+		cfg, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tt.want
+		if !filepath.IsAbs(want) {
+			dir, _ := filepath.Abs(filepath.Dir(path))
+			want = filepath.Join(dir, want)
+		}
+		if cfg.Agents.SessionsDir != want {
+			t.Errorf("%q: sessions_dir = %s, want %s", tt.yaml, cfg.Agents.SessionsDir, want)
+		}
+		if err := cfg.Validate(); err != nil && strings.Contains(err.Error(), "sessions_dir") {
+			t.Errorf("%q: %v", tt.yaml, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -104,6 +105,16 @@ func (c *Config) validateAgents(p *checker) {
 	a := &c.Agents
 	if a.Workspace == "" {
 		p.add("agents.workspace", "must not be empty (write e.g. ~/.nanobot/workspace)")
+	}
+	switch {
+	case a.SessionsDir == "":
+		p.add("agents.sessions_dir", "must not be empty (the default is sessions, next to the config file)")
+	case a.Workspace != "" && within(a.SessionsDir, a.Workspace):
+		p.add("agents.sessions_dir", "must be outside agents.workspace (%s), where the tools cannot reach it; got %s", a.Workspace, a.SessionsDir)
+	case a.Workspace != "" && within(a.Workspace, a.SessionsDir):
+		// The tools refuse everything under the sessions dir: the whole
+		// workspace would be off limits.
+		p.add("agents.sessions_dir", "must not contain agents.workspace (%s); got %s", a.Workspace, a.SessionsDir)
 	}
 	if a.Model == "" {
 		p.add("agents.model", "must not be empty (write provider/model, e.g. openai/gpt-4o-mini, or a name under routes)")
@@ -513,4 +524,12 @@ func IsLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// within reports whether path is dir or lies under it, comparing cleaned
+// absolute paths (symbolic links are not followed: the sandbox grants the
+// workspace by its path).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return err == nil && (filepath.IsLocal(rel) || rel == ".")
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -155,6 +156,13 @@ func TestValidateRules(t *testing.T) {
 		{"api turn timeout", func(c *Config) { c.API.TurnTimeout = 0 }, "api.turn_timeout: must be a positive duration"},
 		// agents
 		{"empty workspace", func(c *Config) { c.Agents.Workspace = "" }, "agents.workspace: must not be empty"},
+		{"empty sessions dir", func(c *Config) { c.Agents.SessionsDir = "" }, "agents.sessions_dir: must not be empty"},
+		{"sessions dir in the workspace", func(c *Config) { c.Agents.SessionsDir = filepath.Join(c.Agents.Workspace, "sessions") },
+			"agents.sessions_dir: must be outside agents.workspace"},
+		{"sessions dir is the workspace", func(c *Config) { c.Agents.SessionsDir = c.Agents.Workspace + "/" },
+			"agents.sessions_dir: must be outside agents.workspace"},
+		{"sessions dir holds the workspace", func(c *Config) { c.Agents.SessionsDir = filepath.Dir(c.Agents.Workspace) },
+			"agents.sessions_dir: must not contain agents.workspace"},
 		{"empty model", func(c *Config) { c.Agents.Model = "" }, "agents.model: must not be empty (write provider/model"},
 		{"model without provider", func(c *Config) { c.Agents.Model = "gpt-4o" },
 			`agents.model: "gpt-4o" is neither provider/model nor a name under routes (write e.g. openai/gpt-4o, or one of the routes: fast)`},

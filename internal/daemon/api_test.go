@@ -69,7 +69,7 @@ func TestAPIToolTurnThroughTheGateway(t *testing.T) {
 		!strings.Contains(msgs[2].ToolResults()[0].Content.Live, "buy milk") || msgs[3].Text() != "Your note says: buy milk." {
 		t.Errorf("session = %+v", msgs)
 	}
-	files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.Workspace, "sessions", "api*"))
+	files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.SessionsDir, "api*"))
 	if len(files) != 1 {
 		t.Errorf("session files = %v", files)
 	}
@@ -80,7 +80,7 @@ func TestAPIToolTurnThroughTheGateway(t *testing.T) {
 		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}}}); err != nil {
 		t.Fatalf("one-off turn: %v", err)
 	}
-	if files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.Workspace, "sessions", "api*")); len(files) != 1 {
+	if files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.SessionsDir, "api*")); len(files) != 1 {
 		t.Errorf("a one-off turn left a session file: %v", files)
 	}
 }

@@ -189,7 +189,12 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	if _, err := workspace.Install(nanobot.WorkspaceTemplate(), ws); err != nil {
 		return nil, fmt.Errorf("prepare workspace %s: %w", ws, err)
 	}
-	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: cfg.Tools.RestrictToWorkspace})
+	// Sessions live outside the workspace (S-S1); an old one's move is
+	// finished before anything opens a session file or runs a tool.
+	if _, err := session.MoveDir(filepath.Join(ws, workspace.SessionsDir), cfg.Agents.SessionsDir, log.Named("session")); err != nil {
+		return nil, err
+	}
+	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: cfg.Tools.RestrictToWorkspace, SessionsDir: cfg.Agents.SessionsDir})
 	if err != nil {
 		return nil, fmt.Errorf("open workspace %s: %w", ws, err)
 	}
@@ -253,12 +258,12 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 
 // newSessions builds the session store: the <PREFIX>_SESSIONS stream with
 // bus.nats.sessions: jetstream in a gateway on the NATS bus (nb), JSONL
-// files in the workspace otherwise. The stream store shares nb's connection.
+// files in agents.sessions_dir otherwise. The stream store shares nb's connection.
 func newSessions(cfg *config.Config, nb *natsbus.Bus, log *zap.Logger) Sessions {
 	if nb != nil && cfg.Bus.NATS.Sessions == config.SessionsJetStream {
 		return jsstore.New(cfg.Bus.NATS, nb, jsstore.Options{CacheSize: cfg.Agents.SessionCache}, log)
 	}
-	return session.NewStore(filepath.Join(cfg.Agents.Workspace, "sessions"), session.Options{CacheSize: cfg.Agents.SessionCache}, log)
+	return session.NewStore(cfg.Agents.SessionsDir, session.Options{CacheSize: cfg.Agents.SessionCache}, log)
 }
 
 // newNATSBus builds the NATS bus of a gateway process in role. A worker

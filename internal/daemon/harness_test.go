@@ -280,7 +280,7 @@ func (g *gw) dcWaitLast(channel, want string) {
 // sessionValid checks every line of every session file parses.
 func (g *gw) sessionValid() {
 	g.t.Helper()
-	files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.Workspace, "sessions", "*.jsonl"))
+	files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.SessionsDir, "*.jsonl"))
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -302,7 +302,7 @@ func (g *gw) sessionValid() {
 func (g *gw) sessionMessages(key string) []llm.Message {
 	g.t.Helper()
 	g.sessionValid()
-	store := session.NewStore(filepath.Join(g.cfg.Agents.Workspace, "sessions"), session.Options{}, zaptest.NewLogger(g.t))
+	store := session.NewStore(g.cfg.Agents.SessionsDir, session.Options{}, zaptest.NewLogger(g.t))
 	defer store.Close()
 	snap, err := store.Get(key)
 	if err != nil {

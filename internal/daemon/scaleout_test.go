@@ -25,6 +25,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/schedule"
+	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/session/jsstore"
 )
 
@@ -59,6 +60,18 @@ func testScaleOut(t *testing.T, sessions string) {
 	}
 	base.writeConfig(setup{agents: "max_concurrent_turns: 2", telegram: `allow_from: ["*"]`}, fmt.Sprintf(
 		"bus:\n  backend: nats\n  nats: {url: %q, partitions: 8, ack_wait: 2s, sessions: %s}\n", srv.URL(), sessions))
+	// An upgrade: the owner's chat is still in the workspace's sessions/,
+	// which the first process to start moves to the shared sessions dir.
+	ownerKey := fmt.Sprintf("telegram:%d", owner)
+	if sessions == config.SessionsSharedVolume {
+		old := session.NewStore(filepath.Join(base.cfg.Agents.Workspace, "sessions"), session.Options{}, zaptest.NewLogger(t))
+		if _, err := old.Append(ownerKey, llm.NewText(llm.RoleUser, "the door is blue"), llm.NewText(llm.RoleAssistant, "noted")); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	base.role = RoleChannels
 	base.start()
 	workers := []*gw{startRole(base, RoleAgent), startRole(base, RoleAgent)}
@@ -94,11 +107,17 @@ func testScaleOut(t *testing.T, sessions string) {
 		t.Errorf("/readyz of the channels process does not check nats: %s", body)
 	}
 	if sessions != config.SessionsJetStream {
+		if _, err := os.Lstat(filepath.Join(base.cfg.Agents.Workspace, "sessions")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the workspace's sessions/ was not moved: %v", err)
+		}
+		if msgs := base.sessionMessages(ownerKey); len(msgs) != 2+2*perChat || msgs[0].Text() != "the door is blue" {
+			t.Errorf("%s: %d messages, want the moved two and the new turns", ownerKey, len(msgs))
+		}
 		return
 	}
 	// Every session is in the stream, each user message once, in order;
-	// none is in the workspace.
-	if files, _ := filepath.Glob(filepath.Join(base.cfg.Agents.Workspace, "sessions", "*")); len(files) != 0 {
+	// no session file is written.
+	if files, _ := filepath.Glob(filepath.Join(base.cfg.Agents.SessionsDir, "*")); len(files) != 0 {
 		t.Errorf("session files with sessions: jetstream: %v", files)
 	}
 	nc, err := nats.Connect(srv.URL())

@@ -53,7 +53,7 @@ func TestSecretsNeverReachChatModelOrSession(t *testing.T) {
 	for _, r := range g.script.Requests() {
 		sent = append(sent, string(r.Raw))
 	}
-	sessions, _ := filepath.Glob(filepath.Join(g.cfg.Agents.Workspace, "sessions", "*"))
+	sessions, _ := filepath.Glob(filepath.Join(g.cfg.Agents.SessionsDir, "*"))
 	var stored []string
 	for _, f := range sessions {
 		b, err := os.ReadFile(f)

@@ -1,5 +1,7 @@
 // Package session stores conversations as append-only JSONL files, one per
-// session key, in the workspace's sessions/ directory (SPEC S-S1, S-S2).
+// session key, in the sessions directory (agents.sessions_dir, by default
+// ~/.nanobot/sessions), outside the workspace the tools work in (SPEC S-S1,
+// S-S2). MoveDir moves an old <workspace>/sessions/ there once at start.
 //
 // A turn's messages reach the disk with one write(2) and one fsync, and the
 // file is never re-read or rewritten per turn: recently used sessions stay
@@ -11,5 +13,6 @@
 // The agent reaches the Store through an interface of its own; only the
 // daemon constructs it. Log shares the format with stores that keep the
 // records elsewhere (internal/session/jsstore: a JetStream stream). The on-disk format is described in docs/sessions.md.
-// It imports internal/llm and nothing else of this module.
+// It imports internal/llm and internal/filelock (MoveDir's lock) and nothing
+// else of this module.
 package session

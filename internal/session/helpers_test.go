@@ -113,7 +113,7 @@ func writeFile(t *testing.T, path string, b []byte) {
 }
 
 // sessionFile is the live file of key in dir.
-func sessionFile(dir, key string) string { return filepath.Join(dir, EncodeKey(key)+liveExt) }
+func sessionFile(dir, key string) string { return filepath.Join(dir, FileStem(key)+liveExt) }
 
 // equalMessages fails the test when got and want differ, showing both as JSON.
 func equalMessages(t *testing.T, got, want []llm.Message) {

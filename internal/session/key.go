@@ -1,16 +1,57 @@
 package session
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 )
 
-// maxEncodedKey bounds an encoded key so that the longest derived name
-// (`<encoded>.<timestamp>-N.jsonl.archive.torn`) stays well under the 255-byte
-// file-name limit of common file systems.
+// maxEncodedKey bounds a file-name stem so that the longest derived name
+// (`<stem>.<timestamp>-N.jsonl.archive.torn`) stays well under the 255-byte
+// file-name limit of common file systems. Keys whose EncodeKey is longer get
+// a hashed stem (FileStem).
 const maxEncodedKey = 200
+
+// maxKeyBytes bounds a key itself: it is written in every header and log
+// line (and, base64'd, in a JetStream subject), so it must stay small.
+// Every key the channels and the API make is far shorter (an API key is
+// `api:<name ≤ 32>:<id ≤ 128>`).
+const maxKeyBytes = 1024
+
+// hashedMark separates a hashed stem's readable prefix from its hash.
+// EncodeKey never writes it, so a hashed stem can never equal an encoded
+// one, and DecodeKey refuses it.
+const hashedMark = '='
+
+// hashedPrefix is how many bytes of the encoded key a hashed stem keeps in
+// front, so that `ls` still shows whose session a file is.
+const hashedPrefix = 100
+
+// FileStem is the file-name stem (without extension) of key's session file:
+// EncodeKey(key) when that fits in maxEncodedKey bytes — every key the store
+// accepted before hashed stems existed, so their files keep their names —
+// and otherwise `<first ≤100 bytes of EncodeKey(key)>=<32 hex digits of
+// SHA-256(key)>`. Such a name cannot be decoded; the key is read from the
+// file's header (SPEC S-S1: the key itself is inside the file).
+func FileStem(key string) string {
+	enc := EncodeKey(key)
+	if len(enc) <= maxEncodedKey {
+		return enc
+	}
+	cut := hashedPrefix
+	// Do not split a %XX escape: the prefix stays a valid encoding's start.
+	if i := strings.LastIndexByte(enc[:cut], '%'); i >= 0 && i > cut-3 {
+		cut = i
+	}
+	sum := sha256.Sum256([]byte(key))
+	return enc[:cut] + string(hashedMark) + hex.EncodeToString(sum[:16])
+}
+
+// isHashedStem reports whether stem is one FileStem made by hashing.
+func isHashedStem(stem string) bool { return strings.IndexByte(stem, hashedMark) >= 0 }
 
 // EncodeKey turns a session key into a file-name stem (without extension).
 // The encoding is reversible (DecodeKey) and one-to-one. Its output never
@@ -105,16 +146,16 @@ func unhex(c byte) (byte, bool) {
 func CheckKey(key string) error { return checkKey(key) }
 
 // checkKey refuses keys the store cannot keep faithfully: empty ones, invalid
-// UTF-8 (JSON would replace it, so the header would no longer match), and keys
-// whose file name would be too long.
+// UTF-8 (JSON would replace it, so the header would no longer match), and
+// keys over maxKeyBytes. A long key is fine: its file name is hashed.
 func checkKey(key string) error {
 	switch {
 	case key == "":
 		return errors.New("empty key")
 	case !utf8.ValidString(key):
 		return errors.New("key is not valid UTF-8")
-	case len(EncodeKey(key)) > maxEncodedKey:
-		return fmt.Errorf("key too long (encoded name over %d bytes)", maxEncodedKey)
+	case len(key) > maxKeyBytes:
+		return fmt.Errorf("key too long (%d bytes, at most %d)", len(key), maxKeyBytes)
 	}
 	return nil
 }

@@ -1,9 +1,12 @@
 package session
 
 import (
+	"bufio"
 	"container/list"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -94,7 +97,7 @@ type state struct {
 }
 
 // NewStore returns a store for the session files in dir (the daemon passes
-// <workspace>/sessions). It does no I/O: the directory and files are created
+// agents.sessions_dir, after MoveDir). It does no I/O: the directory and files are created
 // on the first write.
 func NewStore(dir string, opts Options, log *zap.Logger) *Store {
 	if opts.CacheSize <= 0 {
@@ -278,7 +281,7 @@ func (s *Store) List() ([]Info, error) {
 		if !ok || !de.Type().IsRegular() {
 			continue
 		}
-		key, err := DecodeKey(stem)
+		key, err := s.stemKey(stem)
 		if err != nil {
 			s.log.Warn("ignoring file with an undecodable name", zap.String("file", de.Name()), zap.Error(err))
 			continue
@@ -293,6 +296,43 @@ func (s *Store) List() ([]Info, error) {
 		out = append(out, Info{Key: key, Path: filepath.Join(s.dir, de.Name()), Size: fi.Size(), ModTime: fi.ModTime()})
 	}
 	return out, nil
+}
+
+// stemKey is the key of the live file <stem>.jsonl: decoded from the name,
+// or, for a hashed stem, read from the file's header and checked against
+// the name.
+func (s *Store) stemKey(stem string) (string, error) {
+	if !isHashedStem(stem) {
+		return DecodeKey(stem)
+	}
+	key, err := headerKey(filepath.Join(s.dir, stem+liveExt))
+	if err != nil {
+		return "", err
+	}
+	if FileStem(key) != stem {
+		return "", fmt.Errorf("%w: header names %q, whose file is %s%s", ErrKeyMismatch, key, FileStem(key), liveExt)
+	}
+	return key, nil
+}
+
+// headerKey reads the key from the header record on the first line of the
+// session file at path.
+func headerKey(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	// A header is one short line: the key is at most maxKeyBytes, escaped.
+	line, err := bufio.NewReaderSize(io.LimitReader(f, 16<<10), 16<<10).ReadSlice('\n')
+	if err != nil {
+		return "", fmt.Errorf("reading the header: %w", err)
+	}
+	var r record
+	if err := json.Unmarshal(line, &r); err != nil || r.Type != typeSession || r.Key == "" {
+		return "", fmt.Errorf("first line is not a session header (%v)", err)
+	}
+	return r.Key, nil
 }
 
 // Close closes every cached file. It waits for calls in progress; later calls
@@ -430,7 +470,7 @@ func (s *Store) closeVictims(victims []*entry) {
 }
 
 func (s *Store) path(key string) string {
-	return filepath.Join(s.dir, EncodeKey(key)+liveExt)
+	return filepath.Join(s.dir, FileStem(key)+liveExt)
 }
 
 // snapshot returns the immutable view of e. Called with e.mu held.

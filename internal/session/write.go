@@ -14,7 +14,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// File names in the sessions directory. <stem> is EncodeKey(key).
+// File names in the sessions directory. <stem> is FileStem(key).
 const (
 	liveExt     = ".jsonl"         // <stem>.jsonl: the live session
 	archiveExt  = ".jsonl.archive" // <stem>.<archiveTime>[-N].jsonl.archive
@@ -165,7 +165,7 @@ func (s *Store) Archive(key string) (string, error) {
 // serialised and names embed the key, so checking then renaming cannot race
 // within this process.
 func (s *Store) archivePath(key string) (string, error) {
-	stem := EncodeKey(key) + "." + s.opts.Now().UTC().Format(archiveTime)
+	stem := FileStem(key) + "." + s.opts.Now().UTC().Format(archiveTime)
 	for i := 1; i <= 1000; i++ {
 		name := stem
 		if i > 1 {

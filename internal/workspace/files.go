@@ -251,16 +251,17 @@ func (r *Root) checkOpen(p string, f *os.File) error {
 }
 
 // isSessionFile reports whether fi is the same file as one directly in
-// sessions/ (where the session store keeps its logs).
+// sessions/ or the sessions dir (where the session store keeps its logs).
 func (r *Root) isSessionFile(fi fs.FileInfo) bool {
-	sess := filepath.Join(r.dir, SessionsDir)
-	entries, err := os.ReadDir(sess)
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		if si, err := os.Stat(filepath.Join(sess, e.Name())); err == nil && os.SameFile(fi, si) {
-			return true
+	for _, sess := range r.sessionDirs() {
+		entries, err := os.ReadDir(sess)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if si, err := os.Stat(filepath.Join(sess, e.Name())); err == nil && os.SameFile(fi, si) {
+				return true
+			}
 		}
 	}
 	return false

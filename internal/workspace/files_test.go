@@ -328,3 +328,53 @@ func TestHardLinks(t *testing.T) {
 		t.Fatalf("restricted read of a hard link to a session = %v, want ErrHardLink", err)
 	}
 }
+
+// TestSessionsDirOutsideTheWorkspace: the sessions dir (agents.sessions_dir,
+// outside the workspace) is refused like sessions/ in every mode — by its
+// path, through a symlink in the workspace, through ~, and as a hard link —
+// while other files outside stay reachable when unrestricted. Without the
+// option an unrestricted root would read them, which is what it guards.
+func TestSessionsDirOutsideTheWorkspace(t *testing.T) {
+	f := newFixture(t)
+	chats := filepath.Join(filepath.Dir(f.out), "home", ".nanobot", "sessions")
+	mkdir(t, chats)
+	write(t, filepath.Join(chats, "telegram_42.jsonl"), "other chat")
+	symlink(t, chats, filepath.Join(f.ws, "link_chats"))
+	if err := os.Link(filepath.Join(chats, "telegram_42.jsonl"), filepath.Join(f.ws, "copy.txt")); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{chats, filepath.Join(chats, "telegram_42.jsonl"), "link_chats/telegram_42.jsonl",
+		"~/.nanobot/sessions/telegram_42.jsonl", "../sessions/telegram_42.jsonl", "copy.txt"}
+	for _, restrict := range []bool{false, true} {
+		r, err := OpenRoot(f.ws, Options{Restrict: restrict, Home: f.home, SessionsDir: chats})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			if data, err := r.ReadFile(p, 100); err == nil {
+				t.Errorf("restrict=%v: read %s = %q", restrict, p, data)
+			} else if !restrict && !errors.Is(err, ErrSessions) {
+				t.Errorf("unrestricted read %s = %v, want ErrSessions", p, err)
+			}
+		}
+		if err := r.WriteFileAtomic("link_chats/new.jsonl", []byte("x"), 0o600); err == nil {
+			t.Errorf("restrict=%v: wrote into the sessions dir", restrict)
+		}
+		if !restrict {
+			if data, err := r.ReadFile(filepath.Join(f.out, "secret.txt"), 100); err != nil || string(data) != "secret" {
+				t.Errorf("unrestricted read outside = %q, %v", data, err)
+			}
+		}
+		r.Close()
+	}
+	// The same root without the option reads the other chat: the option is
+	// what refuses it.
+	r, err := OpenRoot(f.ws, Options{Home: f.home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if data, err := r.ReadFile("link_chats/telegram_42.jsonl", 100); err != nil || string(data) != "other chat" {
+		t.Errorf("without SessionsDir: %q, %v (the test's premise)", data, err)
+	}
+}

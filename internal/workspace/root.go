@@ -76,7 +76,10 @@ const (
 	maxLinks = 40
 )
 
-// SessionsDir is the workspace subdirectory no tool may touch.
+// SessionsDir is the workspace subdirectory no tool may touch: older
+// versions kept the chat logs there. The daemon now keeps them outside the
+// workspace (agents.sessions_dir) and moves an old one out at start
+// (session.MoveDir); the guard stays for whatever that move leaves.
 const SessionsDir = "sessions"
 
 // Options configure a Root.
@@ -86,6 +89,11 @@ type Options struct {
 	Restrict bool
 	// Home is what "~" expands to; empty means os.UserHomeDir().
 	Home string
+	// SessionsDir is where the session store keeps the chat logs
+	// (agents.sessions_dir, outside the workspace). It is refused like
+	// sessions/, in every mode: unrestricted tools may reach files outside
+	// the workspace, but never the chat logs. Empty: only sessions/.
+	SessionsDir string
 }
 
 // Root is the workspace directory, opened for confined access. It is safe
@@ -95,6 +103,8 @@ type Root struct {
 	root     *os.Root
 	restrict bool
 	home     string
+	// sessions is Options.SessionsDir, absolute and clean ("" if none).
+	sessions string
 	// afterResolve, when set by a test, runs between the path check and the
 	// open, to stage a check-then-open race deterministically.
 	afterResolve func()
@@ -124,7 +134,14 @@ func OpenRoot(dir string, opts Options) (*Root, error) {
 	if home != "" {
 		home = filepath.Clean(home)
 	}
-	return &Root{dir: real, root: root, restrict: opts.Restrict, home: home}, nil
+	var sessions string
+	if opts.SessionsDir != "" {
+		if sessions, err = filepath.Abs(opts.SessionsDir); err != nil {
+			_ = root.Close()
+			return nil, fmt.Errorf("sessions dir %s: %w", opts.SessionsDir, err)
+		}
+	}
+	return &Root{dir: real, root: root, restrict: opts.Restrict, home: home, sessions: sessions}, nil
 }
 
 // Close releases the workspace directory.
@@ -204,6 +221,9 @@ func (r *Root) absolute(p string) (string, error) {
 	if inside && isSessions(rel) {
 		return "", &PathError{Path: p, Err: ErrSessions}
 	}
+	if _, in := within(r.sessions, abs); r.sessions != "" && in {
+		return "", &PathError{Path: p, Err: ErrSessions}
+	}
 	if !inside && r.restrict && !filepath.IsAbs(p) {
 		// A relative path that leaves is a ".." escape; say so plainly.
 		return "", &PathError{Path: p, Err: ErrOutside}
@@ -218,15 +238,31 @@ func (r *Root) escapeDetail(abs, real string) string {
 	return "the workspace is " + r.dir
 }
 
-// inRealSessions reports whether real lies in the real location of sessions/,
-// which matters when sessions/ itself is a symlink to somewhere else.
+// inRealSessions reports whether real lies in the real location of sessions/
+// (which matters when sessions/ itself is a symlink to somewhere else) or of
+// the sessions dir. Both are resolved at each call: a link on their way may
+// have changed.
 func (r *Root) inRealSessions(real string) bool {
-	sess, err := evalSymlinks(filepath.Join(r.dir, SessionsDir))
-	if err != nil {
-		return false
+	for _, dir := range r.sessionDirs() {
+		sess, err := evalSymlinks(dir)
+		if err != nil {
+			continue
+		}
+		if _, in := within(sess, real); in {
+			return true
+		}
 	}
-	_, in := within(sess, real)
-	return in
+	return false
+}
+
+// sessionDirs are the directories holding chat logs: sessions/ and the
+// sessions dir.
+func (r *Root) sessionDirs() []string {
+	dirs := []string{filepath.Join(r.dir, SessionsDir)}
+	if r.sessions != "" {
+		dirs = append(dirs, r.sessions)
+	}
+	return dirs
 }
 
 // isSessions reports whether the workspace-relative path rel is sessions/ or

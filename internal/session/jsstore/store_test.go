@@ -209,6 +209,7 @@ func TestInvalidRejectedLikeFileStore(t *testing.T) {
 		{"unknown part", "web:abc", []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Kind: "hologram"}}}}},
 		{"empty key", "", []llm.Message{userText("x")}},
 		{"invalid utf-8 key", "web:\xff", []llm.Message{userText("x")}},
+		{"key over 1024 bytes", "web:" + strings.Repeat("k", 1024), []llm.Message{userText("x")}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -411,7 +412,9 @@ func TestArchiveStartsFreshConversation(t *testing.T) {
 func TestList(t *testing.T) {
 	srv := natsfake.Start(t, t.TempDir())
 	s := newStore(t, srv, jsstore.Options{})
-	keys := []string{"telegram:1", "web:abc", "api:key:id.with.dots", "cli:local"}
+	// An API session id of 128 '@' is a long key (a hashed file name in the
+	// file store); the stream keeps it as well (issue 28, finding 5).
+	keys := []string{"telegram:1", "web:abc", "api:key:id.with.dots", "api:webui:" + strings.Repeat("@", 128), "cli:local"}
 	for _, k := range keys {
 		if _, err := s.Append(k, userText("hello "+k)); err != nil {
 			t.Fatal(err)
@@ -428,10 +431,10 @@ func TestList(t *testing.T) {
 	for _, in := range list {
 		got[in.Key] = in
 	}
-	if len(got) != 3 {
-		t.Fatalf("list %v, want the 3 live sessions", list)
+	if len(got) != 4 {
+		t.Fatalf("list %v, want the 4 live sessions", list)
 	}
-	for _, k := range keys[:3] {
+	for _, k := range keys[:4] {
 		in, ok := got[k]
 		snap := mustGet(t, s, k)
 		if !ok || in.Size != snap.Size || in.ModTime.IsZero() || !strings.HasPrefix(in.Path, "nats:NBTEST_SESSIONS/nbtest.session.") {
