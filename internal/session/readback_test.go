@@ -145,7 +145,7 @@ func randomPlain(rng *rand.Rand) llm.Message {
 		m.Time = time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).In(zones[rng.IntN(len(zones))])
 	}
 	if rng.IntN(2) == 0 {
-		m.Meta = &llm.Meta{Route: str(), Provider: str(), API: str(), Model: str(), StopReason: str(), Synthetic: rng.IntN(2) == 0}
+		m.Meta = &llm.Meta{Route: str(), Provider: str(), API: str(), Model: str(), StopReason: llm.StopReason(str()), Synthetic: rng.IntN(2) == 0}
 		if rng.IntN(2) == 0 {
 			m.Meta.Usage = llm.Usage{InputTokens: rng.IntN(3) * 70000, OutputTokens: rng.IntN(2), CacheReadTokens: rng.IntN(2) * -5,
 				CacheWriteTokens: rng.IntN(2), ReasoningTokens: rng.IntN(2) * 1 << 40}
