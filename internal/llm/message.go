@@ -48,8 +48,8 @@ type Meta struct {
 	// or "gemini".
 	API string `json:"api,omitempty"`
 	// Model is the provider's model id.
-	Model      string `json:"model,omitempty"`
-	Usage Usage `json:"usage,omitzero"`
+	Model string `json:"model,omitempty"`
+	Usage Usage  `json:"usage,omitzero"`
 	// StopReason is why the model stopped, normalised (see StopReason).
 	StopReason StopReason `json:"stop_reason,omitempty"`
 	// Synthetic marks messages the program wrote itself (e.g. a placeholder or

@@ -52,7 +52,7 @@ type rstream struct {
 	status     string // the terminal event seen: response.completed or response.incomplete
 	incomplete string // incomplete_details.reason
 	sawCall    bool
-	refused    bool // a refusal came instead of output text
+	refused    bool              // a refusal came instead of output text
 	open       map[string]string // item id -> call id of function calls being streamed
 }
 
