@@ -77,6 +77,15 @@ func (e *AnswerError) Error() string {
 	return fmt.Sprintf("the model answered with nothing (stop reason %q)", e.Stop)
 }
 
+// Check is CheckAnswer for an answer to r: with EmptyOK, an empty answer
+// is taken as it is (a malformed call still is not).
+func (r Request) Check(m Message) error {
+	if r.EmptyOK && m.Empty() && m.Stop() != StopMalformedCall {
+		return nil
+	}
+	return CheckAnswer(m)
+}
+
 // CheckAnswer returns an *AnswerError for an answer that is not to be taken
 // as it is: a malformed tool call, or an empty answer stopped for an
 // ordinary reason. An empty answer cut at the length limit or withheld by a

@@ -336,7 +336,7 @@ func (r *Router) attempt(ctx context.Context, rt Route, req llm.Request, onDelta
 	if err == nil {
 		// An empty answer or a malformed call is a failure the next try or
 		// route may not repeat (S-A5); a cut or a refusal is an answer.
-		err = llm.CheckAnswer(msg)
+		err = req.Check(msg)
 	}
 	if err != nil {
 		return llm.Message{}, fmt.Errorf("route %s (%s/%s): %w", rt.Name, rt.Provider, rt.Model, err)

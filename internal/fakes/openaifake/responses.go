@@ -143,6 +143,9 @@ func (s *Server) checkResponses(req *responsesRequest) (fakellm.Request, apiErro
 			if it.CallID == "" || it.Name == "" || it.Arguments == nil {
 				return out, invalid(fmt.Sprintf("input[%d]", i), "Missing required parameter: 'input[%d].call_id', 'name' or 'arguments'.", i), true
 			}
+			if s.strictArgs && !argumentsObject(it.Arguments) {
+				return out, invalid(fmt.Sprintf("input[%d].arguments", i), "input[%d].arguments is not a valid JSON object", i), true
+			}
 			called[it.CallID] = true
 			out.Messages = append(out.Messages, fakellm.Message{Role: "assistant", ToolCalls: []fakellm.Call{{ID: it.CallID, Name: it.Name, Args: *it.Arguments}}})
 		case "function_call_output":
