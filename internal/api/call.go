@@ -44,6 +44,7 @@ type call struct {
 	usage   llm.Usage
 	failed  bool   // the turn ended in an error
 	failure string // why, for the client, when failed
+	finish  llm.StopReason
 	end     endReason
 }
 
@@ -99,7 +100,7 @@ func (c *call) receive(m bus.OutboundMessage) (ended bool) {
 		c.show(m.Content)
 		c.seg = ""
 	case bus.KindFinal:
-		c.usage = m.Usage
+		c.usage, c.finish = m.Usage, m.Stop
 		c.answer(m)
 		return true
 	}
@@ -188,12 +189,14 @@ type result struct {
 	usage              llm.Usage
 	failed             bool
 	failure            string
-	end                endReason
+	// finish is why the model stopped (S-A5), for finish_reason.
+	finish llm.StopReason
+	end    endReason
 }
 
 func (c *call) result() result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return result{content: c.content.String(), reasoning: c.reason.String(), usage: c.usage,
-		failed: c.failed, failure: c.failure, end: c.end}
+		failed: c.failed, failure: c.failure, finish: c.finish, end: c.end}
 }
