@@ -1,12 +1,14 @@
 package daemon
 
 import (
-	"time"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 )
 
@@ -62,4 +64,65 @@ func TestProgressNoteKeepsTheAnswer(t *testing.T) {
 			t.Errorf("channel shows %q, want %q", shown, want)
 		}
 	})
+}
+
+// TestBrokenToolArgumentsDoNotBreakTheChat: a tool call whose arguments
+// are not JSON is answered with an error result, and replayed with {} on
+// every later request, so a server that parses arguments (vLLM) keeps
+// answering the chat (S-A5, issue 29 §3).
+func TestBrokenToolArgumentsDoNotBreakTheChat(t *testing.T) {
+	s := setup{}
+	g := newGW(t, s)
+	g.llm = openaifake.New(t, g.script, openaifake.WithStrictArguments())
+	g.writeConfig(s, "")
+	g.start()
+
+	g.script.Push(
+		fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "call_1", Name: "read_file", Args: `{"path": "notes`}}},
+		fakellm.Reply{Text: "Sorry, I could not read it."},
+	)
+	g.tg.PushMessage(telegramfake.DM(owner, "read my notes"))
+	g.waitLast(owner, "Sorry, I could not read it.")
+	g.script.Push(fakellm.Reply{Text: "Still here."})
+	g.tg.PushMessage(telegramfake.DM(owner, "hello again"))
+	g.waitLast(owner, "Still here.")
+
+	if rej := g.llm.Rejected(); len(rej) > 0 {
+		t.Fatalf("the strict server refused %d request(s): %s", len(rej), rej[0].Message)
+	}
+	reqs := g.script.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model requests, want 3", len(reqs))
+	}
+	for _, req := range reqs[1:] {
+		var call *fakellm.Call
+		var result string
+		for _, m := range req.Messages {
+			for i := range m.ToolCalls {
+				call = &m.ToolCalls[i]
+			}
+			for _, r := range m.ToolResults {
+				result = r.Content
+			}
+		}
+		if call == nil || call.Args != "{}" {
+			t.Errorf("the broken call was replayed as %+v, want arguments {}", call)
+		}
+		if !strings.Contains(result, "not valid JSON") {
+			t.Errorf("the error result no longer says what was wrong: %q", result)
+		}
+	}
+	// The session keeps what the model really sent.
+	saved := 0
+	for _, m := range g.sessionMessages(fmt.Sprintf("telegram:%d", owner)) {
+		for _, c := range m.ToolCalls() {
+			saved++
+			if c.RawArgs != `{"path": "notes` || c.ParseError == "" {
+				t.Errorf("saved call %+v, want the raw arguments and the parse error", c)
+			}
+		}
+	}
+	if saved != 1 {
+		t.Errorf("%d calls saved, want 1", saved)
+	}
 }

@@ -3,6 +3,7 @@ package openai_test
 import (
 	"context"
 	"iter"
+	"strings"
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -61,5 +62,48 @@ func TestStopReasons(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestBrokenArgumentsReplayedAsEmptyObject: a call whose arguments did not
+// parse goes back as {} on both APIs, so a server that parses arguments
+// (the fake's strict mode, like vLLM) accepts the history; the error
+// result still says what was wrong (S-A5).
+func TestBrokenArgumentsReplayedAsEmptyObject(t *testing.T) {
+	broken := llm.Part{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: "call_1", Name: "read_file",
+		RawArgs: `{"path": "notes`, ParseError: "arguments are not valid JSON: unexpected end of JSON input"}}
+	result := llm.Part{Kind: llm.PartToolResult, Result: &llm.ToolResult{ToolCallID: "call_1", Name: "read_file", IsError: true,
+		Content: llm.PlainContent("arguments are not valid JSON: unexpected end of JSON input")}}
+	req := userRequest("gpt-4o-mini", "read my notes")
+	req.Messages = append(req.Messages,
+		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{broken}},
+		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{result}})
+	for _, api := range []string{"chat", "responses"} {
+		t.Run(api, func(t *testing.T) {
+			script := &fakellm.Script{}
+			script.Push(fakellm.Reply{Text: "Sorry."})
+			fake := openaifake.New(t, script, openaifake.WithStrictArguments())
+			stream := newProvider(t, fake, nil).Stream
+			if api == "responses" {
+				stream = newResponses(t, fake, nil).Stream
+			}
+			mustOK(t, collect(t, stream(context.Background(), req)))
+			if rej := fake.Rejected(); len(rej) > 0 {
+				t.Fatalf("strict server refused: %s", rej[0].Message)
+			}
+			got := script.Requests()[0]
+			var args, content string
+			for _, m := range got.Messages {
+				for _, c := range m.ToolCalls {
+					args = c.Args
+				}
+				for _, r := range m.ToolResults {
+					content = r.Content
+				}
+			}
+			if args != "{}" || !strings.Contains(content, "not valid JSON") {
+				t.Errorf("call sent with arguments %q, result %q", args, content)
+			}
+		})
 	}
 }
