@@ -86,6 +86,9 @@ func TestAppendRefusesInvalid(t *testing.T) {
 		want string
 	}{
 		{"tool message without results", []llm.Message{{Role: llm.RoleTool}}, "message 0: tool message without results"},
+		// S-A5: an answer of nothing was saved as parts: null and replayed.
+		{"assistant message without parts", []llm.Message{valid, {Role: llm.RoleAssistant, Meta: &llm.Meta{StopReason: llm.StopEnd}}},
+			"message 1: assistant message without parts"},
 		{"unknown role", []llm.Message{{Role: "robot", Parts: []llm.Part{llm.Text("x")}}}, `unknown role "robot"`},
 		{"part not allowed", []llm.Message{valid, {Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartThinking, Text: "x"}}}},
 			`message 1: part 0: kind "thinking" not allowed in a user message`},
