@@ -675,3 +675,26 @@ func TestMemoLivesAsLongAsTheLoadedSession(t *testing.T) {
 		t.Fatal("the new Memo holds what was derived from the old copy")
 	}
 }
+
+// TestOldEmptyAnswerIsSkippedOnLoad: a session written before S-A5 may
+// hold an assistant message with "parts": null; it loads without it, with
+// a warning, instead of being replayed to the model.
+func TestOldEmptyAnswerIsSkippedOnLoad(t *testing.T) {
+	dir := t.TempDir()
+	s := newStore(t, dir, Options{}, zaptest.NewLogger(t))
+	if _, err := s.Append(key, userText("hi")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(sessionFile(dir, key), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString(`{"type":"message","message":{"role":"assistant","parts":null,"meta":{"stop_reason":"stop"}}}` + "\n")
+	if cerr := f.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	snap := reopen(t, dir, key)
+	if len(snap.Messages) != 1 || snap.Messages[0].Role != llm.RoleUser {
+		t.Fatalf("loaded %+v, want the user message alone", snap.Messages)
+	}
+}
