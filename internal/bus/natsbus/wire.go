@@ -105,12 +105,13 @@ type wireOut struct {
 	TurnID   string            `json:"turn_id,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 	IsError  bool              `json:"is_error,omitempty"`
+	Stop     llm.StopReason    `json:"stop,omitempty"`
 }
 
 func encodeOut(m bus.OutboundMessage) ([]byte, error) {
 	return json.Marshal(wireOut{
 		Channel: m.Channel, ChatID: m.ChatID, Kind: m.Kind, Content: m.Content, Media: m.Media,
-		ReplyTo: m.ReplyTo, TurnID: m.TurnID, Metadata: m.Metadata, IsError: m.IsError,
+		ReplyTo: m.ReplyTo, TurnID: m.TurnID, Metadata: m.Metadata, IsError: m.IsError, Stop: m.Stop,
 	})
 }
 
@@ -121,7 +122,7 @@ func decodeOut(data []byte) (bus.OutboundMessage, error) {
 	}
 	return bus.OutboundMessage{
 		Channel: w.Channel, ChatID: w.ChatID, Kind: w.Kind, Content: w.Content, Media: w.Media,
-		ReplyTo: w.ReplyTo, TurnID: w.TurnID, Metadata: w.Metadata, IsError: w.IsError,
+		ReplyTo: w.ReplyTo, TurnID: w.TurnID, Metadata: w.Metadata, IsError: w.IsError, Stop: w.Stop,
 	}, nil
 }
 
