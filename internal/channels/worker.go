@@ -51,10 +51,11 @@ type turn struct {
 	dirty  bool   // draft or status not yet shown
 	refs   []Sent // the draft's messages
 	shown  []string
-	// settled is the draft text left standing above a message that went
-	// out mid-turn (see settleDrafts); drafts and the final that continue
+	// raw is the newest draft as the agent sent it (cumulative for the
+	// model call); settled is the raw draft that stood when a message went
+	// out mid-turn (see settleDrafts): drafts and the final that continue
 	// it show only what is new, below that message.
-	settled string
+	raw, settled string
 	// broken stops streaming for the turn after a failure that makes the
 	// draft message unusable; the final is then sent as new messages.
 	broken   bool
@@ -195,6 +196,7 @@ func (w *worker) handle(msg bus.OutboundMessage) {
 			return
 		}
 		t := w.turn(msg, now)
+		t.raw = msg.Content
 		t.draft, t.status, t.dirty = t.unsettled(msg.Content), "", true
 	case bus.KindStatus:
 		if !out.Streaming || !out.ToolHints {
@@ -435,7 +437,9 @@ func (w *worker) settleDrafts() {
 		case hinted || t.dirty:
 			w.showPlain(t, t.draft)
 		}
-		t.settled += t.draft
+		if t.draft != "" {
+			t.settled = t.raw
+		}
 		t.draft, t.dirty, t.refs, t.shown = "", false, nil, nil
 	}
 }
