@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -251,19 +252,43 @@ func TestSessionsRunInParallelUnderTheCap(t *testing.T) {
 	}
 }
 
-func TestMessageToolSuppressesFinalText(t *testing.T) {
-	h := newHarness(t)
-	h.script.Push(
-		fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "m", Name: "message", Args: `{"content":"Here is your reminder."}`}}},
-		fakellm.Reply{Text: "I sent it."},
-	)
-	h.send("c1", "remind me")
-	f := h.waitFinals("c1", 1)[0]
-	if f.Content != "" {
-		t.Errorf("final text sent again after the message tool answered: %q", f.Content)
+// TestMessageToolAndFinalText: a message-tool note does not swallow the
+// final answer; only a final that repeats what the tool sent to this chat
+// in this turn is left out (S-A3). It replaces
+// TestMessageToolSuppressesFinalText, which locked in the swallowing.
+func TestMessageToolAndFinalText(t *testing.T) {
+	note := func(id, chat, content string) fakellm.Call {
+		args := fmt.Sprintf(`{"content":%q}`, content)
+		if chat != "" {
+			args = fmt.Sprintf(`{"content":%q,"chat_id":%q}`, content, chat)
+		}
+		return fakellm.Call{ID: id, Name: "message", Args: args}
 	}
-	if ms := h.messagesOfKind("c1", bus.KindMessage); len(ms) != 1 || ms[0].Content != "Here is your reminder." {
-		t.Errorf("message tool output = %+v", ms)
+	tests := []struct {
+		name  string
+		calls []fakellm.Call
+		final string
+		want  string
+	}{
+		{"a progress note, then the answer", []fakellm.Call{note("m", "", "working on it")}, "The answer is 42.", "The answer is 42."},
+		{"the answer sent by the tool, then repeated", []fakellm.Call{note("m", "", "Here is your reminder.")}, "  Here is your\nreminder. ", ""},
+		{"the answer sent by the tool, then nothing more", []fakellm.Call{note("m", "", "Here is your reminder.")}, "", ""},
+		{"two notes, the final repeats the first", []fakellm.Call{note("m1", "", "first"), note("m2", "", "second")}, "first", ""},
+		{"a note sent to the same chat by id", []fakellm.Call{note("m", "c1", "done")}, "done", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.script.Push(fakellm.Reply{ToolCalls: tt.calls}, fakellm.Reply{Text: tt.final})
+			h.send("c1", "remind me")
+			f := h.waitFinals("c1", 1)[0]
+			if f.Content != tt.want || f.IsError {
+				t.Errorf("final = %q (error %v), want %q", f.Content, f.IsError, tt.want)
+			}
+			if ms := h.messagesOfKind("c1", bus.KindMessage); len(ms) != len(tt.calls) {
+				t.Errorf("message tool output = %+v", ms)
+			}
+		})
 	}
 }
 

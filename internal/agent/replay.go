@@ -90,10 +90,8 @@ func find(msgs []llm.Message, m bus.InboundMessage) replay {
 	switch {
 	case finished(turn):
 		r.kind = answered
-		r.answer = turn[len(turn)-1].Text()
-		if repliedByMessageTool(turn, m) {
-			r.answer = ""
-		}
+		// What the user read the first time: see answerText.
+		r.answer = answerText(turn[len(turn)-1], sentByMessageTool(turn, m))
 	case end < len(msgs):
 		r.kind = superseded
 	default:
@@ -117,20 +115,21 @@ func finished(turn []llm.Message) bool {
 	return last.Role == llm.RoleAssistant && len(last.ToolCalls()) == 0
 }
 
-// repliedByMessageTool reports whether the turn answered m's chat through
-// the message tool, in which case its final text was never sent (S-A3).
-func repliedByMessageTool(turn []llm.Message, m bus.InboundMessage) bool {
+// sentByMessageTool returns what the turn sent to m's chat through the
+// message tool; a final text repeating it was not sent again (S-A3).
+func sentByMessageTool(turn []llm.Message, m bus.InboundMessage) []string {
 	calls := map[string]llm.ToolCall{}
 	origin := tools.Origin{Channel: m.Channel, ChatID: m.ChatID}
+	var sent []string
 	for _, msg := range turn {
 		for _, c := range msg.ToolCalls() {
 			calls[c.ID] = c
 		}
 		for _, res := range msg.ToolResults() {
 			if c, ok := calls[res.ToolCallID]; ok && tools.SentToCurrentChat(c, res, origin) {
-				return true
+				sent = append(sent, messageContent(c))
 			}
 		}
 	}
-	return false
+	return sent
 }

@@ -73,12 +73,25 @@ func TestRedeliveredMessage(t *testing.T) {
 			roles:    "user,assistant",
 		},
 		{
-			name: "answered through the message tool: nothing is sent again",
+			// S-A3: a final after a message-tool note was sent the first
+			// time too (this row said "nothing is sent again" before).
+			name: "a final after a message-tool note: the final is sent again",
 			session: []llm.Message{
 				recordedUser("[ctx]\nremind me", "q1"),
 				assistant("", call("m1", "message", `{"content":"Reminder!"}`)),
 				toolResult("m1", "message", "sent"),
 				assistant("I sent it."),
+			},
+			wantSent: "I sent it.",
+			roles:    "user,assistant,tool,assistant",
+		},
+		{
+			name: "a final repeating the message tool's text: nothing is sent again",
+			session: []llm.Message{
+				recordedUser("[ctx]\nremind me", "q1"),
+				assistant("", call("m1", "message", `{"content":"Reminder!"}`)),
+				toolResult("m1", "message", "sent"),
+				assistant(" Reminder!\n"),
 			},
 			roles: "user,assistant,tool,assistant",
 		},

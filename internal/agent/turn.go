@@ -34,8 +34,9 @@ type turn struct {
 	msgs  []llm.Message
 	// callIDs are the tool call ids used in this turn, to keep them unique.
 	callIDs map[string]bool
-	// replied is set when the message tool already answered this chat.
-	replied bool
+	// sent holds what the message tool sent to this chat in this turn, so
+	// a final text that only repeats it is not sent twice (S-A3).
+	sent []string
 }
 
 // runTurn answers one user turn (one message, or several that arrived while
@@ -113,7 +114,7 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		}
 	}
 
-	text, err := a.loop(ctx, t, snap.Messages[snap.Consolidated:], textsOf(snap), a.routeFor(t, snap))
+	answer, err := a.loop(ctx, t, snap.Messages[snap.Consolidated:], textsOf(snap), a.routeFor(t, snap))
 	if perr := a.persist(t); perr != nil {
 		t.log.Error("persist turn", zap.Error(perr))
 		if err == nil {
@@ -145,10 +146,11 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		final = a.failure(t, userFacing(err))
 		return
 	}
-	if t.replied {
-		text = "" // the message tool already answered (S-A3)
-	}
-	final = a.outbound(t, bus.KindFinal, text)
+	// The final text goes out even after the message tool sent a progress
+	// note; only a repetition of what it sent is left out (S-A3). A cut
+	// or withheld answer says so (S-A5).
+	final = a.outbound(t, bus.KindFinal, answerText(answer, t.sent))
+	final.Stop = answer.Stop()
 }
 
 // replayed handles the redelivered messages of a batch: recorded answers
@@ -195,12 +197,12 @@ func cancelled(ctx context.Context) string {
 }
 
 // loop calls the model and runs tools until the model answers without tool
-// calls or the iteration cap is hit. stored is the persisted history the
-// turn continues (its user message last).
-func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, texts *history.Texts, route string) (string, error) {
+// calls or the iteration cap is hit, and returns that answer. stored is the
+// persisted history the turn continues (its user message last).
+func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, texts *history.Texts, route string) (llm.Message, error) {
 	system, systemTokens, err := a.prompt.BuildEstimated()
 	if err != nil {
-		return "", fmt.Errorf("build system prompt: %w", err)
+		return llm.Message{}, fmt.Errorf("build system prompt: %w", err)
 	}
 	all := a.tools.Specs()
 	specs := t.specsFor(all)
@@ -218,6 +220,9 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, texts *
 		req := llm.Request{
 			System: system, Messages: a.resolveImages(view.Messages), Tools: specs,
 			MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,
+			// After the message tool answered, an answer of nothing is a
+			// fine end, not a failure to ask again (S-A3, S-A5).
+			EmptyOK: len(t.sent) > 0,
 		}
 		// The cap is on model calls, not whole turns: a turn waiting for a
 		// slow tool or the disk does not keep another chat from the model.
@@ -226,27 +231,36 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, texts *
 			msg, err = a.model.Complete(ctx, route, req, draft.observe)
 			return err
 		})
-		if err != nil {
-			return "", err
+		if err == nil {
+			// The router refuses these already; a Model that does not
+			// must not make the agent save an empty answer (S-A5).
+			err = req.Check(msg)
 		}
+		if err != nil {
+			return llm.Message{}, err
+		}
+		msg = keepable(msg)
 		msg.Time = a.now()
 		t.uniqueCallIDs(&msg, iter)
-		t.msgs = append(t.msgs, msg)
+		if len(msg.Parts) > 0 { // an empty end after the message tool leaves no record
+			t.msgs = append(t.msgs, msg)
+		}
 		calls := msg.ToolCalls()
 		if len(calls) == 0 {
-			return msg.Text(), nil
+			return msg, nil
 		}
 		draft.flushFinal()
 		results := a.runTools(ctx, t, calls)
 		t.msgs = append(t.msgs, results)
 		if err := ctx.Err(); err != nil {
-			return "", err
+			return llm.Message{}, err
 		}
 	}
 	t.log.Warn("tool iteration limit reached", zap.Int("limit", a.cfg.MaxToolIterations))
 	note := fmt.Sprintf("I stopped after %d tool steps without reaching an answer. Tell me how to continue, or narrow the task down.", a.cfg.MaxToolIterations)
-	t.msgs = append(t.msgs, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text(note)}, Time: a.now(), Meta: &llm.Meta{Synthetic: true}})
-	return note, nil
+	msg := llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text(note)}, Time: a.now(), Meta: &llm.Meta{Synthetic: true}}
+	t.msgs = append(t.msgs, msg)
+	return msg, nil
 }
 
 // persist writes the turn's messages with one append, fsync'd with the
@@ -287,7 +301,7 @@ func (a *Agent) runTools(ctx context.Context, t *turn, calls []llm.ToolCall) llm
 		r.Content = history.Detail(calls[i], r) // LOD renderings, written once (S-V5)
 		t.log.Debug("tool call", zap.String("tool", r.Name), zap.Bool("error", r.IsError), zap.Duration("elapsed", r.Elapsed))
 		if tools.SentToCurrentChat(calls[i], r, origin) {
-			t.replied = true
+			t.sent = append(t.sent, messageContent(calls[i]))
 		}
 		msg.Parts[i] = llm.Part{Kind: llm.PartToolResult, Result: &r}
 	}
@@ -529,6 +543,8 @@ func userFacing(err error) string {
 		return "⚠️ The model provider rejected the request (" + api.Message + ")."
 	case errors.Is(err, llm.ErrTruncated), errors.Is(err, llm.ErrIncomplete):
 		return "⚠️ The model's answer was cut off. Please try again."
+	case errors.As(err, new(*llm.AnswerError)):
+		return "⚠️ The model sent an empty or broken answer, also when asked again. Please try again, perhaps in other words."
 	case errors.Is(err, context.DeadlineExceeded):
 		return "⚠️ The model took too long to answer. Please try again."
 	}

@@ -54,6 +54,7 @@ type call struct {
 	usage   llm.Usage
 	failed  bool   // the turn ended in an error
 	failure string // why, for the client, when failed
+	finish  llm.StopReason
 	end     endReason
 }
 
@@ -110,7 +111,7 @@ func (c *call) receive(m bus.OutboundMessage) (ended bool) {
 		c.seg = ""
 		c.noteFiles(m.Media)
 	case bus.KindFinal:
-		c.usage = m.Usage
+		c.usage, c.finish = m.Usage, m.Stop
 		c.answer(m)
 		return true
 	}
@@ -233,12 +234,14 @@ type result struct {
 	usage                        llm.Usage
 	failed                       bool
 	failure                      string
-	end                          endReason
+	// finish is why the model stopped (S-A5), for finish_reason.
+	finish llm.StopReason
+	end    endReason
 }
 
 func (c *call) result() result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return result{streamed: c.content.String(), content: strings.Join(c.paras, "\n\n"), reasoning: c.reason.String(), usage: c.usage,
-		failed: c.failed, failure: c.failure, end: c.end}
+		failed: c.failed, failure: c.failure, finish: c.finish, end: c.end}
 }

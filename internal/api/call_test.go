@@ -78,3 +78,17 @@ func TestCallShowsWhatGrowsAndNeverTakesBack(t *testing.T) {
 		})
 	}
 }
+
+// TestNoSilentEmptyAnswer: a turn that ended without an error but with
+// nothing to show is an error answer, never a 200 with empty content
+// (S-A5).
+func TestNoSilentEmptyAnswer(t *testing.T) {
+	c := newCall("q1", false)
+	c.receive(bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"})
+	if !c.receive(bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: " \n"}) {
+		t.Fatal("the final did not end the call")
+	}
+	if e := endError(c.result()); e == nil || e.status != 502 || e.code != "empty_answer" {
+		t.Fatalf("endError = %+v, want 502 empty_answer", e)
+	}
+}

@@ -215,7 +215,7 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, c *call, req turn
 		aerr.write(w)
 		return aerr.outcome
 	}
-	stop := "stop"
+	stop := finishReason(res.finish)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(completion{ID: c.id, Object: "chat.completion", Created: s.now().Unix(), Model: req.model,
 		Usage: usageOf(res.usage),
@@ -243,8 +243,29 @@ func endError(res result) *apiError {
 	case res.failed:
 		// The agent's own words for the user: short, with no internal detail.
 		return &apiError{status: http.StatusInternalServerError, typ: "server_error", message: res.failure, outcome: "failed"}
+	case strings.TrimSpace(res.content) == "" && strings.TrimSpace(res.streamed) == "":
+		// Never a silent 200 with nothing in it (S-A5); the agent always
+		// says something, so this is a bug or an answer made only of files.
+		return noAnswer
 	}
 	return nil
+}
+
+// noAnswer is the answer to a turn that ended with nothing to show.
+var noAnswer = &apiError{status: http.StatusBadGateway, typ: "server_error", code: "empty_answer", outcome: "empty",
+	message: "The assistant ended its turn without an answer. Please try again."}
+
+// finishReason is the OpenAI finish_reason for how the model stopped
+// (S-A5): "length" for a cut answer, "content_filter" for a refused or
+// withheld one, otherwise "stop" (the turn's tools have already run).
+func finishReason(s llm.StopReason) string {
+	switch {
+	case s == llm.StopLength:
+		return "length"
+	case s.Blocked():
+		return "content_filter"
+	}
+	return "stop"
 }
 
 // stream writes the answer as server-sent events while it arrives.
@@ -314,7 +335,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *call, req tur
 			_ = event(aerr.body())
 			return aerr.outcome
 		}
-		stop := "stop"
+		stop := finishReason(res.finish)
 		if event(chunkOf(&responseMessage{}, &stop)) != nil {
 			return "client_closed"
 		}

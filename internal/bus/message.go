@@ -123,6 +123,11 @@ type OutboundMessage struct {
 	// Usage is, on a KindFinal, the tokens the turn's model calls used, all
 	// of them summed (zero when no model call completed).
 	Usage llm.Usage
+	// Stop is, on a KindFinal, why the model stopped its answer (S-A5):
+	// llm.StopLength for a cut answer, a refusal or filter for a withheld
+	// one; empty when the turn ended without a model answer. Content
+	// already carries the note the user reads.
+	Stop llm.StopReason
 	// Delivered, when set, is called by the channel manager once the message
 	// was handed to the platform, or given up on for good (refused, retries
 	// exhausted); not when shutdown cut its delivery short. The agent

@@ -171,21 +171,74 @@ func TestLongFinalReplacesDraftAndSendsTheRest(t *testing.T) {
 	}
 }
 
+// An empty final (the message tool's text was the answer, and the model
+// only repeated it) removes the draft that repeated it. Before S-A3 this
+// test streamed the draft before the tool's message; a draft on screen
+// before a mid-turn message now stays (TestMessageMidTurnSettlesTheDraft).
 func TestEmptyFinalDeletesDraft(t *testing.T) {
 	h := newHarness(t, streaming, ManagerConfig{})
-	h.send(2,
+	h.send(3,
 		bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"},
-		bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "let me send that"},
-	)
-	h.send(4,
 		bus.OutboundMessage{Kind: bus.KindMessage, TurnID: "t", Content: "the answer via the message tool"},
-		bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t"},
+		bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "the answer via the message tool"},
 	)
+	h.send(4, bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t"})
 	if got := h.ch.visible(); joinVisible(got) != "<the answer via the message tool>" {
 		t.Fatalf("visible = %q, want only the tool's message", got)
 	}
 	if len(h.ch.ops("delete")) != 1 {
 		t.Fatalf("draft not deleted: %+v", h.ch.ops(""))
+	}
+}
+
+// TestMessageMidTurnSettlesTheDraft: a message sent in the middle of a turn
+// (a message-tool note) leaves the draft on screen above it without its
+// tool hint, and the turn's answer comes below it, never edited into a
+// message above the note and never deleted (S-A3).
+func TestMessageMidTurnSettlesTheDraft(t *testing.T) {
+	start := bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"}
+	draft := func(s string) bus.OutboundMessage { return bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: s} }
+	status := func(s string) bus.OutboundMessage { return bus.OutboundMessage{Kind: bus.KindStatus, TurnID: "t", Content: s} }
+	note := bus.OutboundMessage{Kind: bus.KindMessage, TurnID: "t", Content: "working on it"}
+	final := func(s string) bus.OutboundMessage { return bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: s} }
+	tests := []struct {
+		name    string
+		steps   [][]bus.OutboundMessage // each step is sent, then the clock moves past the edit interval
+		want    string
+		deletes int
+	}{
+		{"text before the note stays, the answer comes below",
+			[][]bus.OutboundMessage{{start, draft("Let me look.")}, {status("🔧 message")}, {note}, {draft("The answer")}, {final("The answer is 42.")}},
+			"Let me look.|<working on it>|<The answer is 42.>", 0},
+		{"a draft that goes on after the note shows only what is new",
+			[][]bus.OutboundMessage{{start, draft("abc")}, {note}, {draft("abc def")}, {final("abc def ghi")}},
+			"abc|<working on it>|<def ghi>", 0},
+		{"two notes while one call goes on",
+			[][]bus.OutboundMessage{{start, draft("abc")}, {note}, {draft("abc def")}, {note}, {draft("abc def ghi")}, {final("abc def ghi jkl")}},
+			"abc|<working on it>|def|<working on it>|<ghi jkl>", 0},
+		{"a final that only repeats the settled text adds nothing",
+			[][]bus.OutboundMessage{{start, draft("All done.")}, {note}, {final("All done.")}},
+			"All done.|<working on it>", 0},
+		{"a draft that was only a tool hint goes, the answer comes below",
+			[][]bus.OutboundMessage{{start, status("🔧 message")}, {note}, {final("Here.")}},
+			"<working on it>|<Here.>", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, streaming, ManagerConfig{})
+			n := 0
+			for _, step := range tt.steps {
+				n += len(step)
+				h.send(n, step...)
+				h.advance(time.Second)
+			}
+			if got := joinVisible(h.ch.visible()); got != tt.want {
+				t.Errorf("visible = %q, want %q", got, tt.want)
+			}
+			if got := len(h.ch.ops("delete")); got != tt.deletes {
+				t.Errorf("%d deletes, want %d: %+v", got, tt.deletes, h.ch.ops(""))
+			}
+		})
 	}
 }
 

@@ -60,6 +60,11 @@ type turn struct {
 	dirty  bool   // draft or status not yet shown
 	refs   []Sent // the draft's messages
 	shown  []string
+	// raw is the newest draft as the agent sent it (cumulative for the
+	// model call); settled is the raw draft that stood when a message went
+	// out mid-turn (see settleDrafts): drafts and the final that continue
+	// it show only what is new, below that message.
+	raw, settled string
 	// broken stops streaming for the turn after a failure that makes the
 	// draft message unusable; the final is then sent as new messages.
 	broken   bool
@@ -213,7 +218,8 @@ func (w *worker) handle(msg bus.OutboundMessage) {
 			return
 		}
 		t := w.turn(msg, now)
-		t.draft, t.status, t.dirty = msg.Content, "", true
+		t.raw = msg.Content
+		t.draft, t.status, t.dirty = t.unsettled(msg.Content), "", true
 	case bus.KindStatus:
 		if !out.Streaming || !out.ToolHints {
 			return
@@ -223,8 +229,12 @@ func (w *worker) handle(msg bus.OutboundMessage) {
 	case bus.KindFinal:
 		t := w.turns[msg.TurnID]
 		delete(w.turns, msg.TurnID)
+		if t != nil {
+			msg.Content = t.unsettled(msg.Content)
+		}
 		w.delivered(msg, w.deliverFinal(t, msg))
 	case bus.KindMessage:
+		w.settleDrafts()
 		w.delivered(msg, w.deliverNew(msg))
 	default:
 		w.log.Warn("outbound message of unknown kind dropped", zap.Stringer("kind", msg.Kind))
@@ -434,6 +444,61 @@ func (w *worker) deliverFinal(t *turn, msg bus.OutboundMessage) error {
 		failed = cmp.Or(failed, w.sendChunk(msg, chunks[i], false))
 	}
 	return cmp.Or(failed, w.sendMedia(msg, len(chunks) == 0))
+}
+
+// settleDrafts leaves the drafts on screen as they are before a message
+// goes out in the middle of a turn (a message-tool note, a reminder): their
+// tool hint is taken off (a draft that was only a hint is deleted where the
+// platform allows), and the turn's later drafts and its final start new
+// messages below the one going out. Otherwise the answer would be edited
+// into a message above the note, where the user neither sees it arrive nor
+// is notified of it (S-A3).
+func (w *worker) settleDrafts() {
+	for _, t := range w.turns {
+		if len(t.refs) == 0 || t.broken {
+			continue
+		}
+		hinted := t.status != ""
+		t.status = ""
+		switch {
+		case t.draft == "":
+			w.clearDraft(t)
+		case hinted || t.dirty:
+			w.showPlain(t, t.draft)
+		}
+		if t.draft != "" {
+			t.settled = t.raw
+		}
+		t.draft, t.dirty, t.refs, t.shown = "", false, nil, nil
+	}
+}
+
+// unsettled is text without the part already left standing above a
+// mid-turn message: the agent's drafts are cumulative per model call, so
+// a call that goes on after the message repeats it. Text that does not
+// continue it belongs to a new call and is shown whole.
+func (t *turn) unsettled(text string) string {
+	if t.settled == "" {
+		return text
+	}
+	if rest, ok := strings.CutPrefix(text, t.settled); ok {
+		return strings.TrimLeft(rest, " \n")
+	}
+	t.settled = ""
+	return text
+}
+
+// showPlain edits the draft messages to read text, as plain text.
+func (w *worker) showPlain(t *turn, text string) {
+	chunks := w.rt.r.RenderPlain(text)
+	for i := 0; i < len(chunks) && i < len(t.refs); i++ {
+		ref, c := t.refs[i], chunks[i]
+		if err := w.retry("edit", true, func(ctx context.Context, _ bool) error {
+			return w.rt.editor.Edit(ctx, ref, c, true)
+		}); err != nil {
+			w.log.Warn("could not settle the draft", zap.Error(err))
+		}
+	}
 }
 
 // clearDraft handles an empty final: the answer went out another way (the

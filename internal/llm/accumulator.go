@@ -18,7 +18,7 @@ type Accumulator struct {
 	lastSeq int
 	msg     Message
 	usage   Usage
-	stop    string
+	stop    StopReason
 	err     error
 	// open maps a call id to its part index and argument buffer.
 	open map[string]*openCall

@@ -26,7 +26,7 @@ func TestAccumulator(t *testing.T) {
 		deltas   []Delta
 		want     []Part
 		usage    Usage
-		stop     string
+		stop     StopReason
 		wantErr  error // errors.Is target
 		contract bool  // want a *ContractError from Add
 	}{

@@ -26,7 +26,7 @@ const (
 	DeltaToolCallEnd
 	// DeltaUsage reports token usage; several are summed.
 	DeltaUsage
-	// DeltaDone ends the stream successfully, with StopReason.
+	// DeltaDone ends the stream successfully, with its normalised StopReason.
 	DeltaDone
 	// DeltaError ends the stream with Err.
 	DeltaError
@@ -60,7 +60,7 @@ type Delta struct {
 	Args       string
 	Usage      Usage
 	Meta       *Meta
-	StopReason string
+	StopReason StopReason
 	Err        error
 }
 

@@ -48,9 +48,10 @@ type Meta struct {
 	// or "gemini".
 	API string `json:"api,omitempty"`
 	// Model is the provider's model id.
-	Model      string `json:"model,omitempty"`
-	Usage      Usage  `json:"usage,omitzero"`
-	StopReason string `json:"stop_reason,omitempty"`
+	Model string `json:"model,omitempty"`
+	Usage Usage  `json:"usage,omitzero"`
+	// StopReason is why the model stopped, normalised (see StopReason).
+	StopReason StopReason `json:"stop_reason,omitempty"`
 	// Synthetic marks messages the program wrote itself (e.g. a placeholder or
 	// a "tool limit reached" answer) rather than a model.
 	Synthetic bool `json:"synthetic,omitempty"`
@@ -219,6 +220,11 @@ func (m Message) Validate() error {
 	}
 	if m.Role == RoleTool && len(m.Parts) == 0 {
 		return fmt.Errorf("tool message without results")
+	}
+	if m.Role == RoleAssistant && len(m.Parts) == 0 {
+		// Replayed to a model it reads as an answer of nothing, and some
+		// servers refuse it outright (S-A5).
+		return fmt.Errorf("assistant message without parts")
 	}
 	return nil
 }

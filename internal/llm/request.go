@@ -28,4 +28,8 @@ type Request struct {
 	ReasoningEffort string
 	// ThinkingBudget enables extended thinking (Anthropic) with this many tokens.
 	ThinkingBudget int
+	// EmptyOK says an answer of nothing is a valid end for the caller (the
+	// turn already answered through the message tool), so it is not asked
+	// again (see Check). Adapters ignore it.
+	EmptyOK bool
 }

@@ -96,6 +96,10 @@ const (
 	// fallbackOnly: the same route cannot succeed soon but another may (an
 	// exhausted quota).
 	fallbackOnly
+	// unusable: the provider answered, but with nothing (no text, no call)
+	// or a malformed call (llm.AnswerError). Asked once more at once, then
+	// the fallbacks; the provider is up, so the breaker does not count it.
+	unusable
 )
 
 func (f failure) String() string {
@@ -104,6 +108,8 @@ func (f failure) String() string {
 		return "retryable"
 	case fallbackOnly:
 		return "fallback-only"
+	case unusable:
+		return "unusable-answer"
 	}
 	return "fatal"
 }
@@ -118,6 +124,10 @@ func classify(err error) failure {
 	}
 	if errors.Is(err, llm.ErrTruncated) || errors.Is(err, llm.ErrIncomplete) {
 		return retryable
+	}
+	var answer *llm.AnswerError
+	if errors.As(err, &answer) {
+		return unusable
 	}
 	var api *llm.APIError
 	if !errors.As(err, &api) {

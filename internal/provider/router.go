@@ -68,7 +68,9 @@ type Options struct {
 var ErrUnknownRoute = errors.New("unknown route")
 
 // Router resolves routes and runs model calls on the configured providers:
-// a retryable failure is retried on the same route with backoff, then the
+// a retryable failure is retried on the same route with backoff, an
+// unusable answer (empty, or a malformed call: llm.CheckAnswer) once
+// without waiting (not when the provider's max_retries is 0), then the
 // route's fallbacks are tried in order; a route that keeps failing is
 // skipped for a while by its circuit breaker. It is safe for concurrent use.
 type Router struct {
@@ -261,6 +263,13 @@ func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta
 		case ctx.Err() != nil:
 			b.release()
 			return llm.Message{}, err
+		case classify(err) == unusable:
+			b.success() // the provider answered; it is up
+			if attempt > min(retries, 1) {
+				return llm.Message{}, err // asked twice, or retries are off
+			}
+			log.Warn("unusable model answer, asking once more", zap.String("route", label), zap.Error(err))
+			continue
 		case classify(err) != retryable:
 			b.success() // the provider answered; it is up
 			return llm.Message{}, err
@@ -324,6 +333,11 @@ func (r *Router) attempt(ctx context.Context, rt Route, req llm.Request, onDelta
 		}
 	}
 	msg, err := acc.Message()
+	if err == nil {
+		// An empty answer or a malformed call is a failure the next try or
+		// route may not repeat (S-A5); a cut or a refusal is an answer.
+		err = req.Check(msg)
+	}
 	if err != nil {
 		return llm.Message{}, fmt.Errorf("route %s (%s/%s): %w", rt.Name, rt.Provider, rt.Model, err)
 	}

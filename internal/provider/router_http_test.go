@@ -116,6 +116,15 @@ func routerOverHTTP(t *testing.T, kind string) {
 			t.Errorf("auth error retried after %v", w)
 		}
 	})
+	t.Run("empty answers (response.incomplete with nothing) fall back", func(t *testing.T) {
+		rig := newHTTPRig(t, kind, "")
+		rig.primary.Script().Push(fakellm.Reply{Stop: llm.StopOther}, fakellm.Reply{})
+		rig.backup.Script().Push(fakellm.Reply{Text: "served by the backup"})
+		msg, starts, err := rig.complete(t)
+		if err != nil || msg.Text() != "served by the backup" || starts != 3 {
+			t.Errorf("answer %q after %d starts, err %v", msg.Text(), starts, err)
+		}
+	})
 	t.Run("truncated streams retried, then the fallback answers", func(t *testing.T) {
 		rig := newHTTPRig(t, kind, "")
 		rig.primary.Script().Push(fakellm.Reply{Text: "an answer that stops", Truncate: true}, fakellm.Reply{Text: "again", Truncate: true})
@@ -196,6 +205,38 @@ func TestRouterOverHTTPWithGemini(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "AIzaWrongKey") || len(rig.backup.Script().Requests()) != 0 || len(rig.clock.Waits()) != 0 {
 			t.Errorf("err %v; backup asked %d times; waits %v", err, len(rig.backup.Script().Requests()), rig.clock.Waits())
+		}
+	})
+	// Gemini's frequent finish reasons with nothing to use were a
+	// successful empty answer, and the fallback was never asked (S-A5).
+	t.Run("MALFORMED_FUNCTION_CALL twice, then the fallback answers", func(t *testing.T) {
+		rig := newGeminiRig(t, "")
+		rig.gemini.Script().Push(fakellm.Reply{Stop: llm.StopMalformedCall}, fakellm.Reply{Stop: llm.StopMalformedCall})
+		rig.backup.Script().Push(fakellm.Reply{Text: "served by the backup"})
+		msg, err := complete(rig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Text() != "served by the backup" || len(rig.gemini.Script().Requests()) != 2 || len(rig.clock.Waits()) != 0 {
+			t.Errorf("answer %q; gemini asked %d times; waits %v", msg.Text(), len(rig.gemini.Script().Requests()), rig.clock.Waits())
+		}
+	})
+	t.Run("OTHER with no content is asked once more", func(t *testing.T) {
+		rig := newGeminiRig(t, "")
+		rig.gemini.Script().Push(fakellm.Reply{Stop: llm.StopOther}, fakellm.Reply{Text: "complete answer"})
+		msg, err := complete(rig)
+		if err != nil || msg.Text() != "complete answer" || len(rig.backup.Script().Requests()) != 0 {
+			t.Errorf("answer %q, err %v", msg.Text(), err)
+		}
+	})
+	t.Run("MAX_TOKENS and SAFETY are answers, not failures", func(t *testing.T) {
+		for _, stop := range []llm.StopReason{llm.StopLength, llm.StopSafety, llm.StopRecitation} {
+			rig := newGeminiRig(t, "")
+			rig.gemini.Script().Push(fakellm.Reply{Thinking: "thought", Stop: stop})
+			msg, err := complete(rig)
+			if err != nil || msg.Stop() != stop || len(rig.gemini.Script().Requests()) != 1 {
+				t.Errorf("%s: stop %q, err %v, %d requests", stop, msg.Stop(), err, len(rig.gemini.Script().Requests()))
+			}
 		}
 	})
 	t.Run("a stream cut mid-way is retried on Gemini", func(t *testing.T) {

@@ -213,6 +213,56 @@ func TestCompleteRetriesAndFallsBack(t *testing.T) {
 			wantText: "paid by backup", wantProv: "backup", wantCalls: [2]int{1, 1},
 		},
 		{
+			name:     "an empty answer is asked once more at once",
+			retries:  2,
+			primary:  []fakellm.Reply{{}, {Text: "second try"}},
+			wantText: "second try", wantProv: "primary", wantCalls: [2]int{2, 0},
+		},
+		{
+			name:     "empty twice (thinking only), then the fallback answers",
+			retries:  2,
+			primary:  []fakellm.Reply{{Thinking: "hmm"}, {}},
+			backup:   []fakellm.Reply{{Text: "from backup"}},
+			wantText: "from backup", wantProv: "backup", wantCalls: [2]int{2, 1},
+		},
+		{
+			name:     "a malformed call is asked once more, then falls back",
+			retries:  3,
+			primary:  []fakellm.Reply{{Stop: llm.StopMalformedCall}, {Stop: llm.StopMalformedCall}},
+			backup:   []fakellm.Reply{{Text: "called nothing"}},
+			wantText: "called nothing", wantProv: "backup", wantCalls: [2]int{2, 1},
+		},
+		{
+			name:     "max_retries 0: no second ask, straight to the fallback",
+			retries:  0,
+			primary:  []fakellm.Reply{{}},
+			backup:   []fakellm.Reply{{Text: "from backup"}},
+			wantText: "from backup", wantProv: "backup", wantCalls: [2]int{1, 1},
+		},
+		{
+			name:      "empty everywhere: an AnswerError",
+			retries:   1,
+			primary:   []fakellm.Reply{{}, {}},
+			backup:    []fakellm.Reply{{}},
+			wantCalls: [2]int{2, 1},
+			wantErr: func(err error) bool {
+				var ae *llm.AnswerError
+				return errors.As(err, &ae)
+			},
+		},
+		{
+			name:     "a cut answer is an answer: no retry",
+			retries:  2,
+			primary:  []fakellm.Reply{{Thinking: "long", Stop: llm.StopLength}},
+			wantProv: "primary", wantCalls: [2]int{1, 0},
+		},
+		{
+			name:     "a refusal is an answer: no retry, no fallback",
+			retries:  2,
+			primary:  []fakellm.Reply{{Stop: llm.StopRefusal}},
+			wantProv: "primary", wantCalls: [2]int{1, 0},
+		},
+		{
 			name:      "auth error: no retry, no fallback",
 			retries:   3,
 			primary:   []fakellm.Reply{{Status: 401, ErrorType: "authentication_error", ErrorMessage: "invalid x-api-key"}},

@@ -112,7 +112,7 @@ func appendMeta(b []byte, m *llm.Meta) []byte {
 		field("usage")
 		b = appendUsage(b, m.Usage)
 	}
-	str("stop_reason", m.StopReason)
+	str("stop_reason", string(m.StopReason))
 	if m.Synthetic {
 		field("synthetic")
 		b = append(b, "true"...)

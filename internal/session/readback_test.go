@@ -47,8 +47,9 @@ func TestReadBackMatchesDecoding(t *testing.T) {
 		{"no time", llm.NewText(llm.RoleUser, "x"), true},
 		{"empty meta ids", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("x")}, Time: stamp, Meta: &llm.Meta{MessageIDs: []string{}}}, true},
 		{"empty meta", llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("x")}, Time: stamp, Meta: &llm.Meta{}}, true},
-		{"no parts", llm.Message{Role: llm.RoleAssistant, Time: stamp}, true},
-		{"empty parts", llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{}, Time: stamp}, true},
+		// A user message: an assistant message without parts is invalid (S-A5).
+		{"no parts", llm.Message{Role: llm.RoleUser, Time: stamp}, true},
+		{"empty parts", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{}, Time: stamp}, true},
 		{"another zone", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("x")}, Time: stamp.In(berlin)}, true},
 		{"local time with a monotonic reading", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("x")}, Time: time.Now()}, true},
 		{"invalid UTF-8 in text", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("a\xffb")}, Time: stamp}, false},
@@ -128,8 +129,10 @@ func randomPlain(rng *rand.Rand) llm.Message {
 	zones := []*time.Location{time.UTC, time.FixedZone("", -7*3600), time.FixedZone("X", 5*3600+1800), time.FixedZone("S", 3600+17), time.Local}
 	m := llm.Message{Role: []llm.Role{llm.RoleUser, llm.RoleAssistant, llm.RoleSystem}[rng.IntN(3)]}
 	switch rng.IntN(8) {
-	case 0: // nil parts
+	case 0: // nil parts; an assistant message needs some (S-A5)
+		m.Role = llm.RoleUser
 	case 1:
+		m.Role = llm.RoleUser
 		m.Parts = []llm.Part{}
 	default:
 		for range 1 + rng.IntN(3) {
@@ -145,7 +148,7 @@ func randomPlain(rng *rand.Rand) llm.Message {
 		m.Time = time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).In(zones[rng.IntN(len(zones))])
 	}
 	if rng.IntN(2) == 0 {
-		m.Meta = &llm.Meta{Route: str(), Provider: str(), API: str(), Model: str(), StopReason: str(), Synthetic: rng.IntN(2) == 0}
+		m.Meta = &llm.Meta{Route: str(), Provider: str(), API: str(), Model: str(), StopReason: llm.StopReason(str()), Synthetic: rng.IntN(2) == 0}
 		if rng.IntN(2) == 0 {
 			m.Meta.Usage = llm.Usage{InputTokens: rng.IntN(3) * 70000, OutputTokens: rng.IntN(2), CacheReadTokens: rng.IntN(2) * -5,
 				CacheWriteTokens: rng.IntN(2), ReasoningTokens: rng.IntN(2) * 1 << 40}

@@ -116,7 +116,7 @@ func readBack(m llm.Message) (back llm.Message, ok bool) {
 	}
 	if m.Meta != nil {
 		meta := *m.Meta
-		if !validUTF8(meta.Route, meta.Provider, meta.API, meta.Model, meta.StopReason) || !validUTF8(meta.MessageIDs...) {
+		if !validUTF8(meta.Route, meta.Provider, meta.API, meta.Model, string(meta.StopReason)) || !validUTF8(meta.MessageIDs...) {
 			return llm.Message{}, false
 		}
 		meta.MessageIDs = nil // omitempty: an empty list reads back as none
@@ -167,7 +167,9 @@ func eachString(m *llm.Message, f func(*string)) {
 		f(&mt.Provider)
 		f(&mt.API)
 		f(&mt.Model)
-		f(&mt.StopReason)
+		stop := string(mt.StopReason)
+		f(&stop)
+		mt.StopReason = llm.StopReason(stop)
 		for i := range mt.MessageIDs {
 			f(&mt.MessageIDs[i])
 		}

@@ -86,6 +86,9 @@ func TestAppendRefusesInvalid(t *testing.T) {
 		want string
 	}{
 		{"tool message without results", []llm.Message{{Role: llm.RoleTool}}, "message 0: tool message without results"},
+		// S-A5: an answer of nothing was saved as parts: null and replayed.
+		{"assistant message without parts", []llm.Message{valid, {Role: llm.RoleAssistant, Meta: &llm.Meta{StopReason: llm.StopEnd}}},
+			"message 1: assistant message without parts"},
 		{"unknown role", []llm.Message{{Role: "robot", Parts: []llm.Part{llm.Text("x")}}}, `unknown role "robot"`},
 		{"part not allowed", []llm.Message{valid, {Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartThinking, Text: "x"}}}},
 			`message 1: part 0: kind "thinking" not allowed in a user message`},
@@ -672,5 +675,28 @@ func TestMemoLivesAsLongAsTheLoadedSession(t *testing.T) {
 	}
 	if _, ok := reloaded.Memo.Load("derived"); ok {
 		t.Fatal("the new Memo holds what was derived from the old copy")
+	}
+}
+
+// TestOldEmptyAnswerIsSkippedOnLoad: a session written before S-A5 may
+// hold an assistant message with "parts": null; it loads without it, with
+// a warning, instead of being replayed to the model.
+func TestOldEmptyAnswerIsSkippedOnLoad(t *testing.T) {
+	dir := t.TempDir()
+	s := newStore(t, dir, Options{}, zaptest.NewLogger(t))
+	if _, err := s.Append(key, userText("hi")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(sessionFile(dir, key), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString(`{"type":"message","message":{"role":"assistant","parts":null,"meta":{"stop_reason":"stop"}}}` + "\n")
+	if cerr := f.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	snap := reopen(t, dir, key)
+	if len(snap.Messages) != 1 || snap.Messages[0].Role != llm.RoleUser {
+		t.Fatalf("loaded %+v, want the user message alone", snap.Messages)
 	}
 }

@@ -113,12 +113,13 @@ type wireOut struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 	IsError  bool              `json:"is_error,omitempty"`
 	Usage    llm.Usage         `json:"usage,omitzero"`
+	Stop     llm.StopReason    `json:"stop,omitempty"`
 }
 
 func encodeOut(m bus.OutboundMessage) ([]byte, error) {
 	return json.Marshal(wireOut{
 		Channel: m.Channel, ChatID: m.ChatID, Kind: m.Kind, Content: m.Content, Media: m.Media,
-		ReplyTo: m.ReplyTo, TurnID: m.TurnID, Metadata: m.Metadata, IsError: m.IsError, Usage: m.Usage,
+		ReplyTo: m.ReplyTo, TurnID: m.TurnID, Metadata: m.Metadata, IsError: m.IsError, Usage: m.Usage, Stop: m.Stop,
 	})
 }
 
@@ -129,7 +130,7 @@ func decodeOut(data []byte) (bus.OutboundMessage, error) {
 	}
 	return bus.OutboundMessage{
 		Channel: w.Channel, ChatID: w.ChatID, Kind: w.Kind, Content: w.Content, Media: w.Media,
-		ReplyTo: w.ReplyTo, TurnID: w.TurnID, Metadata: w.Metadata, IsError: w.IsError, Usage: w.Usage,
+		ReplyTo: w.ReplyTo, TurnID: w.TurnID, Metadata: w.Metadata, IsError: w.IsError, Usage: w.Usage, Stop: w.Stop,
 	}, nil
 }
 

@@ -116,6 +116,10 @@ func (c *CLI) show(m bus.OutboundMessage, command bool, shown *string) (done boo
 			fmt.Fprintln(c.out, m.Content)
 		}
 	case bus.KindMessage:
+		if *shown != "" { // a note in the middle of a streamed line gets its own
+			fmt.Fprintln(c.out)
+			*shown = ""
+		}
 		fmt.Fprintln(c.out, m.Content)
 		if command {
 			return true, replyErr(m)

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
 // defaultChunk is how many bytes of text or arguments go in one delta.
@@ -215,9 +216,19 @@ func (s *Server) blocks(reply fakellm.Reply) []outBlock {
 	return out
 }
 
+// stopReason is the reply's stop reason in Anthropic's words; the API has
+// no safety, recitation or malformed-call reason (a refusal stands for the
+// first two, pause_turn for the others).
 func stopReason(reply fakellm.Reply) string {
-	if len(reply.ToolCalls) > 0 {
+	switch reply.StopReason() {
+	case llm.StopToolCalls:
 		return "tool_use"
+	case llm.StopLength:
+		return "max_tokens"
+	case llm.StopRefusal, llm.StopSafety, llm.StopRecitation:
+		return "refusal"
+	case llm.StopMalformedCall, llm.StopOther:
+		return "pause_turn"
 	}
 	return "end_turn"
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
 // Call is a tool call the fake model makes.
@@ -38,6 +40,14 @@ type Reply struct {
 	ErrorMessage string
 	// RetryAfter sets the Retry-After header (seconds, as a string).
 	RetryAfter string
+
+	// Stop, when set, ends the answer with this stop reason instead of the
+	// natural one (stop, or tool_calls after calls). Each fake writes it in
+	// its own protocol's words; a reason a protocol lacks becomes the
+	// nearest one it has (each fake maps them in one function). With
+	// llm.StopRefusal, Text is sent as the refusal where the protocol has
+	// one (OpenAI Chat and Responses).
+	Stop llm.StopReason
 
 	// Truncate ends the stream after the content without a finish reason or
 	// stop event, as a dropped connection would.
@@ -184,4 +194,16 @@ func (s *Script) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.replies)
+}
+
+// StopReason is the stop reason the reply ends with: Stop, or the natural
+// one.
+func (r Reply) StopReason() llm.StopReason {
+	switch {
+	case r.Stop != "":
+		return r.Stop
+	case len(r.ToolCalls) > 0:
+		return llm.StopToolCalls
+	}
+	return llm.StopEnd
 }

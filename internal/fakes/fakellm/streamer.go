@@ -110,11 +110,7 @@ func (s *Streamer) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Del
 		if !emit(llm.Delta{Kind: llm.DeltaUsage, Usage: llm.Usage{InputTokens: in, OutputTokens: out}}) {
 			return
 		}
-		stop := "stop"
-		if len(r.ToolCalls) > 0 {
-			stop = "tool_calls"
-		}
-		emit(llm.Delta{Kind: llm.DeltaDone, StopReason: stop})
+		emit(llm.Delta{Kind: llm.DeltaDone, StopReason: r.StopReason()})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
 // defaultChunk is how many bytes of text go in one chunk.
@@ -96,7 +97,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *request, re
 			return
 		}
 	}
-	finish := "STOP"
+	finish := finishReason(reply)
 	signed := false
 	for _, c := range reply.ToolCalls {
 		var args map[string]any
@@ -198,4 +199,22 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// finishReason is the reply's stop reason in Gemini's words; Gemini has no
+// refusal (SAFETY stands for it) and ends calls with STOP.
+func finishReason(reply fakellm.Reply) string {
+	switch reply.StopReason() {
+	case llm.StopLength:
+		return "MAX_TOKENS"
+	case llm.StopRefusal, llm.StopSafety:
+		return "SAFETY"
+	case llm.StopRecitation:
+		return "RECITATION"
+	case llm.StopMalformedCall:
+		return "MALFORMED_FUNCTION_CALL"
+	case llm.StopOther:
+		return "OTHER"
+	}
+	return "STOP"
 }

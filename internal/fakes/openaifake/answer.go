@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
 // wireUsage is OpenAI's usage object.
@@ -66,7 +67,10 @@ func (s *Server) writeJSON(w http.ResponseWriter, id, model string, reply fakell
 		Refusal          *string        `json:"refusal"`
 	}
 	msg := message{Role: "assistant", ReasoningContent: reply.Thinking}
-	if reply.Text != "" || len(reply.ToolCalls) == 0 {
+	switch {
+	case reply.Stop == llm.StopRefusal:
+		msg.Refusal = &reply.Text
+	case reply.Text != "" || len(reply.ToolCalls) == 0:
 		msg.Content = &reply.Text
 	}
 	for _, c := range reply.ToolCalls {
@@ -93,9 +97,20 @@ func (s *Server) writeJSON(w http.ResponseWriter, id, model string, reply fakell
 // created is the fixed timestamp of every answer, so output is reproducible.
 const created = 1700000000
 
+// finishReason is the reply's stop reason as Chat Completions names it: a
+// refusal ends with "stop" (its words come as the refusal), a filter with
+// content_filter; the API has no malformed-call reason, so that and other
+// reasons are sent as an unknown value, as some compatible servers do.
 func finishReason(reply fakellm.Reply) string {
-	if len(reply.ToolCalls) > 0 {
+	switch reply.StopReason() {
+	case llm.StopToolCalls:
 		return "tool_calls"
+	case llm.StopLength:
+		return "length"
+	case llm.StopSafety, llm.StopRecitation:
+		return "content_filter"
+	case llm.StopMalformedCall, llm.StopOther:
+		return "other"
 	}
 	return "stop"
 }
@@ -212,8 +227,12 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, id, model s
 			return
 		}
 	}
+	field := "content"
+	if reply.Stop == llm.StopRefusal {
+		field = "refusal"
+	}
 	for _, t := range splitText(reply.Text, reply.Chunk) {
-		if !content(map[string]any{"content": t}) {
+		if !content(map[string]any{field: t}) {
 			return
 		}
 	}

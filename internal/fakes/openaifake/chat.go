@@ -107,7 +107,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	if status, e, bad := validate(&req); bad {
+	if status, e, bad := validate(&req, s.strictArgs); bad {
 		s.reject(w, r, raw, status, e)
 		return
 	}
@@ -132,8 +132,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	s.writeStream(w, r, id, req.Model, reply, includeUsage, u)
 }
 
-// validate applies OpenAI's checks that matter to an adapter.
-func validate(req *chatRequest) (int, apiError, bool) {
+// validate applies OpenAI's checks that matter to an adapter; strictArgs
+// adds the argument parsing of servers like vLLM.
+func validate(req *chatRequest, strictArgs bool) (int, apiError, bool) {
 	bad := func(msg, p, code string) (int, apiError, bool) {
 		e := apiError{Message: msg, Type: "invalid_request_error"}
 		if p != "" {
@@ -185,8 +186,11 @@ func validate(req *chatRequest) (int, apiError, bool) {
 				return bad("Invalid value for 'content': expected a string, got null.", at+".content", "")
 			}
 			open, caller = open[:0], i
-			for _, c := range m.ToolCalls {
+			for j, c := range m.ToolCalls {
 				open = append(open, c.ID)
+				if strictArgs && !argumentsObject(c.Function.Arguments) {
+					return bad(fmt.Sprintf("%s.tool_calls.[%d].function.arguments is not a valid JSON object", at, j), fmt.Sprintf("%s.tool_calls.[%d].function.arguments", at, j), "")
+				}
 			}
 			inTools = len(open) > 0
 		default:
@@ -298,4 +302,14 @@ func neutralRequest(r *http.Request, raw []byte, req *chatRequest) fakellm.Reque
 		}
 	}
 	return out
+}
+
+// argumentsObject reports whether a call's arguments parse as a JSON
+// object, the way a server that parses them (vLLM) needs them to.
+func argumentsObject(args *string) bool {
+	if args == nil {
+		return false
+	}
+	var obj map[string]any
+	return json.Unmarshal([]byte(*args), &obj) == nil && obj != nil
 }

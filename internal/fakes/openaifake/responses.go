@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
 // responsesRequest is the part of a POST /v1/responses body the fake checks.
@@ -141,6 +142,9 @@ func (s *Server) checkResponses(req *responsesRequest) (fakellm.Request, apiErro
 		case "function_call":
 			if it.CallID == "" || it.Name == "" || it.Arguments == nil {
 				return out, invalid(fmt.Sprintf("input[%d]", i), "Missing required parameter: 'input[%d].call_id', 'name' or 'arguments'.", i), true
+			}
+			if s.strictArgs && !argumentsObject(it.Arguments) {
+				return out, invalid(fmt.Sprintf("input[%d].arguments", i), "input[%d].arguments is not a valid JSON object", i), true
 			}
 			called[it.CallID] = true
 			out.Messages = append(out.Messages, fakellm.Message{Role: "assistant", ToolCalls: []fakellm.Call{{ID: it.CallID, Name: it.Name, Args: *it.Arguments}}})
@@ -280,10 +284,14 @@ func (s *Server) writeResponsesStream(w http.ResponseWriter, r *http.Request, mo
 	}
 	if reply.Text != "" {
 		id := fmt.Sprintf("msg_fake%d", n)
-		it := map[string]any{"type": "message", "id": id, "role": "assistant", "content": []map[string]any{{"type": "output_text", "text": reply.Text, "annotations": []any{}}}}
+		part, event := map[string]any{"type": "output_text", "text": reply.Text, "annotations": []any{}}, "response.output_text.delta"
+		if reply.Stop == llm.StopRefusal {
+			part, event = map[string]any{"type": "refusal", "refusal": reply.Text}, "response.refusal.delta"
+		}
+		it := map[string]any{"type": "message", "id": id, "role": "assistant", "content": []map[string]any{part}}
 		ok := item(it, func() bool {
 			for _, t := range splitText(reply.Text, reply.Chunk) {
-				if !send(map[string]any{"type": "response.output_text.delta", "item_id": id, "output_index": idx - 1, "content_index": 0, "delta": t}) {
+				if !send(map[string]any{"type": event, "item_id": id, "output_index": idx - 1, "content_index": 0, "delta": t}) {
 					return false
 				}
 			}
@@ -318,11 +326,33 @@ func (s *Server) writeResponsesStream(w http.ResponseWriter, r *http.Request, mo
 	case reply.Truncate:
 		panic(http.ErrAbortHandler) // close the connection before response.completed
 	}
-	done := response("completed")
+	status, reason := "completed", incompleteReason(reply)
+	if reason != "" {
+		status = "incomplete"
+	}
+	done := response(status)
+	if reason != "" {
+		done["incomplete_details"] = map[string]string{"reason": reason}
+	}
 	done["usage"] = map[string]any{
 		"input_tokens": u.PromptTokens, "output_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens,
 		"input_tokens_details":  map[string]int{"cached_tokens": u.PromptTokensDetails.CachedTokens},
 		"output_tokens_details": map[string]int{"reasoning_tokens": u.CompletionTokensDetails.ReasoningTokens},
 	}
-	send(map[string]any{"type": "response.completed", "response": done})
+	send(map[string]any{"type": "response." + status, "response": done})
+}
+
+// incompleteReason is why a reply ends with response.incomplete, or "" for
+// response.completed. The API names two reasons; the fake sends "other"
+// for the stop reasons it lacks.
+func incompleteReason(reply fakellm.Reply) string {
+	switch reply.StopReason() {
+	case llm.StopLength:
+		return "max_output_tokens"
+	case llm.StopSafety, llm.StopRecitation:
+		return "content_filter"
+	case llm.StopMalformedCall, llm.StopOther:
+		return "other"
+	}
+	return ""
 }

@@ -36,6 +36,8 @@ type Server struct {
 	apiKey     string
 	models     []string
 	transcribe func(TranscriptionRequest) (string, error)
+	// strictArgs refuses tool calls whose arguments are not a JSON object.
+	strictArgs bool
 
 	closing   chan struct{} // closed first on Close, so waiting handlers return
 	closeOnce sync.Once
@@ -71,6 +73,11 @@ type Option func(*Server)
 // WithAPIKey sets the bearer key the fake requires; "" accepts any request,
 // like a local Ollama.
 func WithAPIKey(key string) Option { return func(s *Server) { s.apiKey = key } }
+
+// WithStrictArguments makes the fake parse the arguments of every tool call
+// in the history and answer 400 when they are not a JSON object, as vLLM and
+// several OpenAI-compatible gateways do (OpenAI itself takes any string).
+func WithStrictArguments() Option { return func(s *Server) { s.strictArgs = true } }
 
 // WithModels sets the ids /v1/models lists.
 func WithModels(ids ...string) Option { return func(s *Server) { s.models = ids } }

@@ -634,3 +634,45 @@ func TestReceivedTimeAndDiscard(t *testing.T) {
 		})
 	}
 }
+
+// TestStrictArguments: WithStrictArguments answers 400 to a history whose
+// tool-call arguments are not a JSON object, on both endpoints, as vLLM
+// does; OpenAI itself (the default) takes them.
+func TestStrictArguments(t *testing.T) {
+	chat := func(args string) string {
+		return `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"},` +
+			`{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":` + args + `}}]},` +
+			`{"role":"tool","tool_call_id":"a","content":"r"}]}`
+	}
+	responses := func(args string) string {
+		return `{"model":"gpt-4o-mini","stream":true,"input":[{"role":"user","content":"hi"},` +
+			`{"type":"function_call","call_id":"a","name":"f","arguments":` + args + `},` +
+			`{"type":"function_call_output","call_id":"a","output":"r"}]}`
+	}
+	cases := []struct {
+		name   string
+		strict bool
+		path   string
+		body   string
+		status int
+	}{
+		{"chat, strict, broken", true, "/chat/completions", chat(`"{\"path\": \"no"`), 400},
+		{"chat, strict, not an object", true, "/chat/completions", chat(`"[1]"`), 400},
+		{"chat, strict, {}", true, "/chat/completions", chat(`"{}"`), 200},
+		{"chat, lenient, broken", false, "/chat/completions", chat(`"{\"path\": \"no"`), 200},
+		{"responses, strict, broken", true, "/responses", responses(`"{\"path\": \"no"`), 400},
+		{"responses, strict, {}", true, "/responses", responses(`"{}"`), 200},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []openaifake.Option
+			if tc.strict {
+				opts = append(opts, openaifake.WithStrictArguments())
+			}
+			fake := openaifake.New(t, nil, opts...)
+			if status, body := post(t, fake, tc.path, tc.body); status != tc.status {
+				t.Errorf("status %d, want %d: %s", status, tc.status, body)
+			}
+		})
+	}
+}

@@ -242,7 +242,7 @@ func (d *decoder) finish() bool {
 	if d.usage != (llm.Usage{}) && !d.e.Emit(llm.Delta{Kind: llm.DeltaUsage, Usage: d.usage}) {
 		return false
 	}
-	d.e.Emit(llm.Delta{Kind: llm.DeltaDone, StopReason: d.stop})
+	d.e.Emit(llm.Delta{Kind: llm.DeltaDone, StopReason: stopReason(d.stop)})
 	return false
 }
 
@@ -254,4 +254,19 @@ func (d *decoder) protocolError(format string, args ...any) bool {
 		Message:  "stream broke the Messages event protocol: " + fmt.Sprintf(format, args...),
 	})
 	return false
+}
+
+// stopReason normalises Anthropic's stop_reason (S-A5).
+func stopReason(r string) llm.StopReason {
+	switch r {
+	case "end_turn", "stop_sequence":
+		return llm.StopEnd
+	case "tool_use":
+		return llm.StopToolCalls
+	case "max_tokens", "model_context_window_exceeded":
+		return llm.StopLength
+	case "refusal":
+		return llm.StopRefusal
+	}
+	return llm.StopOther // "pause_turn", or a reason added later
 }

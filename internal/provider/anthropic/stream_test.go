@@ -29,14 +29,14 @@ func TestStream(t *testing.T) {
 		want  []llm.Part
 		// check inspects parts the test cannot spell out (signatures).
 		check func(t *testing.T, parts []llm.Part)
-		stop  string
+		stop  llm.StopReason
 		usage *llm.Usage
 	}{
 		{
 			name:  "text",
 			reply: fakellm.Reply{Text: "Hello, wörld — ünïcode split across chunks ✓", Chunk: 5},
 			want:  []llm.Part{llm.Text("Hello, wörld — ünïcode split across chunks ✓")},
-			stop:  "end_turn",
+			stop:  llm.StopEnd,
 		},
 		{
 			name:  "thinking with signature then text",
@@ -49,7 +49,7 @@ func TestStream(t *testing.T) {
 					t.Fatalf("want the text after the thinking, got %+v", parts[1])
 				}
 			},
-			stop: "end_turn",
+			stop: llm.StopEnd,
 		},
 		{
 			name:  "redacted thinking kept opaque",
@@ -59,7 +59,7 @@ func TestStream(t *testing.T) {
 				{Kind: llm.PartThinking, Text: "visible", Signature: "sig-visible"},
 				llm.Text("ok"),
 			},
-			stop: "end_turn",
+			stop: llm.StopEnd,
 		},
 		{
 			name: "two tool calls with fragmented arguments",
@@ -72,26 +72,26 @@ func TestStream(t *testing.T) {
 				{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: "toolu_01", Name: "read_file", Arguments: json.RawMessage(`{"path":"notes/todo.md","limit":20}`)}},
 				{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: "toolu_02", Name: "list_dir", Arguments: json.RawMessage(`{"path":"."}`)}},
 			},
-			stop: "tool_use",
+			stop: llm.StopToolCalls,
 		},
 		{
 			name:  "tool call without arguments",
 			reply: fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "toolu_01", Name: "list_dir"}}},
 			want:  []llm.Part{{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: "toolu_01", Name: "list_dir", Arguments: json.RawMessage(`{}`)}}},
-			stop:  "tool_use",
+			stop:  llm.StopToolCalls,
 		},
 		{
 			name:  "tool arguments that are not JSON keep the raw text",
 			reply: fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "toolu_01", Name: "exec", Args: `{"command": "ls`}}},
 			want: []llm.Part{{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: "toolu_01", Name: "exec", RawArgs: `{"command": "ls`,
 				ParseError: "arguments are not valid JSON: unexpected end of JSON input"}}},
-			stop: "tool_use",
+			stop: llm.StopToolCalls,
 		},
 		{
 			name:  "usage with prompt cache",
 			reply: fakellm.Reply{Text: "cached", InputTokens: 1200, OutputTokens: 7, CacheReadTokens: 1000, CacheWriteTokens: 150},
 			want:  []llm.Part{llm.Text("cached")},
-			stop:  "end_turn",
+			stop:  llm.StopEnd,
 			usage: &llm.Usage{InputTokens: 1200, OutputTokens: 7, CacheReadTokens: 1000, CacheWriteTokens: 150},
 		},
 	}

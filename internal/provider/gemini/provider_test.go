@@ -27,7 +27,7 @@ func TestStreamText(t *testing.T) {
 		t.Errorf("text = %q", got)
 	}
 	m := res.msg.Meta
-	if m.API != API || m.Provider != "gemini" || m.Model != testModel || m.StopReason != "STOP" {
+	if m.API != API || m.Provider != "gemini" || m.Model != testModel || m.StopReason != llm.StopEnd {
 		t.Errorf("meta = %+v", m)
 	}
 	if want := (llm.Usage{InputTokens: 20, OutputTokens: 9, CacheReadTokens: 100}); m.Usage != want {
@@ -310,7 +310,7 @@ func TestMalformedFunctionCallEndsTheAnswer(t *testing.T) {
 	f := newFixture(t)
 	f.script.Push(fakellm.Reply{ToolCalls: []fakellm.Call{{Name: "read_file", Args: `{"path": notes`}}})
 	res := run(t, f.p, context.Background(), ask("hi"))
-	if res.err != nil || res.msg.Meta.StopReason != "MALFORMED_FUNCTION_CALL" || len(res.msg.ToolCalls()) != 0 {
+	if res.err != nil || res.msg.Meta.StopReason != llm.StopMalformedCall || len(res.msg.ToolCalls()) != 0 {
 		t.Errorf("err %v, message %+v", res.err, res.msg)
 	}
 }

@@ -45,6 +45,9 @@ type decoder struct {
 	seen   map[string]bool
 	usage  *wireUsage
 	finish string
+	// calls is set once a function call was emitted: Gemini ends a turn
+	// with calls by STOP too.
+	calls bool
 }
 
 // read decodes the server-sent events of body until the stream ends, then
@@ -145,6 +148,7 @@ func (d *decoder) call(fc *wireFunctionCall, sig string) bool {
 		id = d.p.newID()
 	}
 	d.seen[id] = true
+	d.calls = true
 	name := fc.Name
 	if name == "" {
 		name = missingToolName
@@ -173,7 +177,7 @@ func (d *decoder) end(ctx, callCtx context.Context) {
 	if d.usage != nil && !d.e.Emit(llm.Delta{Kind: llm.DeltaUsage, Usage: d.usage.llm()}) {
 		return
 	}
-	d.e.Emit(llm.Delta{Kind: llm.DeltaDone, StopReason: d.finish})
+	d.e.Emit(llm.Delta{Kind: llm.DeltaDone, StopReason: stopReason(d.finish, d.calls)})
 }
 
 // llm converts Gemini's counts: input without the cached part (which is
@@ -187,4 +191,24 @@ func (u *wireUsage) llm() llm.Usage {
 		CacheReadTokens: cached,
 		ReasoningTokens: u.ThoughtsTokenCount,
 	}
+}
+
+// stopReason normalises Gemini's finishReason (S-A5).
+func stopReason(r string, calls bool) llm.StopReason {
+	switch r {
+	case "STOP":
+		if calls {
+			return llm.StopToolCalls
+		}
+		return llm.StopEnd
+	case "MAX_TOKENS":
+		return llm.StopLength
+	case "SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY":
+		return llm.StopSafety
+	case "RECITATION":
+		return llm.StopRecitation
+	case "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL":
+		return llm.StopMalformedCall
+	}
+	return llm.StopOther // LANGUAGE, OTHER, TOO_MANY_TOOL_CALLS, …
 }

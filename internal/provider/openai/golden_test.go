@@ -148,8 +148,10 @@ func checkHistory(t *testing.T, got fakellm.Request) {
 	if contents[1] != "Error: arguments are not valid JSON: unexpected end of JSON input" {
 		t.Errorf("error result = %q", contents[1])
 	}
-	if args := got.Messages[1].ToolCalls[1].Args; args != `{"command": "ls` {
-		t.Errorf("parse-error call sent arguments %q, want the raw text", args)
+	// S-A5: servers that parse arguments refuse the raw text; the error
+	// result above tells the model what was wrong.
+	if args := got.Messages[1].ToolCalls[1].Args; args != `{}` {
+		t.Errorf("parse-error call sent arguments %q, want {}", args)
 	}
 	if m := got.Messages[0]; m.Images != 2 || !strings.Contains(m.Text, "[file: notes.pdf (application/pdf, 47.1 KiB) at media/notes.pdf]") ||
 		!strings.Contains(m.Text, "[image not sent: media/unloaded.png was not loaded]") {

@@ -128,6 +128,8 @@ type stream struct {
 	stopped bool
 	calls   toolCalls
 	finish  string
+	// refused is set when the model sent a refusal instead of content.
+	refused bool
 	usage   *wireUsage
 }
 
@@ -291,8 +293,13 @@ func (s *stream) delta(d *wireDelta) bool {
 	if d.Content != "" && !s.emit(llm.Delta{Kind: llm.DeltaText, Text: d.Content}) {
 		return false
 	}
-	if d.Refusal != "" && !s.emit(llm.Delta{Kind: llm.DeltaText, Text: d.Refusal}) {
-		return false
+	if d.Refusal != "" {
+		// The refusal's words are the answer the user reads; the stop
+		// reason says it was one.
+		s.refused = true
+		if !s.emit(llm.Delta{Kind: llm.DeltaText, Text: d.Refusal}) {
+			return false
+		}
 	}
 	for i := range d.ToolCalls {
 		if !s.calls.fragment(&d.ToolCalls[i], s.emit) {
@@ -319,7 +326,7 @@ func (s *stream) end(parent, ctx context.Context) {
 	if s.usage != nil && !s.emit(llm.Delta{Kind: llm.DeltaUsage, Usage: s.usage.llm()}) {
 		return
 	}
-	s.emit(llm.Delta{Kind: llm.DeltaDone, StopReason: s.finish})
+	s.emit(llm.Delta{Kind: llm.DeltaDone, StopReason: chatStop(s.finish, s.refused)})
 }
 
 func clip(b []byte, n int) []byte {
@@ -327,4 +334,23 @@ func clip(b []byte, n int) []byte {
 		return b[:n]
 	}
 	return b
+}
+
+// chatStop normalises a Chat Completions finish_reason (S-A5); a refusal
+// ends with "stop" on the wire.
+func chatStop(r string, refused bool) llm.StopReason {
+	switch r {
+	case "stop":
+		if refused {
+			return llm.StopRefusal
+		}
+		return llm.StopEnd
+	case "tool_calls", "function_call":
+		return llm.StopToolCalls
+	case "length":
+		return llm.StopLength
+	case "content_filter":
+		return llm.StopSafety
+	}
+	return llm.StopOther
 }

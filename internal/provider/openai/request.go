@@ -179,11 +179,14 @@ func (p *Provider) assistant(out []goopenai.ChatCompletionMessage, m llm.Message
 	return out
 }
 
-// callArguments is what the model sent: the parsed object or, when it did not
-// parse, its raw text, so the model can see its own mistake.
+// callArguments is the call's argument object; {} when what the model sent
+// did not parse (S-A5). Servers that parse arguments (vLLM, several
+// gateways) refuse the raw text with a 400 on every later request of the
+// chat; the model learns its mistake from the call's error result, which
+// quotes the parse error, as with the Anthropic and Gemini adapters.
 func callArguments(c llm.ToolCall) string {
 	if c.ParseError != "" {
-		return c.RawArgs
+		return "{}"
 	}
 	if len(c.Arguments) == 0 {
 		return "{}"

@@ -52,6 +52,7 @@ type rstream struct {
 	status     string // the terminal event seen: response.completed or response.incomplete
 	incomplete string // incomplete_details.reason
 	sawCall    bool
+	refused    bool              // a refusal came instead of output text
 	open       map[string]string // item id -> call id of function calls being streamed
 }
 
@@ -97,7 +98,10 @@ type wireItem struct {
 func (s *rstream) handle(ev *goopenai.ResponseStreamEvent) bool {
 	p := s.p
 	switch ev.Type {
-	case goopenai.ResponseStreamEventOutputTextDelta, goopenai.ResponseStreamEventRefusalDelta:
+	case goopenai.ResponseStreamEventOutputTextDelta:
+		return ev.Delta == "" || s.emit(llm.Delta{Kind: llm.DeltaText, Text: ev.Delta})
+	case goopenai.ResponseStreamEventRefusalDelta:
+		s.refused = true
 		return ev.Delta == "" || s.emit(llm.Delta{Kind: llm.DeltaText, Text: ev.Delta})
 	case goopenai.ResponseStreamEventOutputItemAdded:
 		if it := ev.Item; it != nil && it.Type == "function_call" {
@@ -191,14 +195,23 @@ func (s *rstream) finish(parent, ctx context.Context) {
 			return
 		}
 	}
-	stop := "stop"
+	s.emit(llm.Delta{Kind: llm.DeltaDone, StopReason: s.stopReason()})
+}
+
+// stopReason normalises how a Responses stream ended (S-A5):
+// response.incomplete names its reason, response.completed does not.
+func (s *rstream) stopReason() llm.StopReason {
 	switch {
 	case s.incomplete == "max_output_tokens":
-		stop = "length"
-	case s.incomplete != "":
-		stop = s.incomplete
+		return llm.StopLength
+	case s.incomplete == "content_filter":
+		return llm.StopSafety
+	case s.incomplete != "" || s.status == string(goopenai.ResponseStreamEventIncomplete):
+		return llm.StopOther
+	case s.refused:
+		return llm.StopRefusal
 	case s.sawCall:
-		stop = "tool_calls"
+		return llm.StopToolCalls
 	}
-	s.emit(llm.Delta{Kind: llm.DeltaDone, StopReason: stop})
+	return llm.StopEnd
 }

@@ -1,0 +1,46 @@
+package gemini
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/llm"
+)
+
+// TestStopReasons: every way the fake can end an answer on the wire comes
+// out as the normalised stop reason, with what was written before it (S-A5).
+func TestStopReasons(t *testing.T) {
+	tests := []struct {
+		name  string
+		reply fakellm.Reply
+		want  llm.StopReason
+		text  string
+	}{
+		{"STOP", fakellm.Reply{Text: "done"}, llm.StopEnd, "done"},
+		{"STOP after a call", fakellm.Reply{ToolCalls: []fakellm.Call{{Name: "f", Args: `{}`}}}, llm.StopToolCalls, ""},
+		{"MAX_TOKENS", fakellm.Reply{Text: "half an ans", Stop: llm.StopLength}, llm.StopLength, "half an ans"},
+		{"MAX_TOKENS after thinking only", fakellm.Reply{Thinking: "long thought", Stop: llm.StopLength}, llm.StopLength, ""},
+		{"SAFETY", fakellm.Reply{Stop: llm.StopSafety}, llm.StopSafety, ""},
+		{"RECITATION", fakellm.Reply{Text: "It was the best", Stop: llm.StopRecitation}, llm.StopRecitation, "It was the best"},
+		{"MALFORMED_FUNCTION_CALL", fakellm.Reply{Stop: llm.StopMalformedCall}, llm.StopMalformedCall, ""},
+		{"OTHER", fakellm.Reply{Stop: llm.StopOther}, llm.StopOther, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.script.Push(tt.reply)
+			res := run(t, f.p, context.Background(), ask("hi"))
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			noRejections(t, f.srv)
+			if got := res.msg.Stop(); got != tt.want {
+				t.Errorf("stop = %q, want %q", got, tt.want)
+			}
+			if got := res.msg.Text(); got != tt.text {
+				t.Errorf("text = %q, want %q", got, tt.text)
+			}
+		})
+	}
+}
