@@ -65,6 +65,7 @@ func baseConfig() config.APIConfig {
 	return config.APIConfig{
 		Keys:          map[string]string{"webui": webuiToken, "script": scriptToken},
 		RatePerMinute: 600, Burst: 100, MaxConcurrent: 8, MaxBodyBytes: 64 << 10,
+		MaxHistoryMessages: 1000, MaxHistoryBytes: 1 << 20, MaxImages: 16,
 		TurnTimeout: time.Minute, ToolHints: true,
 	}
 }

@@ -256,9 +256,9 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 // files in the workspace otherwise. The stream store shares nb's connection.
 func newSessions(cfg *config.Config, nb *natsbus.Bus, log *zap.Logger) Sessions {
 	if nb != nil && cfg.Bus.NATS.Sessions == config.SessionsJetStream {
-		return jsstore.New(cfg.Bus.NATS, nb, jsstore.Options{CacheSize: cfg.Agents.SessionCache}, log)
+		return jsstore.New(cfg.Bus.NATS, nb, jsstore.Options{CacheSize: cfg.Agents.SessionCache, CacheBytes: cfg.Agents.SessionCacheBytes}, log)
 	}
-	return session.NewStore(filepath.Join(cfg.Agents.Workspace, "sessions"), session.Options{CacheSize: cfg.Agents.SessionCache}, log)
+	return session.NewStore(filepath.Join(cfg.Agents.Workspace, "sessions"), session.Options{CacheSize: cfg.Agents.SessionCache, CacheBytes: cfg.Agents.SessionCacheBytes}, log)
 }
 
 // newNATSBus builds the NATS bus of a gateway process in role. A worker

@@ -1,4 +1,4 @@
-package channels
+package inbox
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestSafeFileName(t *testing.T) {
+func TestSafeName(t *testing.T) {
 	tests := map[string]string{
 		"report.pdf":                      "report.pdf",
 		"../../etc/passwd":                "passwd",
@@ -19,43 +19,35 @@ func TestSafeFileName(t *testing.T) {
 		strings.Repeat("a", 300) + ".png": strings.Repeat("a", 96) + ".png",
 	}
 	for in, want := range tests {
-		if got := SafeFileName(in); got != want {
-			t.Errorf("SafeFileName(%q) = %q, want %q", in, got, want)
+		if got := SafeName(in); got != want {
+			t.Errorf("SafeName(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
 
 // A saved file lands under inbox/, and a second save of the same name or a
 // symlinked inbox pointing out of the workspace is refused, never followed.
-func TestSaveToInbox(t *testing.T) {
+func TestSave(t *testing.T) {
 	ws := t.TempDir()
-	rel, err := SaveToInbox(ws, "web-1-a.txt", []byte("hello"))
+	rel, err := Save(ws, "web-1-a.txt", []byte("hello"))
 	if err != nil || rel != "inbox/web-1-a.txt" {
-		t.Fatalf("SaveToInbox = %q, %v", rel, err)
+		t.Fatalf("Save = %q, %v", rel, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, rel)); err != nil || string(b) != "hello" {
 		t.Fatalf("saved %q, %v", b, err)
 	}
-	if _, err := SaveToInbox(ws, "web-1-a.txt", []byte("again")); err == nil {
+	if _, err := Save(ws, "web-1-a.txt", []byte("again")); err == nil {
 		t.Error("a second save of the same name overwrote the first")
 	}
 
 	outside, ws2 := t.TempDir(), t.TempDir()
-	if err := os.Symlink(outside, filepath.Join(ws2, InboxDir)); err != nil {
+	if err := os.Symlink(outside, filepath.Join(ws2, Dir)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := SaveToInbox(ws2, "x.txt", []byte("escape")); err == nil {
+	if _, err := Save(ws2, "x.txt", []byte("escape")); err == nil {
 		t.Error("saved through a symlink out of the workspace")
 	}
 	if _, err := os.Stat(filepath.Join(outside, "x.txt")); err == nil {
 		t.Error("the file was written outside the workspace")
-	}
-}
-
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[int64]string{512: "512 B", 2048: "2.0 KiB", 20 << 20: "20.0 MiB"} {
-		if got := HumanBytes(n); got != want {
-			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
-		}
 	}
 }
