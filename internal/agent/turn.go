@@ -363,7 +363,7 @@ func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
 				kept, err := a.keepImage(p.Image, m.Ephemeral)
 				if err != nil {
 					errs = append(errs, err)
-					b.WriteString("\n[an attached image was dropped: it is not a PNG, JPEG, GIF or WebP picture]")
+					b.WriteString("\n" + droppedImageNote(err))
 					continue
 				}
 				p = llm.Part{Kind: llm.PartImage, Image: kept}
@@ -430,6 +430,14 @@ func (a *Agent) keepImage(img *llm.Image, ephemeral bool) (*llm.Image, error) {
 		return nil, fmt.Errorf("save image: %w", err)
 	}
 	return &llm.Image{MIME: mime, Path: rel}, nil
+}
+
+// droppedImageNote tells the model why a picture the user sent is missing.
+func droppedImageNote(err error) string {
+	if errors.Is(err, inbox.ErrNotImage) {
+		return "[an attached image was dropped: it is not a PNG, JPEG, GIF or WebP picture]"
+	}
+	return "[an attached image could not be saved, so it is missing here]"
 }
 
 // maxImageBytes caps an image loaded from the workspace for a model call.
