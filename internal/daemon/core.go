@@ -116,8 +116,9 @@ type Sessions interface {
 	// Forget makes a worker read what other workers wrote to a session
 	// when it takes one of its messages.
 	Forget(key string) error
-	// Cached is for metrics.
+	// Cached and CachedBytes are for metrics.
 	Cached() int
+	CachedBytes() int64
 	Close() error
 }
 
@@ -207,7 +208,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		m.WatchNATS(opts.Role, nb.Held, nb.Healthy)
 	}
 	store = newSessions(cfg, nb, log.Named("session"))
-	m.WatchSessions(store.Cached)
+	m.WatchSessions(store.Cached, store.CachedBytes)
 	modelHealth := &health.ModelHealth{}
 	usage := newUsageTally(time.Now)
 	reg := tools.NewRegistry(tools.RegistryOptions{
