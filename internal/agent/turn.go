@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/history"
+	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -340,7 +339,8 @@ func (t *turn) uniqueCallIDs(m *llm.Message, iter int) {
 
 // userMessage merges the batch into one user message with a context prefix
 // (S-C1: time, channel and chat go here, not in the system prompt). Inline
-// image data is saved in the workspace inbox so the session stores a path.
+// image data is saved in the workspace inbox so the session stores a path,
+// except in a one-off turn, which keeps it in memory (see keepImage).
 func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
 	last := batch[len(batch)-1]
 	var b strings.Builder
@@ -374,12 +374,13 @@ func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
 		b.WriteString(content)
 		for _, p := range m.Media {
 			if p.Kind == llm.PartImage && p.Image != nil && len(p.Image.Data) > 0 && p.Image.Path == "" {
-				saved, err := a.saveImage(p.Image)
+				kept, err := a.keepImage(p.Image, m.Ephemeral)
 				if err != nil {
 					errs = append(errs, err)
-				} else {
-					p = llm.Part{Kind: llm.PartImage, Image: saved}
+					b.WriteString("\n" + droppedImageNote(err))
+					continue
 				}
+				p = llm.Part{Kind: llm.PartImage, Image: kept}
 			}
 			if (llm.Message{Role: llm.RoleUser, Parts: []llm.Part{p}}).Validate() == nil {
 				msg.Parts = append(msg.Parts, p)
@@ -424,22 +425,33 @@ func roughAge(d time.Duration) string {
 	return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
 }
 
-// saveImage writes inline image bytes to <workspace>/inbox and returns a
-// path reference, so sessions never hold base64 blobs.
-func (a *Agent) saveImage(img *llm.Image) (*llm.Image, error) {
-	ext := ".img"
-	if _, sub, ok := strings.Cut(img.MIME, "/"); ok && sub != "" {
-		ext = "." + sub
+// keepImage checks that inline image bytes are a picture (by their content:
+// the MIME type a sender declared is ignored) and returns the image the
+// turn keeps. A session's turn saves it through the inbox writer, under a
+// name and extension the daemon chooses, so sessions hold a path and never
+// base64 blobs. A one-off turn writes nothing anywhere: it keeps the bytes
+// in memory, and they go with the turn.
+func (a *Agent) keepImage(img *llm.Image, ephemeral bool) (*llm.Image, error) {
+	if ephemeral {
+		mime, err := inbox.SniffImage(img.Data)
+		if err != nil {
+			return nil, fmt.Errorf("inline image: %w", err)
+		}
+		return &llm.Image{MIME: mime, Data: img.Data}, nil
 	}
-	rel := filepath.Join("inbox", fmt.Sprintf("%s-%s%s", a.now().UTC().Format("20060102-150405"), newTurnID(), ext))
-	abs := filepath.Join(a.cfg.Workspace, rel)
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+	rel, mime, err := inbox.SaveImage(a.cfg.Workspace, img.Data, a.now())
+	if err != nil {
 		return nil, fmt.Errorf("save image: %w", err)
 	}
-	if err := os.WriteFile(abs, img.Data, 0o600); err != nil {
-		return nil, fmt.Errorf("save image: %w", err)
+	return &llm.Image{MIME: mime, Path: rel}, nil
+}
+
+// droppedImageNote tells the model why a picture the user sent is missing.
+func droppedImageNote(err error) string {
+	if errors.Is(err, inbox.ErrNotImage) {
+		return "[an attached image was dropped: it is not a PNG, JPEG, GIF or WebP picture]"
 	}
-	return &llm.Image{MIME: img.MIME, Path: filepath.ToSlash(rel)}, nil
+	return "[an attached image could not be saved, so it is missing here]"
 }
 
 // maxImageBytes caps an image loaded from the workspace for a model call.
@@ -471,7 +483,7 @@ func (a *Agent) resolveImages(msgs []llm.Message) []llm.Message {
 				continue
 			}
 			if i == lastUser {
-				data, err := readCapped(filepath.Join(a.cfg.Workspace, filepath.FromSlash(p.Image.Path)), maxImageBytes)
+				data, err := inbox.ReadFile(a.cfg.Workspace, p.Image.Path, maxImageBytes)
 				if err == nil {
 					parts = append(parts, llm.Part{Kind: llm.PartImage, Image: &llm.Image{MIME: p.Image.MIME, Data: data}})
 					continue
@@ -495,17 +507,6 @@ func hasPathImage(m llm.Message) bool {
 		}
 	}
 	return false
-}
-
-func readCapped(path string, limit int64) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes, over the %d byte limit", path, fi.Size(), limit)
-	}
-	return os.ReadFile(path)
 }
 
 func (a *Agent) outbound(t *turn, kind bus.Kind, content string) bus.OutboundMessage {

@@ -160,13 +160,25 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (turnRequest, *ap
 		return out, badRequest("The last message must be the user's (role \"user\"): the assistant runs its tools itself.",
 			fmt.Sprintf("messages[%d].role", last))
 	}
+	if last > s.cfg.MaxHistoryMessages {
+		return out, badRequest(fmt.Sprintf("The request re-sends %d earlier messages; this server takes at most %d (api.max_history_messages). "+
+			"Start a new conversation.", last, s.cfg.MaxHistoryMessages), "messages")
+	}
 	text, images, aerr := contentOf(req.Messages[last].Content, fmt.Sprintf("messages[%d].content", last))
 	if aerr != nil {
 		return out, aerr
 	}
+	if len(images) > s.cfg.MaxImages {
+		return out, badRequest(fmt.Sprintf("The last message holds %d images; this server takes at most %d per request (api.max_images).",
+			len(images), s.cfg.MaxImages), fmt.Sprintf("messages[%d].content", last))
+	}
 	if strings.TrimSpace(text) == "" && len(images) == 0 {
 		return out, badRequest("The last user message is empty.", fmt.Sprintf("messages[%d].content", last))
 	}
+	// The re-sent history may become a new session's start (the agent
+	// seeds an empty session with it): its size is capped so that one
+	// request cannot pin megabytes of tiny messages in memory and on disk.
+	var historyBytes int64
 	for i, m := range req.Messages[:last] {
 		param := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
@@ -174,6 +186,10 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (turnRequest, *ap
 			t, _, aerr := contentOf(m.Content, param+".content")
 			if aerr != nil {
 				return out, aerr
+			}
+			if historyBytes += int64(len(t)); historyBytes > s.cfg.MaxHistoryBytes {
+				return out, badRequest(fmt.Sprintf("The earlier messages hold more than %d bytes of text (api.max_history_bytes). "+
+					"Start a new conversation.", s.cfg.MaxHistoryBytes), param+".content")
 			}
 			if strings.TrimSpace(t) != "" {
 				out.history = append(out.history, llm.Message{Role: llm.Role(m.Role), Parts: []llm.Part{llm.Text(t)}})

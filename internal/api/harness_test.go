@@ -44,7 +44,9 @@ const (
 )
 
 type harness struct {
-	t      *testing.T
+	t *testing.T
+	// top is the test's directory; ws, the workspace, is top/home/workspace.
+	top    string
 	ws     string
 	script *fakellm.Script
 	store  *session.Store
@@ -65,6 +67,7 @@ func baseConfig() config.APIConfig {
 	return config.APIConfig{
 		Keys:          map[string]string{"webui": webuiToken, "script": scriptToken},
 		RatePerMinute: 600, Burst: 100, MaxConcurrent: 8, MaxBodyBytes: 64 << 10,
+		MaxHistoryMessages: 1000, MaxHistoryBytes: 1 << 20, MaxImages: 16,
 		TurnTimeout: time.Minute, ToolHints: true,
 	}
 }
@@ -75,8 +78,14 @@ func newHarness(t *testing.T, tweak ...func(*config.APIConfig)) *harness {
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	ws := t.TempDir()
-	h := &harness{t: t, ws: ws, script: &fakellm.Script{}, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	// The workspace sits two levels below the test's directory, so a write
+	// that climbs out of it (issue 28) still lands where the test looks.
+	top := t.TempDir()
+	ws := filepath.Join(top, "home", "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, top: top, ws: ws, script: &fakellm.Script{}, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	core, logs := observer.New(zap.DebugLevel)
 	h.logs = logs
 	log := zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -156,7 +157,10 @@ func contentOf(raw json.RawMessage, param string) (string, []llm.Part, *apiError
 }
 
 // dataImage decodes an image given inline as a data: URL. Remote URLs are
-// refused: the server would have to fetch what a client chose.
+// refused: the server would have to fetch what a client chose. The type the
+// URL declares is not believed: the bytes must be a PNG, JPEG, GIF or WebP
+// picture, and the image carries the type they are (which later names the
+// file's extension; the client's words never reach a file name).
 func dataImage(u *imageURL) (*llm.Image, error) {
 	if u == nil {
 		return nil, errors.New("image_url is missing")
@@ -166,13 +170,16 @@ func dataImage(u *imageURL) (*llm.Image, error) {
 		return nil, errors.New("only inline images (data:image/...;base64,...) are supported, not links")
 	}
 	meta, data, ok := strings.Cut(rest, ",")
-	mime, isB64 := strings.CutSuffix(meta, ";base64")
-	if !ok || !isB64 || !strings.HasPrefix(mime, "image/") {
+	if !ok || !strings.HasSuffix(meta, ";base64") {
 		return nil, errors.New("an inline image must be data:image/<type>;base64,<data>")
 	}
 	b, err := base64.StdEncoding.DecodeString(data)
 	if err != nil || len(b) == 0 {
 		return nil, errors.New("the inline image's base64 data is invalid")
+	}
+	mime, err := inbox.SniffImage(b)
+	if err != nil {
+		return nil, errors.New("the inline image is not a PNG, JPEG, GIF or WebP picture (its bytes were checked; the declared type is not used)")
 	}
 	return &llm.Image{MIME: mime, Data: b}, nil
 }

@@ -59,6 +59,9 @@ type AgentsConfig struct {
 	MaxInputChars int `mapstructure:"max_input_chars"`
 	// SessionCache is how many sessions stay loaded in memory.
 	SessionCache int `mapstructure:"session_cache"`
+	// SessionCacheBytes caps the loaded sessions by size (their files'
+	// bytes, a measure of the memory they hold), besides their number.
+	SessionCacheBytes int64 `mapstructure:"session_cache_bytes"`
 	// MaxQueue is how many messages may wait for a busy chat; beyond it the
 	// oldest are dropped and the sender is told.
 	MaxQueue int `mapstructure:"max_queue"`
@@ -284,6 +287,13 @@ type APIConfig struct {
 	MaxConcurrent int `mapstructure:"max_concurrent"`
 	// MaxBodyBytes caps a request body.
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// MaxHistoryMessages caps the earlier messages a request re-sends (all
+	// but the last); a request with more is refused with 400.
+	MaxHistoryMessages int `mapstructure:"max_history_messages"`
+	// MaxHistoryBytes caps the text of those earlier messages, in bytes.
+	MaxHistoryBytes int64 `mapstructure:"max_history_bytes"`
+	// MaxImages caps the inline images of a request's last message.
+	MaxImages int `mapstructure:"max_images"`
 	// TurnTimeout is how long a request waits for the agent's answer.
 	TurnTimeout time.Duration `mapstructure:"turn_timeout"`
 	// ToolHints sends the agent's tool hints as reasoning_content.

@@ -135,6 +135,7 @@ func (c *Config) validateAgents(p *checker) {
 	p.atLeast("agents.bootstrap_max_chars", int64(a.BootstrapMaxChars), 100)
 	p.atLeast("agents.max_input_chars", int64(a.MaxInputChars), 100)
 	p.atLeast("agents.session_cache", int64(a.SessionCache), 1)
+	p.atLeast("agents.session_cache_bytes", a.SessionCacheBytes, 1<<20)
 	p.atLeast("agents.max_queue", int64(a.MaxQueue), 1)
 	p.atLeast("agents.max_group_turns", int64(a.MaxGroupTurns), 0)
 	if a.MaxGroupTurns > a.MaxConcurrentTurns && a.MaxConcurrentTurns >= 1 {
@@ -437,6 +438,9 @@ func validateAPI(p *checker, a *APIConfig) {
 	p.atLeast("api.burst", int64(a.Burst), 1)
 	p.atLeast("api.max_concurrent", int64(a.MaxConcurrent), 1)
 	p.atLeast("api.max_body_bytes", a.MaxBodyBytes, 1024)
+	p.atLeast("api.max_history_messages", int64(a.MaxHistoryMessages), 1)
+	p.atLeast("api.max_history_bytes", a.MaxHistoryBytes, 1024)
+	p.atLeast("api.max_images", int64(a.MaxImages), 1)
 	p.positive("api.turn_timeout", a.TurnTimeout)
 }
 

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"net/http"
@@ -82,5 +83,43 @@ func TestAPIToolTurnThroughTheGateway(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(g.cfg.Agents.SessionsDir, "api*")); len(files) != 1 {
 		t.Errorf("a one-off turn left a session file: %v", files)
+	}
+}
+
+// TestAPIImageCannotRewriteTheConfig replays issue 28's attack on the real
+// gateway: an inline image whose declared type climbs from inbox/ to the
+// gateway's own config.yaml (home/workspace/inbox/… → home/config.yaml).
+// Its bytes are a picture, so the request is answered; the config keeps
+// its bytes and the picture lands in inbox/ under the daemon's name.
+func TestAPIImageCannotRewriteTheConfig(t *testing.T) {
+	g := startGateway(t, false, "api:\n  keys: {e2e: \""+apiToken+"\"}\n")
+	before, err := os.ReadFile(g.configPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.script.Push(fakellm.Reply{Text: "A picture."})
+	png := "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + "\nmcp: {servers: {x: {command: /bin/sh}}}\n"
+	url := "data:image//../../../config.yaml;base64," + base64.StdEncoding.EncodeToString([]byte(png))
+	body := `{"model":"nanobot","user":"alice","messages":[{"role":"user","content":[{"type":"text","text":"look"},` +
+		`{"type":"image_url","image_url":{"url":"` + url + `"}}]}]}`
+	req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, answer)
+	}
+	if after, _ := os.ReadFile(g.configPath()); string(after) != string(before) {
+		t.Fatalf("the gateway's config.yaml was rewritten:\n%s", after)
+	}
+	entries, _ := os.ReadDir(filepath.Join(g.cfg.Agents.Workspace, "inbox"))
+	if len(entries) != 1 || !strings.HasPrefix(entries[0].Name(), "img-") || !strings.HasSuffix(entries[0].Name(), ".png") {
+		t.Errorf("inbox holds %v; want one daemon-named picture", entries)
 	}
 }

@@ -116,8 +116,9 @@ type Sessions interface {
 	// Forget makes a worker read what other workers wrote to a session
 	// when it takes one of its messages.
 	Forget(key string) error
-	// Cached is for metrics.
+	// Cached and CachedBytes are for metrics.
 	Cached() int
+	CachedBytes() int64
 	Close() error
 }
 
@@ -212,7 +213,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		m.WatchNATS(opts.Role, nb.Held, nb.Healthy)
 	}
 	store = newSessions(cfg, nb, log.Named("session"))
-	m.WatchSessions(store.Cached)
+	m.WatchSessions(store.Cached, store.CachedBytes)
 	modelHealth := &health.ModelHealth{}
 	usage := newUsageTally(time.Now)
 	reg := tools.NewRegistry(tools.RegistryOptions{
@@ -261,9 +262,9 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 // files in agents.sessions_dir otherwise. The stream store shares nb's connection.
 func newSessions(cfg *config.Config, nb *natsbus.Bus, log *zap.Logger) Sessions {
 	if nb != nil && cfg.Bus.NATS.Sessions == config.SessionsJetStream {
-		return jsstore.New(cfg.Bus.NATS, nb, jsstore.Options{CacheSize: cfg.Agents.SessionCache}, log)
+		return jsstore.New(cfg.Bus.NATS, nb, jsstore.Options{CacheSize: cfg.Agents.SessionCache, CacheBytes: cfg.Agents.SessionCacheBytes}, log)
 	}
-	return session.NewStore(cfg.Agents.SessionsDir, session.Options{CacheSize: cfg.Agents.SessionCache}, log)
+	return session.NewStore(cfg.Agents.SessionsDir, session.Options{CacheSize: cfg.Agents.SessionCache, CacheBytes: cfg.Agents.SessionCacheBytes}, log)
 }
 
 // newNATSBus builds the NATS bus of a gateway process in role. A worker

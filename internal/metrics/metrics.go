@@ -179,12 +179,18 @@ func (m *Metrics) WatchQueues(inbound, outbound func() int) {
 	}
 }
 
-// WatchSessions exports how many sessions are loaded as nanobot_sessions_cached.
-func (m *Metrics) WatchSessions(cached func() int) {
+// WatchSessions exports how many sessions are loaded as
+// nanobot_sessions_cached, and what they weigh as
+// nanobot_sessions_cached_bytes.
+func (m *Metrics) WatchSessions(cached func() int, weight func() int64) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "sessions_cached",
 		Help: "Sessions loaded in memory (bounded by agents.session_cache).",
 	}, func() float64 { return float64(cached()) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "sessions_cached_bytes",
+		Help: "Weight of the sessions loaded in memory: their files' bytes plus a per-message overhead (bounded by agents.session_cache_bytes).",
+	}, func() float64 { return float64(weight()) }))
 }
 
 // WatchChannel exports a channel's health as nanobot_channel_up (1 when

@@ -83,21 +83,22 @@ nanobot_channel_calls_total{channel="telegram",op="send",outcome="rate_limited"}
 
 func TestGaugesAreReadAtScrapeTime(t *testing.T) {
 	m := New(BuildInfo{Version: "dev"})
-	in, out, cached := 0, 0, 0
+	in, out, cached, weight := 0, 0, 0, int64(0)
 	var tgErr error
 	leading := false
 	m.WatchQueues(func() int { return in }, func() int { return out })
 	m.WatchLeader(func() bool { return leading })
-	m.WatchSessions(func() int { return cached })
+	m.WatchSessions(func() int { return cached }, func() int64 { return weight })
 	m.WatchChannel("telegram", func() error { return tgErr })
 	m.WatchChannel("discord", func() error { return nil })
 
-	in, out, cached, tgErr, leading = 3, 1, 7, errors.New("getUpdates: connection refused"), true
+	in, out, cached, weight, tgErr, leading = 3, 1, 7, 4096, errors.New("getUpdates: connection refused"), true
 	got := scrape(t, m)
 	for _, line := range []string{
 		`nanobot_bus_queue_depth{queue="inbound"} 3`,
 		`nanobot_bus_queue_depth{queue="outbound"} 1`,
 		`nanobot_sessions_cached 7`,
+		`nanobot_sessions_cached_bytes 4096`,
 		`nanobot_channel_up{channel="telegram"} 0`,
 		`nanobot_channel_up{channel="discord"} 1`,
 		`nanobot_scheduler_leader 1`,

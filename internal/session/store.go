@@ -40,12 +40,35 @@ type Options struct {
 	// CacheSize is how many sessions stay loaded (messages in memory, file
 	// open) [256]. Beyond it the least recently used idle session is dropped.
 	CacheSize int
+	// CacheBytes caps the loaded sessions by weight, besides their number
+	// [64 MiB]: beyond it the least recently used idle sessions are dropped
+	// too, so a few huge sessions cannot pin the memory that CacheSize
+	// small ones would take. A session weighs its file's size plus
+	// MessageOverhead per message (see Weight).
+	CacheBytes int64
 	// Now is the clock for header, meta and archive timestamps and for
 	// stamping messages that have no Time [time.Now].
 	Now func() time.Time
 }
 
-const defaultCacheSize = 256
+const (
+	defaultCacheSize  = 256
+	defaultCacheBytes = 64 << 20
+)
+
+// MessageOverhead is what a loaded message is counted to hold in memory
+// besides its bytes in the file: its llm.Message and Part structs and slice
+// headers (TestLoadedSessionWeight measures about 120 bytes a tiny message
+// beyond its line in the file), plus the agent's memo of its token estimate
+// and the garbage collector's headroom, which about double it.
+const MessageOverhead = 256
+
+// Weight is what a loaded session counts against Options.CacheBytes: its
+// file's size plus MessageOverhead per message. Stores of other backends
+// (jsstore) weigh their sessions the same way.
+func Weight(fileBytes int64, messages int) int64 {
+	return fileBytes + int64(messages)*MessageOverhead
+}
 
 // Store keeps sessions as append-only JSONL files in one directory, one file
 // per key, with recently used sessions loaded in memory. It is safe for
@@ -63,6 +86,9 @@ type Store struct {
 	closed  bool
 	entries map[string]*entry
 	lru     list.List // of *entry, most recently used at the front
+	// weight is the sum of the entries' weights: what the cache holds,
+	// as CacheBytes counts it.
+	weight int64
 }
 
 // entry is one session in the cache. elem and refs belong to Store.mu; the
@@ -72,6 +98,8 @@ type entry struct {
 	key  string
 	elem *list.Element
 	refs int
+	// weight is the session's Weight when its last use ended.
+	weight int64
 
 	mu     sync.Mutex
 	dead   bool // the store was closed
@@ -102,6 +130,9 @@ type state struct {
 func NewStore(dir string, opts Options, log *zap.Logger) *Store {
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = defaultCacheSize
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = defaultCacheBytes
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -264,6 +295,13 @@ func (s *Store) Cached() int {
 	return len(s.entries)
 }
 
+// CachedBytes reports the weight of the loaded sessions (see Weight).
+func (s *Store) CachedBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.weight
+}
+
 // List describes every live session file in the directory (archives and
 // files whose names are not encoded keys are left out), for /status and
 // `nanobot status`. A missing directory means no sessions.
@@ -351,6 +389,7 @@ func (s *Store) Close() error {
 	}
 	clear(s.entries)
 	s.lru.Init()
+	s.weight = 0
 	s.mu.Unlock()
 
 	var errs []error
@@ -395,9 +434,15 @@ func (s *Store) locked(key, op string, fn func(*entry) error) error {
 	if err != nil {
 		return fmt.Errorf("session %s: %s: %w", key, op, err)
 	}
-	defer s.release(e)
+	// Deferred in this order, the weight is read under e's lock, after fn
+	// changed the session, and then handed to the cache.
+	var weight int64
+	defer func() { s.release(e, weight) }()
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer func() {
+		weight = e.weigh()
+		e.mu.Unlock()
+	}()
 	if e.dead {
 		return fmt.Errorf("session %s: %s: %w", key, op, ErrClosed)
 	}
@@ -405,6 +450,15 @@ func (s *Store) locked(key, op string, fn func(*entry) error) error {
 		return fmt.Errorf("session %s: %s: %w", key, op, err)
 	}
 	return nil
+}
+
+// weigh is e's Weight as loaded now (nothing when not loaded). Called with
+// e.mu held.
+func (e *entry) weigh() int64 {
+	if !e.loaded {
+		return 0
+	}
+	return Weight(e.size, len(e.msgs))
 }
 
 // acquire returns the cache entry for key, creating it, marks it in use and
@@ -430,26 +484,33 @@ func (s *Store) acquire(key string) (*entry, error) {
 	return e, nil
 }
 
-// release ends a use of e begun by acquire.
-func (s *Store) release(e *entry) {
+// release ends a use of e begun by acquire, recording the weight e has now.
+func (s *Store) release(e *entry, weight int64) {
 	s.mu.Lock()
 	e.refs--
+	if s.entries[e.key] == e { // not dropped by Close meanwhile
+		s.weight += weight - e.weight
+		e.weight = weight
+	}
 	victims := s.evictLocked()
 	s.mu.Unlock()
 	s.closeVictims(victims)
 }
 
-// evictLocked removes idle entries from the LRU end until the cache fits.
-// Entries in use are skipped, so the cache may briefly exceed its size when
-// more sessions than that are busy at once.
+// evictLocked removes idle entries from the LRU end until the cache fits
+// both its count and its bytes. Entries in use are skipped, so the cache
+// may briefly exceed either when more (or bigger) sessions than that are
+// busy at once; a single session over CacheBytes is dropped as soon as its
+// use ends, and read again from its file next time.
 func (s *Store) evictLocked() []*entry {
 	var victims []*entry
-	for el := s.lru.Back(); el != nil && len(s.entries) > s.opts.CacheSize; {
+	for el := s.lru.Back(); el != nil && (len(s.entries) > s.opts.CacheSize || s.weight > s.opts.CacheBytes); {
 		e := el.Value.(*entry)
 		prev := el.Prev()
 		if e.refs == 0 {
 			s.lru.Remove(el)
 			delete(s.entries, e.key)
+			s.weight -= e.weight
 			victims = append(victims, e)
 		}
 		el = prev

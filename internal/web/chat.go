@@ -19,6 +19,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -365,7 +366,7 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (msgID, text
 		p, err := s.attach(fh)
 		if err != nil {
 			s.log.Error("web upload", zap.String("file", fh.Filename), zap.Error(err))
-			writeError(w, http.StatusInternalServerError, "the file "+channels.SafeFileName(fh.Filename)+" could not be saved; see the daemon log")
+			writeError(w, http.StatusInternalServerError, "the file "+inbox.SafeName(fh.Filename)+" could not be saved; see the daemon log")
 			return "", "", nil, false
 		}
 		media = append(media, p)
@@ -391,8 +392,8 @@ func (s *Server) attach(fh *multipart.FileHeader) (llm.Part, error) {
 	case "image/png", "image/jpeg", "image/gif", "image/webp":
 		return llm.Part{Kind: llm.PartImage, Image: &llm.Image{MIME: mt, Data: data}}, nil
 	}
-	name := channels.SafeFileName(fh.Filename)
-	rel, err := channels.SaveToInbox(s.deps.Workspace, "web-"+newChatID()+"-"+name, data)
+	name := inbox.SafeName(fh.Filename)
+	rel, err := inbox.Save(s.deps.Workspace, "web-"+newChatID()+"-"+name, data)
 	if err != nil {
 		return llm.Part{}, err
 	}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -41,7 +42,7 @@ func (c *Channel) fetchMedia(ctx context.Context, m *discordgo.Message) media {
 		if a == nil {
 			continue
 		}
-		name := channels.SafeFileName(a.Filename)
+		name := inbox.SafeName(a.Filename)
 		mimeType := attachmentMIME(a)
 		if int64(a.Size) > c.cfg.MaxMediaBytes {
 			out.notes = append(out.notes, fmt.Sprintf("[attachment %s (%s) not downloaded: larger than the %s limit]",
@@ -90,7 +91,7 @@ func (c *Channel) saveFile(a *discordgo.MessageAttachment, name, mimeType string
 		out.notes = append(out.notes, fmt.Sprintf("[file %s received but not saved: no workspace]", name))
 		return
 	}
-	rel, err := channels.SaveToInbox(c.deps.Workspace, "discord-"+a.ID+"-"+name, data)
+	rel, err := inbox.Save(c.deps.Workspace, "discord-"+a.ID+"-"+name, data)
 	if err != nil {
 		c.log.Error("saving received file", zap.String("path", rel), zap.Error(err))
 		out.notes = append(out.notes, fmt.Sprintf("[file %s could not be saved]", name))
@@ -219,7 +220,7 @@ func (c *Channel) workspaceFile(p, name, mimeType string) (*discordgo.File, erro
 	if mimeType == "" {
 		mimeType = mime.TypeByExtension(path.Ext(name))
 	}
-	return &discordgo.File{Name: channels.SafeFileName(name), ContentType: mimeType, Reader: bytes.NewReader(data)}, nil
+	return &discordgo.File{Name: inbox.SafeName(name), ContentType: mimeType, Reader: bytes.NewReader(data)}, nil
 }
 
 // imageURLs returns the URLs of image parts that have no bytes or path; they

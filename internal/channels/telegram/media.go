@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -121,8 +121,8 @@ func (c *Channel) document(ctx context.Context, m *models.Message, d *models.Doc
 	if err != nil {
 		return llm.Part{}, err
 	}
-	name := fmt.Sprintf("%s-%d-%s", time.Now().UTC().Format("20060102-150405"), m.ID, channels.SafeFileName(d.FileName))
-	rel, err := channels.SaveToInbox(c.deps.Workspace, name, data)
+	name := fmt.Sprintf("%s-%d-%s", time.Now().UTC().Format("20060102-150405"), m.ID, inbox.SafeName(d.FileName))
+	rel, err := inbox.Save(c.deps.Workspace, name, data)
 	if err != nil {
 		return llm.Part{}, fmt.Errorf("save %s: %w", name, err)
 	}

@@ -39,6 +39,9 @@ type Options struct {
 	// CacheSize is how many sessions stay loaded [256]; beyond it the least
 	// recently used idle one is dropped (and read again on its next use).
 	CacheSize int
+	// CacheBytes caps the loaded sessions by weight too (session.Weight)
+	// [64 MiB]; beyond it the least recently used idle ones are dropped.
+	CacheBytes int64
 	// Now stamps headers, messages without a Time, meta and archive records
 	// [time.Now].
 	Now func() time.Time
@@ -48,8 +51,9 @@ type Options struct {
 }
 
 const (
-	defaultCacheSize = 256
-	defaultTimeout   = 2 * time.Minute
+	defaultCacheSize  = 256
+	defaultCacheBytes = 64 << 20
+	defaultTimeout    = 2 * time.Minute
 	// retryWait is the pause between two attempts to reach NATS.
 	retryWait = 250 * time.Millisecond
 	// maxRebase bounds how often one write is rebased after commuting
@@ -98,6 +102,8 @@ type Store struct {
 	closed  bool
 	entries map[string]*entry
 	lru     list.List // of *entry, most recently used at the front
+	// weight is the sum of the entries' weights (session.Weight).
+	weight int64
 }
 
 // entry is one session in the cache. elem and refs belong to Store.mu, the
@@ -106,6 +112,8 @@ type entry struct {
 	key  string
 	elem *list.Element
 	refs int
+	// weight is the session's weight when its last use ended.
+	weight int64
 
 	mu     sync.Mutex
 	dead   bool // the store was closed
@@ -129,6 +137,9 @@ func StreamName(prefix string) string { return strings.ToUpper(prefix) + "_SESSI
 func New(cfg config.NATSConfig, conn Conn, opts Options, log *zap.Logger) *Store {
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = defaultCacheSize
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = defaultCacheBytes
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -358,6 +369,13 @@ func (s *Store) Cached() int {
 	return len(s.entries)
 }
 
+// CachedBytes reports the weight of the loaded sessions (session.Weight).
+func (s *Store) CachedBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.weight
+}
+
 // Close waits for calls in progress and drops the cache; later calls fail
 // with session.ErrClosed. Every write was acknowledged when it returned, so
 // nothing is lost. The connection belongs to the caller.
@@ -374,6 +392,7 @@ func (s *Store) Close() error {
 	}
 	clear(s.entries)
 	s.lru.Init()
+	s.weight = 0
 	s.mu.Unlock()
 	for _, e := range es {
 		e.mu.Lock()
@@ -529,9 +548,15 @@ func (s *Store) locked(key, op string, fn func(context.Context, *entry) error) e
 	if err != nil {
 		return fmt.Errorf("session %s: %s: %w", key, op, err)
 	}
-	defer s.release(e)
+	// Deferred in this order, the weight is read under e's lock, after fn
+	// changed the session, and then handed to the cache.
+	var weight int64
+	defer func() { s.release(e, weight) }()
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer func() {
+		weight = e.weigh()
+		e.mu.Unlock()
+	}()
 	if e.dead {
 		return fmt.Errorf("session %s: %s: %w", key, op, session.ErrClosed)
 	}
@@ -564,23 +589,39 @@ func (s *Store) acquire(key string) (*entry, error) {
 	return e, nil
 }
 
-// release ends a use of e begun by acquire.
-func (s *Store) release(e *entry) {
+// release ends a use of e begun by acquire, recording the weight e has now.
+func (s *Store) release(e *entry, weight int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.refs--
+	if s.entries[e.key] == e { // not dropped by Close meanwhile
+		s.weight += weight - e.weight
+		e.weight = weight
+	}
 	s.evictLocked()
 }
 
-// evictLocked drops idle entries from the LRU end until the cache fits;
-// entries in use are skipped, so the cache may briefly exceed its size.
+// weigh is e's session.Weight as loaded now (nothing when not loaded).
+// Called with e.mu held.
+func (e *entry) weigh() int64 {
+	if !e.loaded || e.log == nil {
+		return 0
+	}
+	snap := e.log.Snapshot()
+	return session.Weight(snap.Size, len(snap.Messages))
+}
+
+// evictLocked drops idle entries from the LRU end until the cache fits its
+// count and its bytes; entries in use are skipped, so the cache may briefly
+// exceed either.
 func (s *Store) evictLocked() {
-	for el := s.lru.Back(); el != nil && len(s.entries) > s.opts.CacheSize; {
+	for el := s.lru.Back(); el != nil && (len(s.entries) > s.opts.CacheSize || s.weight > s.opts.CacheBytes); {
 		e := el.Value.(*entry)
 		prev := el.Prev()
 		if e.refs == 0 {
 			s.lru.Remove(el)
 			delete(s.entries, e.key)
+			s.weight -= e.weight
 		}
 		el = prev
 	}

@@ -485,6 +485,32 @@ func TestForgetReadsOtherWorkersRecords(t *testing.T) {
 	}
 }
 
+// TestCacheBoundByBytes: the byte budget drops idle sessions the count
+// would keep, and a session over the whole budget is not kept after its
+// call; both read back whole.
+func TestCacheBoundByBytes(t *testing.T) {
+	srv := natsfake.Start(t, t.TempDir())
+	s := newStore(t, srv, jsstore.Options{CacheSize: 100, CacheBytes: 10_000})
+	big := strings.Repeat("x", 4000)
+	for i := range 3 {
+		if _, err := s.Append(fmt.Sprintf("web:%d", i), userText(big)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, w := s.Cached(), s.CachedBytes(); n != 2 || w > 10_000 {
+		t.Fatalf("cached %d sessions of %d bytes; want 2 within 10000", n, w)
+	}
+	if _, err := s.Append("web:huge", userText(strings.Repeat("y", 20_000))); err != nil {
+		t.Fatal(err)
+	}
+	if w := s.CachedBytes(); w > 10_000 {
+		t.Errorf("cache weighs %d bytes after a session over the budget", w)
+	}
+	if got := texts(mustGet(t, s, "web:0")); !reflect.DeepEqual(got, []string{big}) {
+		t.Errorf("evicted session reads %d messages", len(got))
+	}
+}
+
 func TestCacheBoundAndClose(t *testing.T) {
 	srv := natsfake.Start(t, t.TempDir())
 	s := newStore(t, srv, jsstore.Options{CacheSize: 2})
