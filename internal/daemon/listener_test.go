@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func (g *gw) dialRaw() *rawConn {
 }
 
 // send writes raw and, when read, returns the response (body read).
-func (rc *rawConn) send(t *testing.T, raw string, read bool) *http.Response {
+func (rc *rawConn) send(t testing.TB, raw string, read bool) *http.Response {
 	t.Helper()
 	_ = rc.c.SetDeadline(time.Now().Add(patience))
 	if _, err := io.WriteString(rc.c, raw); err != nil {
@@ -326,5 +327,43 @@ func TestAPIWithKeysCountsAsASurface(t *testing.T) {
 	line := logs.FilterMessage("gateway started").All()[0]
 	if got := strings.Join(fieldStrings(line, "channels"), ","); got != "api" {
 		t.Errorf("channels = %q, want api", got)
+	}
+}
+
+// BenchmarkAnswersUnderFlood measures how long the page, /healthz and the
+// API take to answer a new client while 1,000 idle keep-alive connections
+// and 64 slow uploads hold the listener (cap 256): each operation is one
+// request on a fresh connection. It reports the median and the 99th
+// percentile (docs/BENCHMARKS.md, "Listener under a flood").
+func BenchmarkAnswersUnderFlood(b *testing.B) {
+	const maxConns, idleFlood, slow = 256, 1000, 64
+	s := setup{quiet: true}
+	g := newGW(b, s)
+	g.writeConfig(s, "api:\n  keys: {bench: \""+listenerAPIKey+"\"}\n")
+	g.cfg.Gateway.MaxConnections = maxConns
+	g.start()
+	g.waitReady(true)
+	for range idleFlood {
+		g.dialRaw().send(b, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n", true)
+	}
+	for range slow {
+		g.dialRaw().send(b, slowLogin, false)
+	}
+	for _, c := range []struct{ name, path, key string }{
+		{"page", "/", ""}, {"healthz", "/healthz", ""}, {"api", "/v1/models", listenerAPIKey},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if resp := g.fetch("GET", c.path, "", c.key); resp.StatusCode != 200 {
+					b.Fatalf("GET %s: %d", c.path, resp.StatusCode)
+				}
+				took = append(took, time.Since(start))
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-p50")
+			b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "ms-p99")
+		})
 	}
 }
