@@ -44,7 +44,7 @@ type Listener struct {
 	// idle are the ordinary connections without a request in progress,
 	// with the time they became so.
 	idle  map[*conn]time.Time
-	freed chan struct{} // a token when a slot is released
+	freed chan struct{} // a token when a slot is released or a connection idles
 	done  chan struct{}
 	once  sync.Once
 }
@@ -152,10 +152,7 @@ func (l *Listener) release(c *conn) {
 		}
 	}
 	l.mu.Unlock()
-	select {
-	case l.freed <- struct{}{}:
-	default:
-	}
+	l.signal()
 }
 
 // ConnState tracks which connections are idle; set it as
@@ -166,15 +163,26 @@ func (l *Listener) ConnState(nc net.Conn, st http.ConnState) {
 		return
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if c.released {
+		l.mu.Unlock()
 		return
 	}
 	switch st {
 	case http.StateNew, http.StateIdle:
 		l.idle[c] = time.Now()
+		l.mu.Unlock()
+		l.signal() // a waiting Accept may now take its place
 	default: // active, hijacked or closed: not to be evicted
 		delete(l.idle, c)
+		l.mu.Unlock()
+	}
+}
+
+// signal wakes a waiting Accept.
+func (l *Listener) signal() {
+	select {
+	case l.freed <- struct{}{}:
+	default:
 	}
 }
 
