@@ -40,12 +40,13 @@ var (
 	failBurst     = 5
 	failGlobal    = rate.Every(time.Second)
 	failGlobalB   = 20
-	// maxClients bounds the per-client map: past it, clients without a
-	// recent failure are dropped, and when none is, new ones share one
-	// overflow bucket (which rotating addresses may drain, costing nothing
-	// but a 429 instead of a 401 to failing logins).
-	maxClients = 4096
 )
+
+// maxClients bounds the per-client map: past it, clients without a recent
+// failure are dropped, and when none is, new ones share one overflow
+// bucket (which rotating addresses may drain, costing nothing but a 429
+// instead of a 401 to failing logins).
+const maxClients = 4096
 
 // NewToken returns a fresh random login token (32 bytes, base64url).
 func NewToken() (string, error) {
@@ -135,6 +136,7 @@ type auth struct {
 	// address, an IPv6 /64), all of them together, and for clients past
 	// maxClients.
 	failures  map[netip.Prefix]*rate.Limiter
+	maxFailed int // the bound of failures: maxClients
 	global    *rate.Limiter
 	overflow  *rate.Limiter
 	lastPrune time.Time
@@ -142,7 +144,7 @@ type auth struct {
 
 func newAuth(token func() (string, error), ttl time.Duration, secure bool, trusted []netip.Prefix, now func() time.Time, log *zap.Logger) *auth {
 	return &auth{token: token, ttl: ttl, secure: secure, trusted: trusted, now: now, log: log,
-		sessions: map[string]login{}, links: map[string]time.Time{}, failures: map[netip.Prefix]*rate.Limiter{},
+		sessions: map[string]login{}, links: map[string]time.Time{}, failures: map[netip.Prefix]*rate.Limiter{}, maxFailed: maxClients,
 		global: rate.NewLimiter(failGlobal, failGlobalB), overflow: rate.NewLimiter(failPerClient, failBurst)}
 }
 
@@ -171,7 +173,7 @@ func (a *auth) failed(client netip.Prefix) bool {
 	defer a.mu.Unlock()
 	now := a.now()
 	l, ok := a.failures[client]
-	if !ok && len(a.failures) >= maxClients && now.Sub(a.lastPrune) >= time.Second {
+	if !ok && len(a.failures) >= a.maxFailed && now.Sub(a.lastPrune) >= time.Second {
 		// A client whose bucket is full again has no failure to remember.
 		a.lastPrune = now
 		for k, cl := range a.failures {
@@ -182,7 +184,7 @@ func (a *auth) failed(client netip.Prefix) bool {
 	}
 	switch {
 	case ok:
-	case len(a.failures) < maxClients:
+	case len(a.failures) < a.maxFailed:
 		l = rate.NewLimiter(failPerClient, failBurst)
 		a.failures[client] = l
 	default:

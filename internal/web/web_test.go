@@ -131,9 +131,9 @@ func TestLoginIgnoresForwardedFromUntrustedPeer(t *testing.T) {
 // per-client map up to its bound, never past it; a correct token still
 // gets in.
 func TestLoginFailureStateBounded(t *testing.T) {
-	defer func(n int) { maxClients = n }(maxClients)
-	maxClients = 40
+	const bound = 40
 	e := newEnv(t, func(c *config.WebChannelConfig, _ *Deps) { c.TrustedProxies = []string{"127.0.0.0/8"} })
+	e.srv.auth.maxFailed = bound
 	for round := range 3 {
 		for i := range 60 {
 			client := fmt.Sprintf("2001:db8:%x:%x::1", round, i)
@@ -144,8 +144,8 @@ func TestLoginFailureStateBounded(t *testing.T) {
 		e.srv.auth.mu.Lock()
 		n := len(e.srv.auth.failures)
 		e.srv.auth.mu.Unlock()
-		if n > maxClients {
-			t.Fatalf("round %d: %d clients remembered, bound %d", round, n, maxClients)
+		if n > bound {
+			t.Fatalf("round %d: %d clients remembered, bound %d", round, n, bound)
 		}
 		if s := e.do(nil, "POST", "/api/login", map[string]string{"token": testToken}, "X-Forwarded-For", "192.0.2.1").StatusCode; s != http.StatusOK {
 			t.Fatalf("round %d: right token while the shared bucket is drained: %d", round, s)
