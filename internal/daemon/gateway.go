@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/api"
@@ -326,6 +327,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 	}
 	guarded := httpguard.Listen(ln, g.cfg.Gateway.MaxConnections)
+	full := rate.Sometimes{Interval: time.Minute}
+	guarded.OnReserve = func() {
+		full.Do(func() {
+			g.log.Warn("HTTP listener at gateway.max_connections with every connection busy: new clients get 503 "+
+				"(only /healthz and /readyz are answered) until one ends; a flood of slow clients, or raise the cap",
+				zap.Int("max_connections", g.cfg.Gateway.MaxConnections))
+		})
+	}
 	ln = guarded
 	srv := &http.Server{
 		Handler:           httpguard.Handler(g.guardConfig(), g.mux),

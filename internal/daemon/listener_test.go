@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // These tests hold the gateway's listener against hostile clients (issue
@@ -94,16 +95,17 @@ func (g *gw) fetch(method, path, host, key string) *http.Response {
 
 // startListenerGW runs a gateway with the web page and an API key, after
 // shaping its gateway section.
-func startListenerGW(t *testing.T, extra string, gateway func(*gw)) *gw {
+func startListenerGW(t *testing.T, extra string, gateway func(*gw)) (*gw, *observer.ObservedLogs) {
 	t.Helper()
 	g := newGW(t, setup{})
+	logs := g.observe()
 	g.writeConfig(setup{}, "api:\n  keys: {bench: \""+listenerAPIKey+"\"}\n"+extra)
 	if gateway != nil {
 		gateway(g)
 	}
 	g.start()
 	g.waitReady(true)
-	return g
+	return g, logs
 }
 
 // slowLogin starts a login whose body never finishes: the connection stays
@@ -116,7 +118,7 @@ const slowLogin = "POST /api/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: 
 // /healthz while the page is told to come back.
 func TestGatewayHoldsAgainstIdleAndSlowClients(t *testing.T) {
 	const maxConns, idleFlood, slow = 16, 60, 10
-	g := startListenerGW(t, "", func(g *gw) { g.cfg.Gateway.MaxConnections = maxConns })
+	g, logs := startListenerGW(t, "", func(g *gw) { g.cfg.Gateway.MaxConnections = maxConns })
 
 	idle := make([]*rawConn, 0, idleFlood)
 	for range idleFlood {
@@ -176,6 +178,10 @@ func TestGatewayHoldsAgainstIdleAndSlowClients(t *testing.T) {
 	if resp := g.fetch("GET", "/healthz", "", ""); resp.StatusCode != 200 {
 		t.Errorf("/healthz with every slot busy: %d, want 200 from the reserve", resp.StatusCode)
 	}
+	// The operator is told, once a minute at most.
+	if n := logs.FilterLevelExact(zapcore.WarnLevel).FilterMessageSnippet("at gateway.max_connections").Len(); n != 1 {
+		t.Errorf("%d warnings about the full listener, want 1", n)
+	}
 }
 
 // An idle keep-alive connection is closed after gateway.idle_timeout, a
@@ -183,7 +189,7 @@ func TestGatewayHoldsAgainstIdleAndSlowClients(t *testing.T) {
 // body was read (the API's 429) closes the connection at once rather than
 // waiting for the body.
 func TestGatewayTimesOutIdleAndSlowClients(t *testing.T) {
-	g := startListenerGW(t, "", func(g *gw) {
+	g, _ := startListenerGW(t, "", func(g *gw) {
 		g.cfg.Gateway.IdleTimeout = 200 * time.Millisecond
 		g.cfg.Gateway.ReadTimeout = 200 * time.Millisecond
 	})
@@ -206,7 +212,7 @@ func TestGatewayTimesOutIdleAndSlowClients(t *testing.T) {
 func TestGatewayEarlyAnswerCloses(t *testing.T) {
 	// A read timeout longer than patience: only the early close can end
 	// the request in time.
-	g := startListenerGW(t, "", func(g *gw) {
+	g, _ := startListenerGW(t, "", func(g *gw) {
 		g.cfg.API.RatePerMinute, g.cfg.API.Burst = 1, 1
 		g.cfg.Gateway.ReadTimeout = time.Hour
 	})
@@ -233,7 +239,7 @@ func TestGatewayEarlyAnswerCloses(t *testing.T) {
 // address, public_url's or gateway.allowed_hosts' is refused on every
 // route.
 func TestGatewayRefusesForeignHosts(t *testing.T) {
-	g := startListenerGW(t, "", func(g *gw) {
+	g, _ := startListenerGW(t, "", func(g *gw) {
 		g.cfg.Channels.Web.PublicURL = "https://bot.example.com"
 		g.cfg.Gateway.AllowedHosts = []string{"metrics.internal"}
 	})
@@ -262,7 +268,7 @@ func TestGatewayRefusesForeignHosts(t *testing.T) {
 // mux's own redirects, the probes, the metrics and the API, not only the
 // page (which keeps its own policy).
 func TestGatewaySecurityHeaders(t *testing.T) {
-	g := startListenerGW(t, "", nil)
+	g, _ := startListenerGW(t, "", nil)
 	for _, c := range []struct{ path, key, csp string }{
 		{"/v1", "", "default-src 'none'"}, // the mux's redirect to /v1/
 		{"/healthz", "", "default-src 'none'"},

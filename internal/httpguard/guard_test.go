@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,6 +171,10 @@ func TestReserveAnswersProbesOnly(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		ok(w, r)
 	}))
+	var reserved atomic.Int32
+	s.ln.mu.Lock()
+	s.ln.OnReserve = func() { reserved.Add(1) }
+	s.ln.mu.Unlock()
 	for range maxConns {
 		c := s.dial()
 		// A body that never finishes: the connection stays busy.
@@ -193,6 +198,9 @@ func TestReserveAnswersProbesOnly(t *testing.T) {
 	other := s.get("/x")
 	if other.StatusCode != http.StatusServiceUnavailable || other.Header.Get("Retry-After") == "" || !other.Close {
 		t.Errorf("page on the reserve: %d %v, want 503 with Retry-After and Connection: close", other.StatusCode, other.Header)
+	}
+	if n := reserved.Load(); n != 2 {
+		t.Errorf("OnReserve called %d times, want 2", n)
 	}
 }
 

@@ -37,6 +37,10 @@ const reserveHeaderTimeout = 2 * time.Second
 type Listener struct {
 	net.Listener
 	max int
+	// OnReserve, when set (before serving), is called outside any lock each
+	// time a connection is taken into the reserve: every ordinary slot is
+	// busy with a request.
+	OnReserve func()
 
 	mu       sync.Mutex
 	open     int // ordinary connections not yet released
@@ -73,6 +77,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 				_ = victim.Conn.Close()
 			}
 			if c != nil {
+				if c.reserve && l.OnReserve != nil {
+					l.OnReserve()
+				}
 				return c, nil
 			}
 			// The room seen before Accept was taken meanwhile: hold the
