@@ -176,8 +176,10 @@ func (g *Gateway) guardConfig() httpguard.Config {
 	// A page's text and its files in one request (internal/web), or one
 	// API request.
 	maxBody := max(cfg.API.MaxBodyBytes, cfg.Channels.Web.MaxUploadBytes+2<<20)
+	// A login or a JSON call (at most 16 KiB) arrives in one go; an upload
+	// gets read_timeout.
 	return httpguard.Config{Hosts: hosts, MaxBody: maxBody, ReadTimeout: cfg.Gateway.ReadTimeout,
-		Probes: []string{"/healthz", "/readyz"}}
+		SmallBodyTimeout: 10 * time.Second, Probes: []string{"/healthz", "/readyz"}}
 }
 
 // runs reports whether this process serves role's part (RoleAll serves both).

@@ -109,8 +109,9 @@ func startListenerGW(t *testing.T, extra string, gateway func(*gw)) (*gw, *obser
 }
 
 // slowLogin starts a login whose body never finishes: the connection stays
-// busy reading it.
-const slowLogin = "POST /api/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"tok"
+// busy reading it (a declared length past httpguard.SmallBody, so it gets
+// the whole read_timeout).
+const slowLogin = "POST /api/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"tok"
 
 // Many idle keep-alive connections and slow uploads: the page, the probes
 // and the API still answer. Past the connection cap the idle ones are

@@ -17,6 +17,9 @@ import (
 // need nothing, so an answer a browser renders by mistake can do nothing.
 const CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 
+// SmallBody is the largest declared body Config.SmallBodyTimeout applies to.
+const SmallBody = 16 << 10
+
 // Config shapes Handler.
 type Config struct {
 	// Hosts are the host names (lower case, no port) the listener answers
@@ -27,6 +30,10 @@ type Config struct {
 	MaxBody int64
 	// ReadTimeout bounds reading a request's body.
 	ReadTimeout time.Duration
+	// SmallBodyTimeout, when shorter, bounds reading a body declared at
+	// most SmallBody bytes long (a login, a JSON call): such a body comes
+	// in one go, and a client that trickles it only holds a connection.
+	SmallBodyTimeout time.Duration
 	// Probes are the paths a reserve connection is served (see Listener).
 	Probes []string
 }
@@ -88,7 +95,11 @@ func Handler(cfg Config, next http.Handler) http.Handler {
 		// Reading the body is bounded; once it is read to its end the
 		// server lifts the deadline itself (to watch for the client going
 		// away), so a long answer or a stream after it is not cut.
-		_ = rc.SetReadDeadline(time.Now().Add(cfg.ReadTimeout))
+		limit := cfg.ReadTimeout
+		if r.ContentLength >= 0 && r.ContentLength <= SmallBody && cfg.SmallBodyTimeout > 0 {
+			limit = min(limit, cfg.SmallBodyTimeout)
+		}
+		_ = rc.SetReadDeadline(time.Now().Add(limit))
 		b := &body{ReadCloser: http.MaxBytesReader(w, r.Body, cfg.MaxBody)}
 		r.Body = b
 		ew := &earlyWriter{ResponseWriter: w, body: b}

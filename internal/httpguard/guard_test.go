@@ -234,6 +234,25 @@ func TestSlowBodyIsCut(t *testing.T) {
 	}
 }
 
+// A small declared body (a login) that stops arriving is given up after
+// SmallBodyTimeout, well before ReadTimeout; a large one keeps ReadTimeout.
+func TestSlowSmallBodyIsCutSooner(t *testing.T) {
+	s := serve(t, 10, Config{ReadTimeout: time.Hour, SmallBodyTimeout: 100 * time.Millisecond}, time.Hour,
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.ReadAll(r.Body); err != nil {
+				http.Error(w, "body: "+err.Error(), http.StatusRequestTimeout)
+				return
+			}
+			ok(w, r)
+		}))
+	c := s.dial()
+	br := bufio.NewReader(c)
+	resp := roundTrip(t, c, br, fmt.Sprintf("POST /login HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n{\"tok", SmallBody))
+	if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
+		t.Errorf("stalled small body: %d close=%v, want 408 and close", resp.StatusCode, resp.Close)
+	}
+}
+
 // An answer given before the body was read (a 429, say) is sent at once
 // with Connection: close; the server does not wait for the rest of the body.
 func TestEarlyAnswerClosesInsteadOfDraining(t *testing.T) {
