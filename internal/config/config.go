@@ -143,6 +143,10 @@ type WebChannelConfig struct {
 	// reverse proxy), for /web login links; https marks the session cookie
 	// Secure and silences the plain-HTTP warning.
 	PublicURL string `mapstructure:"public_url"`
+	// TrustedProxies are the reverse proxies (IP addresses or CIDR ranges)
+	// whose X-Forwarded-For or Forwarded header names the client, for the
+	// login limits; from any other address those headers are ignored.
+	TrustedProxies []string `mapstructure:"trusted_proxies"`
 }
 
 // Access is the part every channel shares: who may talk to the bot (S-H1).
@@ -270,6 +274,21 @@ type GatewayConfig struct {
 	Listen        string          `mapstructure:"listen"`
 	Heartbeat     HeartbeatConfig `mapstructure:"heartbeat"`
 	ShutdownGrace time.Duration   `mapstructure:"shutdown_grace"`
+	// AllowedHosts are further host names the listener answers to (the
+	// Host header), besides loopback names, IP addresses, the listen host,
+	// channels.web.public_url's and the Telegram webhook's: a name that
+	// resolves to this machine but is not listed is refused, which defeats
+	// DNS rebinding (docs/web.md, Security).
+	AllowedHosts []string `mapstructure:"allowed_hosts"`
+	// MaxConnections caps the listener's open connections; past it, idle
+	// ones are closed first, and a small reserve answers only /healthz and
+	// /readyz.
+	MaxConnections int `mapstructure:"max_connections"`
+	// IdleTimeout closes a keep-alive connection that sends nothing.
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	// ReadTimeout bounds reading one request's body (uploads included);
+	// answers and streams are not bounded by it.
+	ReadTimeout time.Duration `mapstructure:"read_timeout"`
 }
 
 // APIConfig configures the OpenAI-compatible API served on gateway.listen

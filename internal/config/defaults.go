@@ -73,6 +73,7 @@ var defaults = map[string]any{
 	"channels.web.session_ttl":      "168h",
 	"channels.web.max_upload_bytes": 20 << 20,
 	"channels.web.public_url":       "",
+	"channels.web.trusted_proxies":  []string{},
 
 	"channels.transcription.base_url": "",
 	"channels.transcription.api_key":  "",
@@ -102,6 +103,10 @@ var defaults = map[string]any{
 	"gateway.heartbeat.enabled":  true,
 	"gateway.heartbeat.interval": "30m",
 	"gateway.shutdown_grace":     "20s",
+	"gateway.allowed_hosts":      []string{},
+	"gateway.max_connections":    1024,
+	"gateway.idle_timeout":       "1m",
+	"gateway.read_timeout":       "2m",
 
 	"bus.backend":            "memory",
 	"bus.nats.url":           "nats://127.0.0.1:4222",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -404,6 +405,14 @@ func validateGateway(p *checker, g *GatewayConfig) {
 	}
 	p.positive("gateway.heartbeat.interval", g.Heartbeat.Interval)
 	p.positive("gateway.shutdown_grace", g.ShutdownGrace)
+	p.positive("gateway.idle_timeout", g.IdleTimeout)
+	p.positive("gateway.read_timeout", g.ReadTimeout)
+	p.atLeast("gateway.max_connections", int64(g.MaxConnections), 1)
+	for _, h := range g.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, ":/ []") {
+			p.add("gateway.allowed_hosts", "%q is not a host name (write the name alone, e.g. nanobot.internal, without scheme or port)", h)
+		}
+	}
 }
 
 // apiKeyName is what a key's name may be, with at most 32 characters
@@ -502,6 +511,29 @@ func validateWeb(p *checker, w *WebChannelConfig) {
 	p.positive(key+".session_ttl", w.SessionTTL)
 	p.atLeast(key+".max_upload_bytes", w.MaxUploadBytes, 1)
 	p.httpURL(key+".public_url", w.PublicURL, true)
+	if _, err := ParseTrustedProxies(w.TrustedProxies); err != nil {
+		p.add(key+".trusted_proxies", "%v", err)
+	}
+}
+
+// ParseTrustedProxies reads channels.web.trusted_proxies: IP addresses or
+// CIDR ranges (an address stands for itself alone).
+func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if pfx, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, pfx.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR range (write e.g. 127.0.0.1 or 10.0.0.0/8)", s)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
 
 // WebServed reports whether the gateway serves the web page on listen, and

@@ -7,13 +7,16 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/api"
@@ -25,6 +28,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/health"
+	"github.com/nanobot-go/nanobot/internal/httpguard"
 	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/web"
@@ -154,6 +158,30 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 	return g, nil
 }
 
+// guardConfig is what the listener's guard (internal/httpguard) checks:
+// the host names it answers to — the listen host, the page's public_url,
+// the Telegram webhook's and gateway.allowed_hosts (loopback names and IP
+// addresses always) — and the largest body a route takes.
+func (g *Gateway) guardConfig() httpguard.Config {
+	cfg := g.cfg
+	hosts := slices.Clone(cfg.Gateway.AllowedHosts)
+	if h, _, err := net.SplitHostPort(cfg.Gateway.Listen); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	for _, raw := range []string{cfg.Channels.Web.PublicURL, cfg.Channels.Telegram.WebhookURL} {
+		if u, err := url.Parse(raw); err == nil && u.Host != "" {
+			hosts = append(hosts, u.Hostname())
+		}
+	}
+	// A page's text and its files in one request (internal/web), or one
+	// API request.
+	maxBody := max(cfg.API.MaxBodyBytes, cfg.Channels.Web.MaxUploadBytes+2<<20)
+	// A login or a JSON call (at most 16 KiB) arrives in one go; an upload
+	// gets read_timeout.
+	return httpguard.Config{Hosts: hosts, MaxBody: maxBody, ReadTimeout: cfg.Gateway.ReadTimeout,
+		SmallBodyTimeout: 10 * time.Second, Probes: []string{"/healthz", "/readyz"}}
+}
+
 // runs reports whether this process serves role's part (RoleAll serves both).
 func (g *Gateway) runs(role string) bool {
 	return g.opts.Role == RoleAll || g.opts.Role == role
@@ -178,6 +206,16 @@ func (g *Gateway) announce(addr string) {
 	}
 	if g.web != nil {
 		names = append(names, web.Channel)
+	}
+	// The API with keys is a way to talk to the agent like a channel.
+	if g.api != nil && len(g.cfg.API.Keys) > 0 {
+		names = append(names, api.Channel)
+		host, _, _ := net.SplitHostPort(g.cfg.Gateway.Listen)
+		if !config.IsLoopback(host) && !strings.HasPrefix(g.cfg.Channels.Web.PublicURL, "https://") {
+			g.log.Warn("the OpenAI-compatible API is served on a non-loopback address without TLS: API keys and chats cross the network in clear; "+
+				"put it behind a TLS reverse proxy and set channels.web.public_url to its https:// address (docs/api.md)",
+				zap.String("listen", addr))
+		}
 	}
 	g.log.Info("gateway started", zap.String("role", g.opts.Role), zap.String("bus", g.cfg.Bus.Backend),
 		zap.String("listen", addr), zap.Strings("channels", names), zap.Strings("http", g.routes),
@@ -290,7 +328,23 @@ func (g *Gateway) Run(ctx context.Context) error {
 			return fmt.Errorf("gateway.listen %s: %w", g.cfg.Gateway.Listen, err)
 		}
 	}
-	srv := &http.Server{Handler: g.mux, ReadHeaderTimeout: 10 * time.Second}
+	guarded := httpguard.Listen(ln, g.cfg.Gateway.MaxConnections)
+	full := rate.Sometimes{Interval: time.Minute}
+	guarded.OnReserve = func() {
+		full.Do(func() {
+			g.log.Warn("HTTP listener at gateway.max_connections with every connection busy: new clients get 503 "+
+				"(only /healthz and /readyz are answered) until one ends; a flood of slow clients, or raise the cap",
+				zap.Int("max_connections", g.cfg.Gateway.MaxConnections))
+		})
+	}
+	ln = guarded
+	srv := &http.Server{
+		Handler:           httpguard.Handler(g.guardConfig(), g.mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       g.cfg.Gateway.IdleTimeout,
+		ConnState:         guarded.ConnState,
+		ConnContext:       httpguard.ConnContext,
+	}
 	if g.web != nil {
 		// Open event streams would hold Shutdown for its whole timeout.
 		srv.RegisterOnShutdown(g.web.CloseStreams)

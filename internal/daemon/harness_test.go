@@ -63,7 +63,7 @@ type setup struct {
 }
 
 type gw struct {
-	t       *testing.T
+	t       testing.TB
 	home    string
 	cfg     *config.Config
 	script  *fakellm.Script
@@ -106,7 +106,7 @@ func startWith(t *testing.T, s setup) *gw {
 	return g
 }
 
-func newGW(t *testing.T, s setup) *gw {
+func newGW(t testing.TB, s setup) *gw {
 	t.Helper()
 	g := &gw{t: t, script: &fakellm.Script{}, home: t.TempDir(), log: zaptest.NewLogger(t)}
 	if s.quiet {

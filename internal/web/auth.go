@@ -8,8 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -29,14 +29,24 @@ const (
 	maxLinks    = 64
 )
 
-// Login rate limits: per client address, and for everyone together, so
-// that neither one host nor many can guess tokens quickly.
+// Failed logins back off per client (5, then one every 12 s), and all
+// clients' failures together are bounded too (20, then one a second). Only
+// failures count: the token is compared first, so a correct token or link
+// always gets in, whatever others sent from the same address. What keeps a
+// guesser out is the token's size (32 random bytes when generated); the
+// limits tell a failing client to stop and keep the log quiet.
 var (
-	loginPerClient = rate.Every(12 * time.Second) // 5 a minute
-	loginBurst     = 5
-	loginGlobal    = rate.Every(time.Second)
-	loginGlobalB   = 20
+	failPerClient = rate.Every(12 * time.Second)
+	failBurst     = 5
+	failGlobal    = rate.Every(time.Second)
+	failGlobalB   = 20
 )
+
+// maxClients bounds the per-client map: past it, clients without a recent
+// failure are dropped, and when none is, new ones share one overflow
+// bucket (which rotating addresses may drain, costing nothing but a 429
+// instead of a 401 to failing logins).
+const maxClients = 4096
 
 // NewToken returns a fresh random login token (32 bytes, base64url).
 func NewToken() (string, error) {
@@ -119,17 +129,27 @@ type auth struct {
 	// control panel button); the server sets it [the CSRF token only].
 	describe func(login) any
 
+	// trusted are the reverse proxies whose forwarding headers name the
+	// client (channels.web.trusted_proxies).
+	trusted []netip.Prefix
+
 	mu       sync.Mutex
 	sessions map[string]login     // by sha256 of the cookie value
 	links    map[string]time.Time // one-time link codes (hashed) → expiry
-	clients  map[string]*rate.Limiter
-	global   *rate.Limiter
+	// failures are the failed logins' buckets, per client (an IPv4
+	// address, an IPv6 /64), all of them together, and for clients past
+	// maxClients.
+	failures  map[netip.Prefix]*rate.Limiter
+	maxFailed int // the bound of failures: maxClients
+	global    *rate.Limiter
+	overflow  *rate.Limiter
+	lastPrune time.Time
 }
 
-func newAuth(token func() (string, error), ttl time.Duration, secure bool, now func() time.Time, log *zap.Logger) *auth {
-	return &auth{token: token, ttl: ttl, secure: secure, now: now, log: log,
-		sessions: map[string]login{}, links: map[string]time.Time{}, clients: map[string]*rate.Limiter{},
-		global: rate.NewLimiter(loginGlobal, loginGlobalB)}
+func newAuth(token func() (string, error), ttl time.Duration, secure bool, trusted []netip.Prefix, now func() time.Time, log *zap.Logger) *auth {
+	return &auth{token: token, ttl: ttl, secure: secure, trusted: trusted, now: now, log: log,
+		sessions: map[string]login{}, links: map[string]time.Time{}, failures: map[netip.Prefix]*rate.Limiter{}, maxFailed: maxClients,
+		global: rate.NewLimiter(failGlobal, failGlobalB), overflow: rate.NewLimiter(failPerClient, failBurst)}
 }
 
 func hashOf(s string) string {
@@ -150,24 +170,116 @@ func randomID() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// allow reports whether a login attempt from r may be checked now.
-func (a *auth) allow(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
+// failed counts a failed login of client and reports whether it is still
+// within the limits (false: it should back off).
+func (a *auth) failed(client netip.Prefix) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	l, ok := a.clients[host]
-	if !ok {
-		if len(a.clients) >= maxSessions {
-			clear(a.clients) // a flood of addresses: start over rather than grow
-		}
-		l = rate.NewLimiter(loginPerClient, loginBurst)
-		a.clients[host] = l
-	}
 	now := a.now()
+	l, ok := a.failures[client]
+	if !ok && len(a.failures) >= a.maxFailed && now.Sub(a.lastPrune) >= time.Second {
+		// A client whose bucket is full again has no failure to remember.
+		a.lastPrune = now
+		for k, cl := range a.failures {
+			if cl.TokensAt(now) >= float64(failBurst) {
+				delete(a.failures, k)
+			}
+		}
+	}
+	switch {
+	case ok:
+	case len(a.failures) < a.maxFailed:
+		l = rate.NewLimiter(failPerClient, failBurst)
+		a.failures[client] = l
+	default:
+		l = a.overflow
+	}
 	return l.AllowN(now, 1) && a.global.AllowN(now, 1)
+}
+
+// clientOf is who sent r, for the login limits: the connection's address,
+// or, from a trusted proxy, the nearest untrusted address its forwarding
+// header names. IPv6 clients count by /64, the block one host usually has.
+func (a *auth) clientOf(r *http.Request) netip.Prefix {
+	addr := clientAddr(r, a.trusted)
+	bits := 32
+	if addr.Is6() {
+		bits = 64
+	}
+	p, err := addr.Prefix(bits)
+	if err != nil { // an unparsable address: all such share one bucket
+		return netip.Prefix{}
+	}
+	return p
+}
+
+// clientAddr walks the forwarding chain from the nearest hop: each trusted
+// proxy's word is taken for the hop before it, and the first address not
+// trusted is the client. Forwarded (RFC 7239) is read when present, else
+// X-Forwarded-For; headers from an untrusted peer are ignored, since anyone
+// can send them.
+func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	addr := peer.Addr().Unmap()
+	if err != nil {
+		addr, _ = netip.ParseAddr(r.RemoteAddr)
+		addr = addr.Unmap()
+	}
+	if !isTrusted(addr, trusted) {
+		return addr
+	}
+	hops := forwardedFor(r.Header)
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop, ok := parseHop(hops[i])
+		if !ok {
+			return addr // a hop that is no address: trust nothing past it
+		}
+		addr = hop
+		if !isTrusted(hop, trusted) {
+			break
+		}
+	}
+	return addr
+}
+
+func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardedFor lists the client chain a proxy reported, oldest first.
+func forwardedFor(h http.Header) []string {
+	var hops []string
+	if fw := h.Values("Forwarded"); len(fw) > 0 {
+		for _, elem := range strings.Split(strings.Join(fw, ","), ",") {
+			for _, pair := range strings.Split(elem, ";") {
+				k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+				if ok && strings.EqualFold(k, "for") {
+					hops = append(hops, strings.Trim(v, `"`))
+				}
+			}
+		}
+		return hops
+	}
+	for _, v := range strings.Split(strings.Join(h.Values("X-Forwarded-For"), ","), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			hops = append(hops, v)
+		}
+	}
+	return hops
+}
+
+// parseHop reads one hop: an address, with or without port and brackets.
+func parseHop(s string) (netip.Addr, bool) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+	return a.Unmap(), err == nil
 }
 
 // IssueLink returns a one-time login code valid for linkTTL.
@@ -249,13 +361,9 @@ func (a *auth) end(w http.ResponseWriter, r *http.Request) {
 
 // handleLogin checks a token or a one-time link code and logs the browser
 // in. The token is never logged, and a wrong one is not told apart from a
-// wrong code.
+// wrong code. The secret is compared before any limit is looked at: only a
+// failure counts against its client (see failed).
 func (a *auth) handleLogin(w http.ResponseWriter, r *http.Request) {
-	if !a.allow(r) {
-		w.Header().Set("Retry-After", "60")
-		writeError(w, http.StatusTooManyRequests, "too many login attempts; wait a minute and try again")
-		return
-	}
 	var req struct {
 		Token string `json:"token"`
 		Link  string `json:"link"`
@@ -276,13 +384,19 @@ func (a *auth) handleLogin(w http.ResponseWriter, r *http.Request) {
 		}
 		ok = equal(req.Token, want)
 	}
+	client := a.clientOf(r)
 	if !ok {
-		a.log.Warn("web login refused", zap.String("remote", r.RemoteAddr))
+		if !a.failed(client) {
+			w.Header().Set("Retry-After", "60")
+			writeError(w, http.StatusTooManyRequests, "too many failed login attempts; wait a minute and try again")
+			return
+		}
+		a.log.Warn("web login refused", zap.Stringer("client", client), zap.String("remote", r.RemoteAddr))
 		writeError(w, http.StatusUnauthorized, "wrong or expired token or link")
 		return
 	}
 	l := a.start(w)
-	a.log.Info("web login", zap.String("remote", r.RemoteAddr), zap.Bool("link", req.Link != ""))
+	a.log.Info("web login", zap.Stringer("client", client), zap.String("remote", r.RemoteAddr), zap.Bool("link", req.Link != ""))
 	if a.describe != nil {
 		writeJSON(w, http.StatusOK, a.describe(l))
 		return

@@ -88,8 +88,11 @@ func New(cfg config.WebChannelConfig, deps Deps, log *zap.Logger) *Server {
 		}
 		return ReadTokenFile(deps.TokenFile)
 	}
+	// Validated with the configuration: an entry that does not parse was
+	// refused there.
+	trusted, _ := config.ParseTrustedProxies(cfg.TrustedProxies)
 	s := &Server{cfg: cfg, deps: deps, log: log,
-		auth:  newAuth(token, cfg.SessionTTL, strings.HasPrefix(cfg.PublicURL, "https://"), deps.Now, log),
+		auth:  newAuth(token, cfg.SessionTTL, strings.HasPrefix(cfg.PublicURL, "https://"), trusted, deps.Now, log),
 		files: newSentFiles(deps.Workspace),
 		convs: newConversations(deps.StateFile, deps.Now),
 		mux:   http.NewServeMux()}

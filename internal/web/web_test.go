@@ -82,22 +82,105 @@ func TestLoginCookieSecureBehindTLS(t *testing.T) {
 	}
 }
 
-func TestLoginRateLimited(t *testing.T) {
-	e := newEnv(t)
-	var last int
-	for range loginBurst + 1 {
-		last = e.do(nil, "POST", "/api/login", map[string]string{"token": "wrong"}).StatusCode
+// Failed logins back off per client; behind a trusted proxy the client is
+// the address its forwarding header names. A correct token is compared
+// before any limit, so it gets in even from a client that is backing off
+// (issue 28, finding 4: before, five wrong guesses from anywhere behind the
+// proxy locked the owner out).
+func TestLoginFailuresBackOffPerClient(t *testing.T) {
+	e := newEnv(t, func(c *config.WebChannelConfig, _ *Deps) { c.TrustedProxies = []string{"127.0.0.1"} })
+	login := func(client, token string) int {
+		return e.do(nil, "POST", "/api/login", map[string]string{"token": token}, "X-Forwarded-For", client).StatusCode
 	}
-	if last != http.StatusTooManyRequests {
-		t.Fatalf("attempt %d: status %d, want 429", loginBurst+1, last)
+	const guesser, other = "203.0.113.7", "198.51.100.9"
+	for i := range failBurst {
+		if s := login(guesser, "wrong"); s != http.StatusUnauthorized {
+			t.Fatalf("failure %d: status %d, want 401", i+1, s)
+		}
 	}
-	// The right token is refused too until the window passes.
-	if s := e.do(nil, "POST", "/api/login", map[string]string{"token": testToken}).StatusCode; s != http.StatusTooManyRequests {
-		t.Fatalf("right token while limited: %d", s)
+	if s := login(guesser, "wrong"); s != http.StatusTooManyRequests {
+		t.Fatalf("failure %d: status %d, want 429", failBurst+1, s)
+	}
+	if s := login(other, "wrong"); s != http.StatusUnauthorized {
+		t.Errorf("another client's first failure: %d, want 401 (its own bucket)", s)
+	}
+	if s := login(guesser, testToken); s != http.StatusOK {
+		t.Errorf("right token from the client backing off: %d, want 200", s)
 	}
 	e.clock.Add(time.Minute)
-	if s := e.do(nil, "POST", "/api/login", map[string]string{"token": testToken}).StatusCode; s != http.StatusOK {
-		t.Fatalf("after a minute: %d", s)
+	if s := login(guesser, "wrong"); s != http.StatusUnauthorized {
+		t.Errorf("after a minute: %d, want 401", s)
+	}
+}
+
+// Without trusted_proxies a forwarding header is anyone's word: rotating
+// it does not make a new client.
+func TestLoginIgnoresForwardedFromUntrustedPeer(t *testing.T) {
+	e := newEnv(t)
+	var last int
+	for i := range failBurst + 1 {
+		last = e.do(nil, "POST", "/api/login", map[string]string{"token": "wrong"},
+			"X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1)).StatusCode
+	}
+	if last != http.StatusTooManyRequests {
+		t.Fatalf("failure %d with rotated X-Forwarded-For: %d, want 429", failBurst+1, last)
+	}
+}
+
+// Failures from ever new addresses drain the shared bucket and fill the
+// per-client map up to its bound, never past it; a correct token still
+// gets in.
+func TestLoginFailureStateBounded(t *testing.T) {
+	const bound = 40
+	e := newEnv(t, func(c *config.WebChannelConfig, _ *Deps) { c.TrustedProxies = []string{"127.0.0.0/8"} })
+	e.srv.auth.maxFailed = bound
+	for round := range 3 {
+		for i := range 60 {
+			client := fmt.Sprintf("2001:db8:%x:%x::1", round, i)
+			if s := e.do(nil, "POST", "/api/login", map[string]string{"token": "wrong"}, "X-Forwarded-For", client).StatusCode; s != http.StatusUnauthorized && s != http.StatusTooManyRequests {
+				t.Fatalf("failure from %s: %d", client, s)
+			}
+		}
+		e.srv.auth.mu.Lock()
+		n := len(e.srv.auth.failures)
+		e.srv.auth.mu.Unlock()
+		if n > bound {
+			t.Fatalf("round %d: %d clients remembered, bound %d", round, n, bound)
+		}
+		if s := e.do(nil, "POST", "/api/login", map[string]string{"token": testToken}, "X-Forwarded-For", "192.0.2.1").StatusCode; s != http.StatusOK {
+			t.Fatalf("round %d: right token while the shared bucket is drained: %d", round, s)
+		}
+		e.clock.Add(time.Minute) // buckets refill: the next round may drop them
+	}
+}
+
+func TestClientAddr(t *testing.T) {
+	trusted, err := config.ParseTrustedProxies([]string{"10.0.0.0/8", "::1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, remote string
+		hdr          http.Header
+		want         string
+	}{
+		{"untrusted peer, header ignored", "192.0.2.5:1234", http.Header{"X-Forwarded-For": {"203.0.113.1"}}, "192.0.2.5"},
+		{"trusted peer, X-Forwarded-For", "10.1.2.3:1234", http.Header{"X-Forwarded-For": {"203.0.113.1"}}, "203.0.113.1"},
+		{"chain: nearest untrusted hop", "10.1.2.3:1234", http.Header{"X-Forwarded-For": {"198.51.100.1, 203.0.113.1, 10.9.9.9"}}, "203.0.113.1"},
+		{"spoofed left part not reached", "10.1.2.3:1234", http.Header{"X-Forwarded-For": {"1.1.1.1", "203.0.113.1"}}, "203.0.113.1"},
+		{"Forwarded wins", "[::1]:80", http.Header{"Forwarded": {`for="[2001:db8::17]:4711";proto=https`}, "X-Forwarded-For": {"203.0.113.1"}}, "2001:db8::17"},
+		{"Forwarded list", "10.0.0.1:80", http.Header{"Forwarded": {"for=198.51.100.1, for=10.0.0.2"}}, "198.51.100.1"},
+		{"obfuscated hop: the proxy", "10.0.0.1:80", http.Header{"Forwarded": {"for=_hidden"}}, "10.0.0.1"},
+		{"no header: the proxy", "10.0.0.1:80", nil, "10.0.0.1"},
+		{"mapped v4 peer", "[::ffff:10.0.0.1]:80", http.Header{"X-Forwarded-For": {"203.0.113.9"}}, "203.0.113.9"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &http.Request{RemoteAddr: tt.remote, Header: tt.hdr}
+			if got := clientAddr(r, trusted).String(); got != tt.want {
+				t.Errorf("clientAddr = %s, want %s", got, tt.want)
+			}
+		})
 	}
 }
 
