@@ -29,6 +29,8 @@ type Texts struct {
 	cur, old map[textKey]int32
 	bytes    int // of the texts in cur
 	limit    int // textsLimit unless a test sets it
+	// cp is where Texts.Project resumes its walk of the session.
+	cp *checkpoint
 }
 
 type textKey struct {
