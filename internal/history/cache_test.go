@@ -3,7 +3,6 @@ package history
 import (
 	"strings"
 	"testing"
-
 )
 
 func TestTextsCountsAsEstimateText(t *testing.T) {

@@ -163,7 +163,7 @@ func splitTurns(a, b []llm.Message) []turnIn {
 // compare in input order.
 type pos int64
 
-func at(t, i int) pos         { return pos(t)<<32 | pos(i) }
+func at(t, i int) pos           { return pos(t)<<32 | pos(i) }
 func (p pos) split() (t, i int) { return int(p >> 32), int(p & (1<<32 - 1)) }
 
 // state is what the degradation steps so far decided. It only moves
@@ -191,8 +191,8 @@ type replay struct {
 	// never stored leaves nothing behind.
 	texts     *Texts
 	addBefore int
-	turns []turnIn // turns[k] is turn number base+k
-	base  int
+	turns     []turnIn // turns[k] is turn number base+k
+	base      int
 	// hi and lo are the limits of the messages' tokens at the high and
 	// low marks; hi < 0 means no limit.
 	hi, lo int
