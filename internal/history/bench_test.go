@@ -24,7 +24,7 @@ func BenchmarkProject(b *testing.B) {
 	system := strings.Repeat("You are nanobot. Follow the workspace rules in AGENTS.md. ", 200)
 	const budget = 128_000 - 8192
 	session := genSession(11, "b", 4000)
-	for _, n := range []int{100, 10_000} {
+	for _, n := range []int{100, 1000, 10_000} {
 		// The stored part ends with the current turn's user message, as in
 		// the agent; the turn's calls and results follow.
 		end := len(session) - 1
@@ -54,6 +54,10 @@ func BenchmarkProject(b *testing.B) {
 				}
 				b.ReportMetric(float64(len(v.Messages)), "msgs")
 				b.ReportMetric(float64(v.Tokens), "tokens")
+				b.ReportMetric(float64(v.Steps), "steps")
+				if v.Stepped {
+					b.ReportMetric(1, "stepped")
+				}
 			})
 		}
 	}
@@ -86,9 +90,13 @@ func BenchmarkPrefixChanges(b *testing.B) {
 		all[i].Parts = parts
 	}
 	var ends []int
+	live := map[string]string{} // each result as stored, by call id
 	for i, m := range all {
 		if m.Role == llm.RoleAssistant {
 			ends = append(ends, i)
+		}
+		for _, r := range m.ToolResults() {
+			live[r.ToolCallID] = r.Content.Live
 		}
 	}
 	for _, budget := range []int{200_000 - 8192, 60_000, 20_000} {
@@ -103,7 +111,7 @@ func BenchmarkPrefixChanges(b *testing.B) {
 					used += float64(v.Tokens) / float64(budget)
 					for _, m := range v.Messages {
 						for _, r := range m.ToolResults() {
-							if benchDegraded(r, all[:end]) {
+							if r.Content.Live != live[r.ToolCallID] {
 								degraded++
 							}
 						}
@@ -125,16 +133,4 @@ func BenchmarkPrefixChanges(b *testing.B) {
 			b.ReportMetric(float64(degraded)/float64(len(ends)), "degraded-results/call")
 		})
 	}
-}
-
-// benchDegraded reports whether r was sent shorter than it is stored.
-func benchDegraded(r llm.ToolResult, input []llm.Message) bool {
-	for _, m := range input {
-		for _, in := range m.ToolResults() {
-			if in.ToolCallID == r.ToolCallID {
-				return in.Content.Live != r.Content.Live
-			}
-		}
-	}
-	return false
 }

@@ -192,6 +192,7 @@ type replay struct {
 	texts     *Texts
 	addBefore int
 	turns     []turnIn // turns[k] is turn number base+k
+	costs     [][][6]int32
 	base      int
 	// hi and lo are the limits of the messages' tokens at the high and
 	// low marks; hi < 0 means no limit.
@@ -208,7 +209,7 @@ type replay struct {
 }
 
 func newReplay(texts *Texts, turns []turnIn, base int, opt Options, sys int) *replay {
-	r := &replay{texts: texts, turns: turns, base: base}
+	r := &replay{texts: texts, turns: turns, base: base, costs: make([][][6]int32, len(turns))}
 	r.hi, r.lo = opt.limits(sys)
 	r.cut, r.now = base, base
 	r.summary, r.gist = at(base, 0), at(base, 0)
@@ -293,9 +294,27 @@ func (r *replay) level(t, i int) llm.Level {
 
 // cost is message i of turn t's token cost at level l, as part of the
 // current turn or of an earlier one.
+//
+// A message is costed several times as the walk goes (in its turn, as an
+// earlier turn, before and after a level change), so the costs are kept
+// per message, level and role of the turn.
 func (r *replay) cost(t, i int, l llm.Level) int {
 	cur := t == r.now
-	return messageCost(texter{c: r.texts, add: t < r.addBefore}, &r.msgs(t)[i], l, cur, cur && i == 0)
+	k := int(l)
+	if cur {
+		k += 3
+	}
+	cs := r.costs[t-r.base]
+	if cs == nil {
+		cs = make([][6]int32, len(r.msgs(t)))
+		r.costs[t-r.base] = cs
+	}
+	if c := cs[i][k]; c > 0 {
+		return int(c)
+	}
+	c := messageCost(texter{c: r.texts, add: t < r.addBefore}, &r.msgs(t)[i], l, cur, cur && i == 0)
+	cs[i][k] = int32(c)
+	return c
 }
 
 func (r *replay) total() int { return r.old + r.cur }

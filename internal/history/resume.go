@@ -38,8 +38,12 @@ func identity(m *llm.Message) *llm.Part { return unsafe.SliceData(m.Parts) }
 func (c *Texts) Project(system string, stored, turn []llm.Message, opt Options) View {
 	sys := opt.systemTokens(system)
 	if c == nil {
-		opt.SystemTokens = sys
-		return Project(system, slices.Concat(stored, turn), opt)
+		turns := splitTurns(stored, turn)
+		v := newReplay(nil, turns, 0, opt, sys).run(system, sys, 0)
+		if len(turns) == 0 {
+			v.Omitted = len(stored) + len(turn)
+		}
+		return v
 	}
 	hi, lo := opt.limits(sys)
 	c.mu.Lock()
