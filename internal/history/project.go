@@ -300,8 +300,9 @@ func (r *replay) level(t, i int) llm.Level {
 // per message, level and role of the turn.
 func (r *replay) cost(t, i int, l llm.Level) int {
 	cur := t == r.now
+	m := &r.msgs(t)[i]
 	k := int(l)
-	if cur {
+	if cur && turnDependent(m) {
 		k += 3
 	}
 	cs := r.costs[t-r.base]
@@ -312,9 +313,20 @@ func (r *replay) cost(t, i int, l llm.Level) int {
 	if c := cs[i][k]; c > 0 {
 		return int(c)
 	}
-	c := messageCost(texter{c: r.texts, add: t < r.addBefore}, &r.msgs(t)[i], l, cur, cur && i == 0)
+	c := messageCost(texter{c: r.texts, add: t < r.addBefore}, m, l, cur, cur && i == 0)
 	cs[i][k] = int32(c)
 	return c
+}
+
+// turnDependent reports whether m costs differently in its own turn and
+// later: thinking counts only in its turn, and an image is a note later.
+func turnDependent(m *llm.Message) bool {
+	for _, p := range m.Parts {
+		if p.Kind == llm.PartThinking || p.Kind == llm.PartImage {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *replay) total() int { return r.old + r.cur }
