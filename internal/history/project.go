@@ -116,6 +116,8 @@ type turnIn struct {
 	msgs []llm.Message
 	// orig is the index of its user message in the input.
 	orig int
+	// first is the index of its first message in the replay's costs.
+	first int
 }
 
 // splitTurns cuts the concatenation of a and b into user turns, each
@@ -192,8 +194,10 @@ type replay struct {
 	texts     *Texts
 	addBefore int
 	turns     []turnIn // turns[k] is turn number base+k
-	costs     [][][6]int32
-	base      int
+	// costs caches each message's cost per level, in its turn (+3) and
+	// later; 0 until computed. A message's slots start at its turn's first.
+	costs [][6]int32
+	base  int
 	// hi and lo are the limits of the messages' tokens at the high and
 	// low marks; hi < 0 means no limit.
 	hi, lo int
@@ -209,7 +213,12 @@ type replay struct {
 }
 
 func newReplay(texts *Texts, turns []turnIn, base int, opt Options, sys int) *replay {
-	r := &replay{texts: texts, turns: turns, base: base, costs: make([][][6]int32, len(turns))}
+	n := 0
+	for k := range turns {
+		turns[k].first = n
+		n += len(turns[k].msgs)
+	}
+	r := &replay{texts: texts, turns: turns, base: base, costs: make([][6]int32, n)}
 	r.hi, r.lo = opt.limits(sys)
 	r.cut, r.now = base, base
 	r.summary, r.gist = at(base, 0), at(base, 0)
@@ -305,16 +314,12 @@ func (r *replay) cost(t, i int, l llm.Level) int {
 	if cur && turnDependent(m) {
 		k += 3
 	}
-	cs := r.costs[t-r.base]
-	if cs == nil {
-		cs = make([][6]int32, len(r.msgs(t)))
-		r.costs[t-r.base] = cs
-	}
-	if c := cs[i][k]; c > 0 {
-		return int(c)
+	slot := &r.costs[r.turns[t-r.base].first+i][k]
+	if *slot > 0 {
+		return int(*slot)
 	}
 	c := messageCost(texter{c: r.texts, add: t < r.addBefore}, m, l, cur, cur && i == 0)
-	cs[i][k] = int32(c)
+	*slot = int32(c)
 	return c
 }
 
