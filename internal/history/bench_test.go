@@ -24,7 +24,7 @@ func BenchmarkProject(b *testing.B) {
 	system := strings.Repeat("You are nanobot. Follow the workspace rules in AGENTS.md. ", 200)
 	const budget = 128_000 - 8192
 	session := genSession(11, "b", 4000)
-	for _, n := range []int{100, 1000, 10_000} {
+	for _, n := range []int{100, 1000, 3000, 10_000} {
 		// The stored part ends with the current turn's user message, as in
 		// the agent; the turn's calls and results follow.
 		end := len(session) - 1
