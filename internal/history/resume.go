@@ -83,6 +83,9 @@ func (c *Texts) Project(system string, stored, turn []llm.Message, opt Options) 
 		}
 		next.st.pinned = slices.Clone(r.pinned)
 		next.cutAt, next.turnAt = identity(&stored[next.cutIdx]), identity(&stored[next.turnIdx])
+		if next.origin == nil || next.cutAt == nil || next.turnAt == nil {
+			return // a message without parts has no identity to check
+		}
 		c.mu.Lock()
 		c.cp = next
 		c.mu.Unlock()
