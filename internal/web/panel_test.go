@@ -270,7 +270,7 @@ func TestPanelSessionsWithLOD(t *testing.T) {
 	}
 	// Over budget, the oldest are shortened first (the last call's step
 	// went down to the low mark); the newest stays whole.
-	lv := observationLevels(msgs, 0, 12000)
+	lv := observationLevels(msgs, 0, history.Options{Budget: 12000})
 	var tight []string
 	for i, m := range msgs {
 		if m.Role == llm.RoleTool {
@@ -282,12 +282,12 @@ func TestPanelSessionsWithLOD(t *testing.T) {
 		t.Fatalf("levels with a 12k budget = %s; want the oldest shortened, the newest live", got)
 	}
 	// A small budget leaves old turns out.
-	if lv := observationLevels(msgs, 0, 3000); lv[2] != "not sent" || lv[len(lv)-2] == "not sent" {
+	if lv := observationLevels(msgs, 0, history.Options{Budget: 3000}); lv[2] != "not sent" || lv[len(lv)-2] == "not sent" {
 		t.Fatalf("with a small budget: first %q, last %q", lv[2], lv[len(lv)-2])
 	}
 	// Messages before the consolidation offset are not sent: the agent
 	// projects from the offset.
-	if lv := observationLevels(msgs, 8, 100000); lv[2] != "not sent" || lv[6] != "not sent" || lv[10] != "live" {
+	if lv := observationLevels(msgs, 8, history.Options{Budget: 100000}); lv[2] != "not sent" || lv[6] != "not sent" || lv[10] != "live" {
 		t.Fatalf("from offset 8: %q %q %q", lv[2], lv[6], lv[10])
 	}
 	var found struct{ Hits []hit }
