@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/tools"
@@ -113,6 +114,15 @@ type Config struct {
 	DraftInterval time.Duration
 	Version       string
 
+	// HistoryBudget caps the tokens of a model call's system prompt and
+	// history (history.budget); 0: the route's window less MaxTokens and
+	// the tool list.
+	HistoryBudget int
+	// HistoryHighWater and HistoryLowWater are the water marks of the
+	// projection, shares of the budget (history.high_water, low_water);
+	// 0: history's defaults.
+	HistoryHighWater, HistoryLowWater float64
+
 	// MemoryWindow is how many unconsolidated messages trigger a memory
 	// consolidation [100] (agents.memory_window).
 	MemoryWindow int
@@ -138,6 +148,16 @@ type Config struct {
 	// publishWait bounds the publish of a best-effort message (draft,
 	// status, turn start) on a full bus [5s]; tests shorten it.
 	publishWait time.Duration
+}
+
+// projection returns the options of a model call's projection, given the
+// budget the route leaves (its window less the reply and the tool list):
+// history.budget may lower it, and the water marks are history's.
+func (a *Agent) projection(budget, systemTokens int) history.Options {
+	if c := a.cfg.HistoryBudget; c > 0 && c < budget {
+		budget = c
+	}
+	return history.Options{Budget: budget, SystemTokens: systemTokens, HighWater: a.cfg.HistoryHighWater, LowWater: a.cfg.HistoryLowWater}
 }
 
 func (c Config) withDefaults() Config {

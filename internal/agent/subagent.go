@@ -214,7 +214,7 @@ func (a *Agent) subagentLoop(ctx context.Context, sa *subagent, origin tools.Ori
 	msgs := []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.Text(sa.task)}, Time: a.now()}}
 	last := ""
 	for iter := 0; iter < a.cfg.SubagentIterations; iter++ {
-		view := history.Project(system, msgs, history.Options{Budget: budget, SystemTokens: systemTokens})
+		view := history.Project(system, msgs, a.projection(budget, systemTokens))
 		req := llm.Request{System: system, Messages: view.Messages, Tools: specs, MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature}
 		var msg llm.Message
 		err := a.withSlot(ctx, origin.Group, func() (err error) {

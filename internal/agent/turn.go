@@ -214,8 +214,7 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, texts *
 	budget := a.model.ContextWindow(route) - a.cfg.MaxTokens - toolTokens
 	draft := &drafter{a: a, t: t, ctx: ctx}
 	for iter := 0; iter < a.cfg.MaxToolIterations; iter++ {
-		window := texts.Window(stored, t.msgs, budget)
-		view := history.Project(system, window, history.Options{Budget: budget, SystemTokens: systemTokens, Windowed: true, Texts: texts})
+		view := texts.Project(system, stored, t.msgs, a.projection(budget, systemTokens))
 		req := llm.Request{
 			System: system, Messages: a.resolveImages(view.Messages), Tools: specs,
 			MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,

@@ -13,6 +13,7 @@ import (
 // Config is the whole configuration file (S-G1, S-G1a).
 type Config struct {
 	Agents    AgentsConfig              `mapstructure:"agents"`
+	History   HistoryConfig             `mapstructure:"history"`
 	Providers map[string]ProviderConfig `mapstructure:"providers"`
 	Routes    map[string]RouteConfig    `mapstructure:"routes"`
 	Channels  ChannelsConfig            `mapstructure:"channels"`
@@ -73,6 +74,24 @@ type AgentsConfig struct {
 	// MaxTurnsPerGroup caps the turns one group (its topics or threads) may
 	// run at once; 0 means half of the group share (at least 1).
 	MaxTurnsPerGroup int `mapstructure:"max_turns_per_group"`
+}
+
+// HistoryConfig is how much of the model's context the conversation may
+// use, and how detail is given up when it does not fit (S-V5,
+// docs/history.md).
+type HistoryConfig struct {
+	// Budget caps the tokens of one model call's system prompt and
+	// history; 0 uses the route's context window less max_tokens and the
+	// tool list (a smaller budget still applies when the window is smaller).
+	Budget int `mapstructure:"budget"`
+	// HighWater is the share of the budget at which a model call gives up
+	// detail: tool results and long pasted texts of earlier turns are
+	// shortened, oldest first. 0 < low_water < high_water ≤ 1.
+	HighWater float64 `mapstructure:"high_water"`
+	// LowWater is the share of the budget a call that crossed high_water is
+	// brought down to, in one step, so the provider's prompt cache keeps
+	// the prefix for many calls after it.
+	LowWater float64 `mapstructure:"low_water"`
 }
 
 // ProviderConfig is one LLM endpoint under providers.<name>.

@@ -24,6 +24,10 @@ var defaults = map[string]any{
 	"agents.max_group_turns":      0,
 	"agents.max_turns_per_group":  0,
 
+	"history.budget":     0,
+	"history.high_water": 1.0,
+	"history.low_water":  0.7,
+
 	"providers.openai.kind":        "openai",
 	"providers.openai.api_key":     "",
 	"providers.openai.base_url":    "https://api.openai.com/v1",

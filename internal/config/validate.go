@@ -21,6 +21,7 @@ import (
 func (c *Config) Validate() error {
 	var p checker
 	c.validateAgents(&p)
+	validateHistory(&p, &c.History)
 	c.validateProviders(&p)
 	c.validateRoutes(&p)
 	validateTelegram(&p, &c.Channels.Telegram)
@@ -234,6 +235,16 @@ func (c *Config) validateRoutes(p *checker) {
 		}
 		p.atLeast(key+".context_window", int64(rc.ContextWindow), 0)
 		p.atLeast(key+".max_tokens", int64(rc.MaxTokens), 0)
+	}
+}
+
+func validateHistory(p *checker, h *HistoryConfig) {
+	p.atLeast("history.budget", int64(h.Budget), 0)
+	if !(h.HighWater > 0 && h.HighWater <= 1) {
+		p.add("history.high_water", "must be more than 0 and at most 1 (a share of the budget), got %g", h.HighWater)
+	}
+	if !(h.LowWater > 0 && h.LowWater < h.HighWater) {
+		p.add("history.low_water", "must be more than 0 and less than history.high_water (%g), got %g", h.HighWater, h.LowWater)
 	}
 }
 

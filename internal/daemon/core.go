@@ -237,6 +237,9 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		Temperature:        cfg.Agents.Temperature,
 		MaxInputChars:      cfg.Agents.MaxInputChars,
 		MemoryWindow:       cfg.Agents.MemoryWindow,
+		HistoryBudget:      cfg.History.Budget,
+		HistoryHighWater:   cfg.History.HighWater,
+		HistoryLowWater:    cfg.History.LowWater,
 		Version:            opts.Version,
 	}, agent.Deps{
 		Model:    observedModel{Model: router, metrics: m, health: modelHealth, usage: usage},

@@ -99,7 +99,8 @@ func (g *Gateway) panel() *web.Panel {
 	p := &web.Panel{
 		Version: g.opts.Version, Started: g.started,
 		Model: cfg.Agents.Model, Fallbacks: cfg.Agents.Fallbacks, Routes: routes,
-		Budget:    cfg.Agents.ContextWindow - cfg.Agents.MaxTokens,
+		Budget:    historyBudget(cfg),
+		HighWater: cfg.History.HighWater, LowWater: cfg.History.LowWater,
 		Workspace: cfg.Agents.Workspace,
 		Channels:  g.channelStates,
 		MCP:       g.mcpStates,
@@ -224,4 +225,15 @@ func (f freshSessions) Get(key string) (session.Snapshot, error) {
 		return session.Snapshot{}, err
 	}
 	return f.Sessions.Get(key)
+}
+
+// historyBudget is the projection budget the panel shows levels for: the
+// default model's window less the reply, or history.budget when lower (the
+// agent also takes the tool list off).
+func historyBudget(cfg *config.Config) int {
+	b := cfg.Agents.ContextWindow - cfg.Agents.MaxTokens
+	if h := cfg.History.Budget; h > 0 && h < b {
+		return h
+	}
+	return b
 }

@@ -5,19 +5,21 @@ import (
 	"unsafe"
 )
 
-// Texts remembers EstimateText of stored messages' texts, by identity: the
-// address and length of a string's bytes. A stored message's text never
-// changes and stays at one address while the session holds it, so a turn
-// that walks the whole window (Window, then Project) pays a map lookup per
-// text instead of scanning it again.
+// Texts is a loaded session's memo for its projections (the agent keeps it
+// in the session's Snapshot.Memo): EstimateText of the stored messages'
+// texts, by identity — the address and length of a string's bytes — and
+// the state of the last walk of the session's model calls (see
+// Texts.Project). A stored message's text never changes and stays at one
+// address while the session holds it, so a walk pays a map lookup per text
+// instead of scanning it again.
 //
-// Only Window adds texts, and only the stored session's: Project and the
-// current turn's messages look up without adding, so a text enters the cache
-// when it comes back, stored, in a later turn's window (the store keeps a
-// plain message's texts as the turn had them, and decodes a copy of any
-// other), and a turn that is never stored leaves nothing behind. A Texts belongs with one loaded
-// copy of a session (the agent keeps it in the session's Snapshot.Memo), so it
-// never keeps texts alive past the messages that hold them.
+// Only the texts of stored turns that are complete are added (Texts.Project
+// adds them, Project never does): a text enters the cache when it comes
+// back, stored, in a later turn (the store keeps a plain message's texts as
+// the turn had them, and decodes a copy of any other), and a turn that is
+// never stored leaves nothing behind. A Texts belongs with one loaded copy
+// of a session, so it never keeps texts alive past the messages that hold
+// them.
 //
 // A key holds a pointer to the bytes, which keeps them alive while the
 // entry is in the cache, so an address cannot be reused by another string
@@ -29,6 +31,8 @@ type Texts struct {
 	cur, old map[textKey]int32
 	bytes    int // of the texts in cur
 	limit    int // textsLimit unless a test sets it
+	// cp is where Texts.Project resumes its walk of the session.
+	cp *checkpoint
 }
 
 type textKey struct {

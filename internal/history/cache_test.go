@@ -3,8 +3,6 @@ package history
 import (
 	"strings"
 	"testing"
-
-	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
 func TestTextsCountsAsEstimateText(t *testing.T) {
@@ -65,18 +63,14 @@ func BenchmarkTexts(b *testing.B) {
 	})
 }
 
-// Only Window adds, and only the stored messages' texts: the current turn's
+// Texts.Project adds only the stored messages' texts: the current turn's
 // messages are stored later as copies, so their texts would only be kept
 // alive, never looked up again.
 func TestTextsKeepOnlyStoredTexts(t *testing.T) {
 	session := genSession(7, "c", 60)
 	stored, turn := session[:len(session)-4], session[len(session)-4:]
 	c := &Texts{}
-	Project(testSystem, append(append([]llm.Message(nil), stored...), turn...), Options{Budget: 50000, Texts: c})
-	if n := len(c.cur) + len(c.old); n != 0 {
-		t.Fatalf("Project added %d texts to the cache", n)
-	}
-	c.Window(stored, turn, 50000)
+	c.Project(testSystem, stored, turn, Options{Budget: 50000})
 	keep := map[textKey]bool{}
 	for _, m := range stored {
 		for _, p := range m.Parts {
@@ -95,7 +89,7 @@ func TestTextsKeepOnlyStoredTexts(t *testing.T) {
 		}
 	}
 	if len(c.cur) == 0 {
-		t.Fatal("Window added nothing")
+		t.Fatal("Texts.Project added nothing")
 	}
 	for k := range c.cur {
 		if !keep[k] {

@@ -105,7 +105,7 @@ func TestProjectGolden(t *testing.T) {
 // any change to what is sent changes the golden file.
 func renderView(v View, input []llm.Message, budget int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "budget %d · tokens %d · omitted %d · %s\n", budget, v.Tokens, v.Omitted, v.Degradation)
+	fmt.Fprintf(&b, "budget %d · tokens %d · omitted %d · steps %d (this call: %v)\n", budget, v.Tokens, v.Omitted, v.Steps, v.Stepped)
 	fmt.Fprintf(&b, "system: %q\n", v.System)
 	for _, m := range v.Messages {
 		fmt.Fprintf(&b, "\n%s:\n", m.Role)

@@ -1,36 +1,18 @@
 package history
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/fnv"
+	"slices"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// DefaultSummaries is how many observations after the newest one are shown
-// as Summary when Options.Summaries is 0 (S-V5: N [6]).
-const DefaultSummaries = 6
-
-// Marks keep the projection stable from one call to the next (see
-// docs/history.md): about one observation and one user turn in markEvery is
-// a mark, chosen by a hash of what it stores, so a mark never moves. The
-// Summary band ends at a marked observation and a budget cut happens at a
-// marked turn, so both move once every few turns instead of every turn, and
-// the provider's prompt cache keeps the prefix before them.
+// Default water marks (S-V5), as fractions of Options.Budget: detail is
+// degraded when a request would exceed the high mark, and then, in one step,
+// until it is under the low mark.
 const (
-	markEvery = 4
-	// markReach bounds how far past the N Summary observations the band
-	// may reach while it waits for a mark.
-	markReach = 3 * markEvery
-	// cutEvery: about one user turn in cutEvery is a place to cut.
-	cutEvery = 16
-	// cutSlackDiv: a cut moves forward to a marked turn only when that gives
-	// up at most 1/cutSlackDiv of the budget.
-	cutSlackDiv = 8
-	// reserveDiv: 1/reserveDiv of the budget is kept for the detail of
-	// recent observations when deciding where to cut.
-	reserveDiv = 5
+	DefaultHighWater = 1.0
+	DefaultLowWater  = 0.7
 )
 
 // Options bound a projection.
@@ -38,21 +20,15 @@ type Options struct {
 	// Budget is the number of tokens the system prompt and the messages may
 	// use together; 0 or less means no limit.
 	Budget int
-	// Summaries is how many observations after the newest are rendered as
-	// Summary before older ones become Gist; 0 means DefaultSummaries.
-	Summaries int
+	// HighWater and LowWater are the water marks as fractions of Budget,
+	// 0 < LowWater < HighWater ≤ 1; 0 (or an invalid pair) means the
+	// defaults. A request over HighWater × Budget degrades detail, oldest
+	// first, until it is under LowWater × Budget (see Project).
+	HighWater, LowWater float64
 	// SystemTokens, when positive, is EstimateText of the system prompt,
 	// which a caller that caches its prompt has already computed; 0 means
 	// Project estimates it.
 	SystemTokens int
-	// Windowed says the messages are what Window returned for the same
-	// Budget. Window has then found where the budget runs out, and Project
-	// does not look again: that walk estimates every message of the window.
-	// The View is the same either way.
-	Windowed bool
-	// Texts, if set, is the session's cache of its stored texts' estimates,
-	// filled by Texts.Window; Project only looks texts up in it.
-	Texts *Texts
 }
 
 func (o Options) systemTokens(system string) int {
@@ -62,41 +38,19 @@ func (o Options) systemTokens(system string) int {
 	return EstimateText(system)
 }
 
-func (o Options) summaries() int {
-	if o.Summaries > 0 {
-		return o.Summaries
+// limits returns the token limits of the messages (the system prompt's
+// share taken off) at the high and low marks; hi < 0 means no limit.
+func (o Options) limits(sys int) (hi, lo int) {
+	if o.Budget <= 0 {
+		return -1, -1
 	}
-	return DefaultSummaries
-}
-
-// Degradation says how much detail a projection gave up to fit its budget,
-// beyond dropping whole old turns.
-type Degradation uint8
-
-const (
-	// Normal: the newest observation Live, the next N Summary, older Gist.
-	Normal Degradation = iota
-	// SummariesGisted: every observation but the newest at Gist.
-	SummariesGisted
-	// NewestSummarized: the newest observation at Summary, the rest Gist.
-	NewestSummarized
-	// AllGisted: every observation at Gist; the newest user turn may still
-	// exceed the budget, as it is always kept.
-	AllGisted
-)
-
-func (d Degradation) String() string {
-	switch d {
-	case Normal:
-		return "normal"
-	case SummariesGisted:
-		return "summaries-gisted"
-	case NewestSummarized:
-		return "newest-summarized"
-	case AllGisted:
-		return "all-gisted"
+	high, low := o.HighWater, o.LowWater
+	if !(low > 0 && low < high && high <= 1) {
+		high, low = DefaultHighWater, DefaultLowWater
 	}
-	return fmt.Sprintf("Degradation(%d)", uint8(d))
+	hi = max(int(high*float64(o.Budget))-sys, 0)
+	lo = max(int(low*float64(o.Budget))-sys, 0)
+	return hi, lo
 }
 
 // View is one projection: the messages to send and their token estimate.
@@ -111,117 +65,336 @@ type View struct {
 	Tokens int
 	// Omitted counts input messages before the first one sent.
 	Omitted int
-	// Degradation says how far detail was reduced to fit Budget.
-	Degradation Degradation
+	// Steps counts the degradation steps taken since the start of the
+	// input (the consolidation offset): the requests of the session's past
+	// that crossed the high mark, and this one if it did. The level of
+	// detail of what was sent before changes only when Steps grows.
+	Steps int
+	// Stepped says this request itself crossed the high mark.
+	Stepped bool
 }
 
-// Project builds the request history from msgs, the session's entries in
-// order (possibly followed by the current turn's messages), for a model
-// call with system as its system prompt. It repairs msgs (see Repair),
-// renders every observation (tool results and large user inputs) at a
-// level of detail, and keeps the newest whole user turns that fit
-// opt.Budget, degrading detail first when even the recent ones do not fit.
-// The newest user turn is always kept, even when it alone exceeds the
-// budget: the provider's refusal is clearer than an empty request.
+// Project builds the request history from msgs, the session's entries since
+// its consolidation offset in order (possibly followed by the current turn's
+// messages), for a model call with system as its system prompt. It repairs
+// msgs (see Repair) and renders every observation (tool results and large
+// user inputs) at a level of detail, spending detail by budget (S-V5):
 //
-// Project is pure: it reads msgs without modifying them, and the same
-// input gives the same output. Entries before the point where even their
-// cheapest rendering could not fit the budget are ignored, so projecting a
-// whole session and projecting Window of it give the same View.
+//   - every observation stays Live while the request fits the high mark;
+//   - a request over the high mark takes one degradation step: the oldest
+//     Live observations of earlier turns become Summary, then the oldest
+//     Summaries become Gist, then the oldest whole turns are dropped, until
+//     the request is under the low mark;
+//   - the current turn's observations stay Live unless the turn alone is
+//     over the high mark; then they are degraded the same way, oldest first;
+//   - what a step degraded stays degraded.
+//
+// The levels are a state, and Project recomputes it: it replays every model
+// call the session made since msgs[0] (one before each assistant message),
+// each with the same system prompt and budget, and takes a step wherever one
+// crossed the high mark. So Project stays a pure function of its input, the
+// levels of what was sent change only at a step, and the prompt-cache prefix
+// stays the same between steps. The newest user turn is always kept, even
+// when it alone exceeds the budget: the provider's refusal is clearer than
+// an empty request.
+//
+// Project reads msgs without modifying them, and the same input gives the
+// same output. Texts.Project gives the same View at the cost of the turns
+// since the last call instead of the whole input.
 func Project(system string, msgs []llm.Message, opt Options) View {
-	h := 0 // Window's output starts at its horizon
-	if !opt.Windowed {
-		h = horizon(opt.Texts, 0, len(msgs), func(i int) *llm.Message { return &msgs[i] }, opt.Budget)
-	}
-	p := newPlan(Repair(msgs[h:]), opt.summaries())
-	p.texts = texter{c: opt.Texts}
-	v := View{System: system, Tokens: opt.systemTokens(system)}
-	if len(p.starts) == 0 {
+	sys := opt.systemTokens(system)
+	r := newReplay(nil, splitTurns(msgs, nil), 0, opt, sys)
+	v := r.run(system, sys, 0)
+	if len(r.turns) == 0 {
 		v.Omitted = len(msgs)
-		return v
 	}
-	avail := -1 // unlimited
-	if opt.Budget > 0 {
-		avail = max(opt.Budget-v.Tokens, 0)
-	}
-	mode, cut := p.fit(avail)
-	v.Degradation = mode
-	v.Messages = make([]llm.Message, 0, len(p.msgs)-p.starts[cut])
-	for i := p.starts[cut]; i < len(p.msgs); i++ {
-		m, cost := p.render(i, mode)
-		v.Messages = append(v.Messages, m)
-		v.Tokens += cost
-	}
-	// Repair keeps every user message, so turn cut is the input's user
-	// message cut after the horizon.
-	v.Omitted = h + userIndex(msgs[h:], cut)
 	return v
 }
 
-// userIndex returns the index of the k-th user message of msgs.
-func userIndex(msgs []llm.Message, k int) int {
-	for i, m := range msgs {
-		if m.Role == llm.RoleUser {
-			if k == 0 {
-				return i
+// turnIn is one user turn of the input, repaired: its user message first.
+type turnIn struct {
+	msgs []llm.Message
+	// orig is the index of its user message in the input.
+	orig int
+	// first is the index of its first message in the replay's costs.
+	first int
+}
+
+// splitTurns cuts the concatenation of a and b into user turns, each
+// repaired on its own: Repair is decided turn by turn (a call's results
+// follow it within its turn), so repairing the turns one by one gives what
+// repairing the whole gives, and messages before the first user message are
+// dropped as Repair drops them. A turn within one slice is a sub-slice of it;
+// only a turn that spans both is copied.
+func splitTurns(a, b []llm.Message) []turnIn {
+	n := len(a) + len(b)
+	at := func(i int) *llm.Message {
+		if i < len(a) {
+			return &a[i]
+		}
+		return &b[i-len(a)]
+	}
+	var users []int
+	for i := range n {
+		if at(i).Role == llm.RoleUser {
+			users = append(users, i)
+		}
+	}
+	turns := make([]turnIn, len(users))
+	for k, u := range users {
+		end := n
+		if k+1 < len(users) {
+			end = users[k+1]
+		}
+		var msgs []llm.Message
+		switch {
+		case end <= len(a):
+			msgs = a[u:end]
+		case u >= len(a):
+			msgs = b[u-len(a) : end-len(a)]
+		default:
+			msgs = append(append(make([]llm.Message, 0, end-u), a[u:]...), b[:end-len(a)]...)
+		}
+		turns[k] = turnIn{msgs: Repair(msgs), orig: u}
+	}
+	return turns
+}
+
+// pos is a message's position in the input: its turn's number in the high
+// half, its index within the repaired turn in the low half, so positions
+// compare in input order.
+type pos int64
+
+func at(t, i int) pos           { return pos(t)<<32 | pos(i) }
+func (p pos) split() (t, i int) { return int(p >> 32), int(p & (1<<32 - 1)) }
+
+// state is what the degradation steps so far decided. It only moves
+// forward: cut, summary and gist never decrease, and pinned only grows.
+type state struct {
+	// cut is the number of the first turn sent.
+	cut int
+	// Observations before summary are at Summary or less, those before
+	// gist at Gist.
+	summary, gist pos
+	// pinned are turns a step degraded during the turn itself (the turn
+	// alone was over the high mark). Their user message was then the
+	// newest, sent as written, and it stays so: a step never changes what
+	// the request that took it sent.
+	pinned []int
+	// steps counts the steps taken.
+	steps int
+}
+
+// replay recomputes the state by walking the model calls of the input in
+// order and then renders the current request.
+type replay struct {
+	// texts caches estimates; only those of turns before addBefore (the
+	// stored turns that are complete) are added to it, so a turn that is
+	// never stored leaves nothing behind.
+	texts     *Texts
+	addBefore int
+	turns     []turnIn // turns[k] is turn number base+k
+	// costs caches each message's cost per level, in its turn (+3) and
+	// later; 0 until computed. A message's slots start at its turn's first.
+	costs [][6]int32
+	base  int
+	// hi and lo are the limits of the messages' tokens at the high and
+	// low marks; hi < 0 means no limit.
+	hi, lo int
+	state
+	// now is the number of the turn being walked (the current turn of the
+	// call being replayed); old is the cost of turns cut…now-1 as earlier
+	// turns, cur of the messages of turn now walked so far (upto of them).
+	now, upto int
+	old, cur  int
+	stepped   bool
+	// onEnter, if set, is called as the walk enters each turn.
+	onEnter func(t int)
+}
+
+func newReplay(texts *Texts, turns []turnIn, base int, opt Options, sys int) *replay {
+	n := 0
+	for k := range turns {
+		turns[k].first = n
+		n += len(turns[k].msgs)
+	}
+	r := &replay{texts: texts, turns: turns, base: base, costs: make([][6]int32, n)}
+	r.hi, r.lo = opt.limits(sys)
+	r.cut, r.now = base, base
+	r.summary, r.gist = at(base, 0), at(base, 0)
+	return r
+}
+
+func (r *replay) msgs(t int) []llm.Message { return r.turns[t-r.base].msgs }
+
+// run walks the turns from r.now to the last and renders the last call:
+// the messages of turns r.cut… at the levels the state gives. offset is
+// the index in the input of r.turns[0]'s origin, for View.Omitted.
+func (r *replay) run(system string, sys, offset int) View {
+	v := View{System: system, Tokens: sys}
+	last := r.base + len(r.turns) - 1
+	if len(r.turns) == 0 {
+		return v
+	}
+	for t := r.now; t <= last; t++ {
+		r.enter(t)
+		for i, m := range r.msgs(t) {
+			if m.Role == llm.RoleAssistant {
+				r.stepped = false
+				r.check(t, i)
 			}
-			k--
+			r.cur += r.cost(t, i, r.level(t, i))
+			r.upto = i + 1
 		}
 	}
-	return len(msgs)
+	r.stepped = false
+	r.check(last, r.upto)
+
+	v.Steps, v.Stepped = r.steps, r.stepped
+	v.Tokens += r.old + r.cur
+	v.Omitted = offset + r.turns[r.cut-r.base].orig
+	n := 0
+	for t := r.cut; t <= last; t++ {
+		n += len(r.msgs(t))
+	}
+	v.Messages = make([]llm.Message, 0, n)
+	for t := r.cut; t <= last; t++ {
+		for i, m := range r.msgs(t) {
+			v.Messages = append(v.Messages, renderAt(m, r.level(t, i), t == last && i == 0))
+		}
+	}
+	return v
 }
 
-// plan is the state of one projection over repaired messages.
-type plan struct {
-	msgs      []llm.Message
-	summaries int
-	texts     texter // looks up, never adds (see Texts)
-	// starts holds the index of every user message (a turn's start); the
-	// last is the newest user message, which is always Live.
-	starts []int
-	// rank is each message's observation rank, 0 for the newest
-	// observation, -1 for messages that are not observations.
-	rank []int
-	// gistFrom is the rank from which observations are Gist in Normal mode.
-	gistFrom int
-	obsCount int
-	// costs caches each message's token cost per level, -1 until computed.
-	costs [][3]int
+// enter makes turn t the current one: the turn before it now counts as an
+// earlier turn (no thinking, images as notes).
+func (r *replay) enter(t int) {
+	if t != r.now {
+		prev := r.now
+		r.now, r.cur, r.upto = t, 0, 0
+		if prev >= r.cut {
+			for i := range r.msgs(prev) {
+				r.old += r.cost(prev, i, r.level(prev, i))
+			}
+		}
+	}
+	if r.onEnter != nil {
+		r.onEnter(t)
+	}
 }
 
-func newPlan(msgs []llm.Message, summaries int) *plan {
-	p := &plan{msgs: msgs, summaries: summaries, rank: make([]int, len(msgs)), costs: make([][3]int, len(msgs))}
-	var obs []int
-	for i, m := range msgs {
-		p.rank[i] = -1
-		p.costs[i] = [3]int{-1, -1, -1}
-		if m.Role == llm.RoleUser {
-			p.starts = append(p.starts, i)
+// level is the rendering of message i of turn t under the current state.
+func (r *replay) level(t, i int) llm.Level {
+	m := &r.msgs(t)[i]
+	if !isObservation(*m) {
+		return llm.Live
+	}
+	if i == 0 && (t == r.now || slices.Contains(r.pinned, t)) {
+		return llm.Live // the newest user message is sent as written
+	}
+	switch p := at(t, i); {
+	case p < r.gist:
+		return llm.Gist
+	case p < r.summary:
+		return llm.Summary
+	}
+	return llm.Live
+}
+
+// cost is message i of turn t's token cost at level l, as part of the
+// current turn or of an earlier one.
+//
+// A message is costed several times as the walk goes (in its turn, as an
+// earlier turn, before and after a level change), so the costs are kept
+// per message, level and role of the turn.
+func (r *replay) cost(t, i int, l llm.Level) int {
+	cur := t == r.now
+	m := &r.msgs(t)[i]
+	k := int(l)
+	if cur && turnDependent(m) {
+		k += 3
+	}
+	slot := &r.costs[r.turns[t-r.base].first+i][k]
+	if *slot > 0 {
+		return int(*slot)
+	}
+	c := messageCost(texter{c: r.texts, add: t < r.addBefore}, m, l, cur, cur && i == 0)
+	*slot = int32(c)
+	return c
+}
+
+// turnDependent reports whether m costs differently in its own turn and
+// later: thinking counts only in its turn, and an image is a note later.
+func turnDependent(m *llm.Message) bool {
+	for _, p := range m.Parts {
+		if p.Kind == llm.PartThinking || p.Kind == llm.PartImage {
+			return true
 		}
 	}
-	newest := -1
-	if len(p.starts) > 0 {
-		newest = p.starts[len(p.starts)-1]
+	return false
+}
+
+func (r *replay) total() int { return r.old + r.cur }
+
+// check is the model call before message i of turn t (or, with i at the
+// turn's end, the current call): if the messages walked so far exceed the
+// high mark, it takes a degradation step down to the low mark.
+func (r *replay) check(t, i int) {
+	if r.hi < 0 || r.total() <= r.hi {
+		return
 	}
-	for i, m := range msgs {
-		if i != newest && isObservation(m) {
-			obs = append(obs, i)
+	r.steps++
+	r.stepped = true
+	// Earlier turns: Live → Summary, then Summary → Gist, oldest first.
+	r.degrade(at(t, 0))
+	// Then the oldest whole turns.
+	for r.total() > r.lo && r.cut < t {
+		for k := range r.msgs(r.cut) {
+			r.old -= r.cost(r.cut, k, r.level(r.cut, k))
+		}
+		r.cut++
+	}
+	// The current turn alone is over the high mark: its own observations,
+	// oldest first.
+	if r.total() > r.hi {
+		if !slices.Contains(r.pinned, t) {
+			r.pinned = append(r.pinned, t)
+		}
+		r.degrade(at(t, i))
+	}
+}
+
+// degrade moves the summary pointer, then the gist pointer, forward over
+// the observations before limit until the walked messages fit the low mark.
+func (r *replay) degrade(limit pos) {
+	floor := at(r.cut, 0)
+	r.summary, r.gist = max(r.summary, floor), max(r.gist, floor)
+	r.advance(&r.summary, limit)
+	r.advance(&r.gist, r.summary)
+}
+
+// advance moves *p forward one message at a time up to limit while the
+// walked messages exceed the low mark, updating their cost as each message
+// it passes changes level.
+func (r *replay) advance(p *pos, limit pos) {
+	for *p < limit && r.total() > r.lo {
+		t, i := p.split()
+		msgs := r.msgs(t)
+		before := r.level(t, i)
+		if i+1 < len(msgs) {
+			*p = at(t, i+1)
+		} else {
+			*p = at(t+1, 0)
+		}
+		if after := r.level(t, i); after != before {
+			d := r.cost(t, i, after) - r.cost(t, i, before)
+			if t < r.now {
+				r.old += d
+			} else {
+				r.cur += d
+			}
 		}
 	}
-	p.obsCount = len(obs)
-	for k, i := range obs {
-		p.rank[i] = len(obs) - 1 - k
-	}
-	// The Summary band reaches past rank N up to the next marked
-	// observation, so its end moves only when a mark passes rank N.
-	p.gistFrom = summaries + 1
-	for r := summaries + 1; r <= summaries+markReach && r < len(obs); r++ {
-		if marked(msgs[obs[len(obs)-1-r]]) {
-			p.gistFrom = r
-			break
-		}
-	}
-	return p
 }
 
 // isObservation reports whether m has renderings to choose from: a tool
@@ -238,165 +411,6 @@ func isObservation(m llm.Message) bool {
 		}
 	}
 	return false
-}
-
-// level is the rendering of message i in mode.
-func (p *plan) level(i int, mode Degradation) llm.Level {
-	r := p.rank[i]
-	switch {
-	case r < 0:
-		return llm.Live
-	case mode == AllGisted:
-		return llm.Gist
-	case r == 0 && mode == NewestSummarized:
-		return llm.Summary
-	case r == 0:
-		return llm.Live
-	case mode != Normal || r >= p.gistFrom:
-		return llm.Gist
-	}
-	return llm.Summary
-}
-
-// cost is message i's token cost at level l.
-func (p *plan) cost(i int, l llm.Level) int {
-	if p.rank[i] < 0 {
-		l = llm.Live
-	}
-	if c := p.costs[i][l]; c >= 0 {
-		return c
-	}
-	c := messageCost(p.texts, &p.msgs[i], l, i >= p.starts[len(p.starts)-1], i == p.starts[len(p.starts)-1])
-	p.costs[i][l] = c
-	return c
-}
-
-// fit chooses the least degraded mode whose newest turns fit avail (< 0:
-// unlimited) and the first turn to keep.
-//
-// Where to cut is decided on the turns' cheapest costs (every observation at
-// Gist, which never changes once a message is stored), against avail less a
-// reserve for the detail of the recent observations; so the cut only moves
-// forward as the session grows, and only to a marked turn. Only when the
-// reserve is too small is the cut moved further by the exact costs.
-func (p *plan) fit(avail int) (Degradation, int) {
-	last := len(p.starts) - 1
-	// In Normal mode the turns holding the Summary band must fit;
-	// otherwise only the newest turn must.
-	band := last
-	if p.obsCount > 0 {
-		band = p.turnOf(p.obsAt(min(p.summaries, p.obsCount-1)))
-	}
-	start := 0
-	if avail >= 0 {
-		start = p.stableCut(avail-avail/reserveDiv, band)
-	}
-	for mode := Normal; ; mode++ {
-		suffix := p.suffixCosts(mode)
-		first := start
-		for avail >= 0 && first < last && suffix[first] > avail {
-			first++
-		}
-		protect := last
-		if mode == Normal {
-			protect = band
-		}
-		fits := avail < 0 || suffix[last] <= avail
-		if (fits && first <= protect) || mode == AllGisted || p.obsCount == 0 {
-			return mode, first
-		}
-	}
-}
-
-// stableCut returns the first turn to keep so that the cheapest costs of
-// the kept turns fit limit: the oldest turn that fits, moved forward (never
-// past turn bound) to the next marked turn when that gives up at most
-// 1/cutSlackDiv of the limit. As a session grows, the cheapest costs of a
-// fixed suffix only grow, so the result only moves forward, and by whole
-// mark intervals.
-func (p *plan) stableCut(limit, bound int) int {
-	last := len(p.starts) - 1
-	suffix := make([]int, len(p.starts))
-	end, total := len(p.msgs), 0
-	for t := last; t >= 0; t-- {
-		for i := p.starts[t]; i < end; i++ {
-			total += p.cheapest(i)
-		}
-		suffix[t] = total
-		end = p.starts[t]
-	}
-	first := last
-	for first > 0 && suffix[first-1] <= limit {
-		first--
-	}
-	if first == 0 {
-		return 0
-	}
-	// Marks are nested (a turn marked one in cutEvery is also marked one in
-	// markEvery): the sparser ones when the budget has room for their
-	// intervals, the denser ones otherwise.
-	for _, every := range []uint32{cutEvery, markEvery} {
-		for j := first; j <= min(bound, last-1); j++ {
-			if markedEvery(p.msgs[p.starts[j]], every) {
-				if suffix[first]-suffix[j] <= limit/cutSlackDiv {
-					return j
-				}
-				break
-			}
-		}
-	}
-	return first
-}
-
-// cheapest is message i's cost with every observation at Gist, no thinking
-// and images as notes: what it costs once it is old, which never changes.
-func (p *plan) cheapest(i int) int {
-	if i < p.starts[len(p.starts)-1] {
-		return p.cost(i, llm.Gist) // the same, and cached
-	}
-	return messageCost(p.texts, &p.msgs[i], llm.Gist, false, false)
-}
-
-// suffixCosts returns, per turn, the cost of that turn and all newer ones.
-func (p *plan) suffixCosts(mode Degradation) []int {
-	suffix := make([]int, len(p.starts))
-	end, total := len(p.msgs), 0
-	for t := len(p.starts) - 1; t >= 0; t-- {
-		for i := p.starts[t]; i < end; i++ {
-			total += p.cost(i, p.level(i, mode))
-		}
-		suffix[t] = total
-		end = p.starts[t]
-	}
-	return suffix
-}
-
-// obsAt returns the index of the observation of rank r.
-func (p *plan) obsAt(r int) int {
-	for i, rk := range p.rank {
-		if rk == r {
-			return i
-		}
-	}
-	return len(p.msgs) - 1
-}
-
-// turnOf returns the turn holding message i.
-func (p *plan) turnOf(i int) int {
-	t := 0
-	for k, s := range p.starts {
-		if s <= i {
-			t = k
-		}
-	}
-	return t
-}
-
-// render returns message i as sent in mode, and its cost.
-func (p *plan) render(i int, mode Degradation) (llm.Message, int) {
-	l := p.level(i, mode)
-	newest := i == p.starts[len(p.starts)-1]
-	return renderAt(p.msgs[i], l, newest), p.cost(i, l)
 }
 
 // renderAt returns m with its observation renderings at level l in
@@ -514,100 +528,4 @@ func messageCost(c texter, m *llm.Message, l llm.Level, inTurn, newestUser bool)
 		}
 	}
 	return n
-}
-
-// minCost is the cheapest m can be in any projection: every rendering at
-// its shortest. Window and Project use it to find where a budget runs out.
-func minCost(c texter, m *llm.Message, inTurn, newestUser bool) int {
-	l := llm.Gist
-	if newestUser {
-		l = llm.Live
-	}
-	return messageCost(c, m, l, inTurn, newestUser)
-}
-
-// horizon returns the index of the newest user message from which even the
-// cheapest projection of the messages up to the end exceeds budget, or 0
-// when there is none. Messages before it can never be sent.
-//
-// The texts of the first stored messages, at the cheapest rendering (the one
-// Project uses for all but the newest turns), are added to c; the rest are
-// only looked up.
-func horizon(c *Texts, stored, n int, at func(int) *llm.Message, budget int) int {
-	if budget <= 0 {
-		return 0
-	}
-	used, inTurn := 0, true
-	for i := n - 1; i >= 0; i-- {
-		m := at(i)
-		isUser := m.Role == llm.RoleUser
-		used += minCost(texter{c, i < stored}, m, inTurn, isUser && inTurn)
-		if isUser {
-			if used > budget {
-				return i
-			}
-			inTurn = false
-		}
-	}
-	return 0
-}
-
-// Window returns the part of stored, followed by turn, that Project can
-// use for budget: it starts at the newest user message from which even the
-// cheapest projection exceeds the budget (see Project). Projecting a long
-// session therefore costs what its tail costs, not its length, and gives
-// the same View as projecting all of it. With budget ≤ 0 it returns
-// everything.
-func Window(stored, turn []llm.Message, budget int) []llm.Message {
-	return (*Texts)(nil).Window(stored, turn, budget)
-}
-
-// Window is the package's Window with the estimates of stored's texts
-// cached in c.
-func (c *Texts) Window(stored, turn []llm.Message, budget int) []llm.Message {
-	at := func(i int) *llm.Message {
-		if i < len(stored) {
-			return &stored[i]
-		}
-		return &turn[i-len(stored)]
-	}
-	start := horizon(c, len(stored), len(stored)+len(turn), at, budget)
-	if len(turn) == 0 {
-		return stored[start:]
-	}
-	if start >= len(stored) {
-		return turn[start-len(stored):]
-	}
-	out := make([]llm.Message, 0, len(stored)-start+len(turn))
-	out = append(out, stored[start:]...)
-	return append(out, turn...)
-}
-
-// marked reports whether m is a mark: a fixed pseudo-random choice of about
-// one message in markEvery, from what m stores (its time, and a tool
-// message's first call id or a user message's first text), so it never
-// changes.
-func marked(m llm.Message) bool { return markedEvery(m, markEvery) }
-
-// markedEvery reports whether m is one of about one in every n messages.
-func markedEvery(m llm.Message, n uint32) bool {
-	h := fnv.New32a()
-	var buf [12]byte
-	binary.LittleEndian.PutUint64(buf[:8], uint64(m.Time.Unix()))
-	binary.LittleEndian.PutUint32(buf[8:], uint32(m.Time.Nanosecond()))
-	_, _ = h.Write(buf[:])
-	_, _ = h.Write([]byte(markKey(m)))
-	return h.Sum32()%n == 0
-}
-
-func markKey(m llm.Message) string {
-	for _, p := range m.Parts {
-		switch {
-		case p.Result != nil:
-			return p.Result.ToolCallID
-		case p.Kind == llm.PartText:
-			return p.Text[:min(len(p.Text), 256)]
-		}
-	}
-	return ""
 }

@@ -72,33 +72,6 @@ func TestProjectCutsAtUserTurns(t *testing.T) {
 	}
 }
 
-func TestWindowCoversBudgetFromATurnStart(t *testing.T) {
-	big := strings.Repeat("x", 400)
-	var stored []llm.Message
-	for i := 0; i < 1000; i++ {
-		stored = append(stored, user(big), call("c"), results("c"), assistant(big))
-	}
-	turn := []llm.Message{call("n"), results("n")}
-	w := Window(stored, turn, 1000)
-	if len(w) >= len(stored) || len(w) < 8 {
-		t.Fatalf("window of %d messages for a 1000-token budget", len(w))
-	}
-	if w[0].Role != llm.RoleUser {
-		t.Errorf("window starts with %s, want a user message", w[0].Role)
-	}
-	if shape(w[len(w)-2:]) != "c(n) t(n)" {
-		t.Errorf("turn messages not at the end: %s", shape(w[len(w)-2:]))
-	}
-	full := Project("", append(append([]llm.Message(nil), stored...), turn...), Options{Budget: 1000})
-	windowed := Project("", w, Options{Budget: 1000})
-	if shape(full.Messages) != shape(windowed.Messages) || full.Tokens != windowed.Tokens {
-		t.Errorf("projection of the window differs from the projection of everything")
-	}
-	if got := Window(stored, nil, 0); len(got) != len(stored) {
-		t.Errorf("unlimited window dropped messages")
-	}
-}
-
 // Gemini's thought signatures ride on tool_call parts and on thinking parts
 // without text; projection, which re-renders tool results at lower detail,
 // must hand them back untouched, or Gemini refuses the next call of a tool
@@ -110,7 +83,7 @@ func TestProjectKeepsSignatures(t *testing.T) {
 	}}
 	msgs := []llm.Message{user("old"), turn, results("1"), user("newest"), turn, results("1")}
 	for _, budget := range []int{0, 60} {
-		v := Project("", msgs, Options{Budget: budget, Summaries: 1})
+		v := Project("", msgs, Options{Budget: budget})
 		for _, m := range v.Messages {
 			if m.Role != llm.RoleAssistant {
 				continue

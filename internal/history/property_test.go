@@ -149,55 +149,53 @@ func TestProjectProperties(t *testing.T) {
 		if jsonOf(t, Project(testSystem, msgs, opt)) != jsonOf(t, v) {
 			t.Fatalf("seed %d: Project is not deterministic", seed)
 		}
-		if v.Degradation <= SummariesGisted {
-			if obs := newestObservation(v.Messages); obs != nil && !isLive(obs, msgs) {
-				t.Fatalf("seed %d: newest observation not live in %s mode", seed, v.Degradation)
-			}
-		}
+		checkCurrentTurn(t, v, msgs, opt)
+		// Texts.Project, which resumes from the state it remembers for a
+		// loaded session, gives the same View for any split into stored
+		// messages and the current turn: cold, then warm (a small cache, so
+		// generations swap within the test, shared across seeds as the
+		// agent shares one per session).
 		k := rng.IntN(len(msgs) + 1)
-		w := Window(msgs[:k], msgs[k:], budget)
-		wv := Project(testSystem, w, opt)
-		if wv.Omitted+len(msgs)-len(w) != v.Omitted {
-			t.Fatalf("seed %d: omitted %d via window (+%d outside), %d directly", seed, wv.Omitted, len(msgs)-len(w), v.Omitted)
-		}
-		// Telling Project the input is windowed skips only work that
-		// Window did.
-		if jsonOf(t, Project(testSystem, w, Options{Budget: budget, Windowed: true})) != jsonOf(t, wv) {
-			t.Fatalf("seed %d budget %d: projecting Window with Windowed differs from projecting it without", seed, budget)
-		}
-		// With cached estimates (a small cache, so generations swap within
-		// the test, shared across seeds as the agent shares one), twice:
-		// cold, then warm.
 		for range 2 {
-			cw := texts.Window(msgs[:k], msgs[k:], budget)
-			if len(cw) != len(w) {
-				t.Fatalf("seed %d budget %d: Window with cached estimates kept %d messages, without %d", seed, budget, len(cw), len(w))
+			got := texts.Project(testSystem, msgs[:k], msgs[k:], opt)
+			if jsonOf(t, got) != jsonOf(t, v) {
+				t.Fatalf("seed %d budget %d: Texts.Project of a split at %d differs from Project", seed, budget, k)
 			}
-			if jsonOf(t, Project(testSystem, cw, Options{Budget: budget, Windowed: true, Texts: texts})) != jsonOf(t, wv) {
-				t.Fatalf("seed %d budget %d: projecting with cached estimates differs from projecting without", seed, budget)
-			}
-		}
-		wv.Omitted = v.Omitted
-		if jsonOf(t, wv) != jsonOf(t, v) {
-			t.Fatalf("seed %d budget %d: projecting Window differs from projecting everything", seed, budget)
 		}
 	}
 }
 
-func newestObservation(msgs []llm.Message) *llm.Message {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == llm.RoleTool {
-			return &msgs[i]
-		}
-		if msgs[i].Role == llm.RoleUser && i != len(msgs)-1 && hasLongText(msgs[i]) {
-			return nil // the newest observation is a user text; skip
+// checkCurrentTurn asserts that the current turn's observations are sent
+// Live unless the turn alone, everything Live, exceeds the high mark.
+func checkCurrentTurn(t *testing.T, v View, input []llm.Message, opt Options) {
+	t.Helper()
+	newest := -1
+	for i, m := range v.Messages {
+		if m.Role == llm.RoleUser {
+			newest = i
 		}
 	}
-	return nil
-}
-
-func hasLongText(m llm.Message) bool {
-	return len(m.Text()) > summaryThreshold
+	if newest < 0 {
+		return
+	}
+	allLive := true
+	for _, m := range v.Messages[newest:] {
+		if m.Role == llm.RoleTool && !isLive(&m, input) {
+			allLive = false
+		}
+	}
+	if allLive {
+		return
+	}
+	turns := splitTurns(input, nil)
+	cur := turns[len(turns)-1].msgs
+	alone := 0
+	for i := range cur {
+		alone += messageCost(texter{}, &cur[i], llm.Live, true, i == 0)
+	}
+	if hi, _ := opt.limits(EstimateText(v.System)); hi >= 0 && alone <= hi {
+		t.Fatalf("a result of the current turn is degraded although the turn alone (%d tokens) fits the high mark %d", alone, hi)
+	}
 }
 
 func isLive(obs *llm.Message, input []llm.Message) bool {
@@ -213,92 +211,196 @@ func isLive(obs *llm.Message, input []llm.Message) bool {
 	return true
 }
 
-// TestProjectNewestTurnsIndependentOfSessionLength is the prompt-cache
-// property: the newest turns project to the same bytes whether 100 or
-// 10,000 entries precede them, and the whole projection is the same when
-// the older entries differ only beyond what the budget can reach.
-func TestProjectNewestTurnsIndependentOfSessionLength(t *testing.T) {
-	tail := genSession(99, "tail", 30)
-	older := genSession(5, "old", 3000)
-	const budget = 128_000 - 8192
-	views := map[int]View{}
-	for _, n := range []int{100, 10_000} {
-		if len(older) < n {
-			t.Fatalf("generator gave %d entries, want %d", len(older), n)
+// TestTextsProjectResumes walks sessions call by call as the agent does
+// (stored: the session up to the current user message; turn: the current
+// turn's messages so far), with one Texts per session, and checks each View
+// against Project of the whole input, also after the consolidation offset
+// moved (a new origin) or the system prompt changed size (other limits):
+// then the remembered state no longer applies.
+func TestTextsProjectResumes(t *testing.T) {
+	for _, tt := range []struct {
+		seed   uint64
+		turns  int
+		budget int
+	}{{21, 120, 9000}, {22, 80, 3000}, {23, 60, 0}, {24, 150, 30000}} {
+		all := genSession(tt.seed, "r", tt.turns)
+		texts := &Texts{}
+		opt := Options{Budget: tt.budget}
+		origin, lastUser, resumed := 0, 0, 0
+		for i, m := range all {
+			if m.Role == llm.RoleUser {
+				lastUser = i
+				if i-origin > 200 { // consolidation: the offset moves to this turn
+					origin = i
+				}
+			}
+			if m.Role != llm.RoleAssistant {
+				continue
+			}
+			stored, turn := all[origin:lastUser+1], all[lastUser+1:i]
+			texts.mu.Lock()
+			if texts.cp != nil && texts.cp.origin == identity(&stored[0]) {
+				resumed++
+			}
+			texts.mu.Unlock()
+			// Now and then the system prompt changes size (MEMORY.md was
+			// rewritten): the remembered state was for other limits.
+			system := testSystem
+			if i%7 == 0 {
+				system += " Keep answers short, and cite the notes you used."
+			}
+			got := texts.Project(system, stored, turn, opt)
+			want := Project(system, all[origin:i], opt)
+			if jsonOf(t, got) != jsonOf(t, want) {
+				t.Fatalf("seed %d, call at %d: Texts.Project differs from Project (%d/%d messages, steps %d/%d)",
+					tt.seed, i, len(got.Messages), len(want.Messages), got.Steps, want.Steps)
+			}
 		}
-		msgs := append(append([]llm.Message(nil), older[len(older)-n:]...), tail...)
-		stored, turn := msgs[:len(msgs)-2], msgs[len(msgs)-2:]
-		views[n] = Project(testSystem, Window(stored, turn, budget), Options{Budget: budget})
-		if len(views[n].Messages) < len(tail) {
-			t.Fatalf("%d older entries: only %d messages projected", n, len(views[n].Messages))
+		if resumed == 0 {
+			t.Errorf("seed %d: no call resumed from a remembered state", tt.seed)
 		}
-	}
-	a, b := views[100].Messages, views[10_000].Messages
-	if ja, jb := jsonOf(t, a[len(a)-len(tail):]), jsonOf(t, b[len(b)-len(tail):]); ja != jb {
-		t.Errorf("the newest %d messages project differently after 100 and 10,000 older entries", len(tail))
-	}
-	// With a budget that reaches into the older entries but not past the
-	// newest 100 of them, the whole projection is the same.
-	short := genSession(77, "short", 3)
-	const smallBudget = 2500
-	small := map[int]string{}
-	for _, n := range []int{100, 10_000} {
-		msgs := append(append([]llm.Message(nil), older[len(older)-n:]...), short...)
-		w := Window(msgs, nil, smallBudget)
-		if len(w) <= len(short) || len(w) >= len(short)+100 {
-			t.Fatalf("window of %d messages: want it to reach into the newest 100 older entries only", len(w))
-		}
-		small[n] = jsonOf(t, Project(testSystem, w, Options{Budget: smallBudget}).Messages)
-	}
-	if small[100] != small[10_000] {
-		t.Errorf("projections within a small budget differ with 100 and 10,000 older entries")
 	}
 }
 
-// TestProjectStableAcrossTurns grows a session turn by turn under a fixed
-// budget and measures what a provider prompt cache sees: how often the
-// first message sent changes (a full miss), whether the cut ever moves back,
-// and how much of the previous request is still a prefix of the next.
-func TestProjectStableAcrossTurns(t *testing.T) {
-	all := genSession(42, "g", 560)
-	starts := turnStarts(all)
-	const budget = 60_000
-	var prev []llm.Message
-	prevOmitted := 0
-	cutMoves, backMoves, turns := 0, 0, 0
-	var keptShare, used float64
-	for k := 1; k < len(starts); k++ {
-		msgs := all[:starts[k]]
-		v := Project(testSystem, Window(msgs, nil, budget), Options{Budget: budget})
-		v.Omitted += len(msgs) - len(Window(msgs, nil, budget))
-		if prev != nil && v.Omitted > 0 {
-			turns++
-			used += float64(v.Tokens) / budget
-			if v.Omitted < prevOmitted {
-				backMoves++
+// calls returns where a session's model calls were: before each assistant
+// message (that call saw the messages before it).
+func calls(msgs []llm.Message) []int {
+	var out []int
+	for i, m := range msgs {
+		if m.Role == llm.RoleAssistant {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// withoutImages drops the user messages' images: an image is sent with
+// its turn and as a note afterwards, a change of what was sent that is not
+// a degradation (docs/history.md), so the prefix tests leave them out.
+func withoutImages(msgs []llm.Message) []llm.Message {
+	out := make([]llm.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m
+		if m.Role != llm.RoleUser {
+			continue
+		}
+		out[i].Parts = nil
+		for _, p := range m.Parts {
+			if p.Kind != llm.PartImage {
+				out[i].Parts = append(out[i].Parts, p)
 			}
-			same := 0
-			if !sameSent(prev[0], v.Messages[0]) {
-				cutMoves++
-			} else {
-				for same < len(prev) && same < len(v.Messages) && sameSent(prev[same], v.Messages[same]) {
-					same++
+		}
+	}
+	return out
+}
+
+// levelsSent maps each tool call id sent in v to the level it was sent at
+// (a rendering equal to a fuller one counts as the fuller).
+func levelsSent(v View, input []llm.Message) map[string]llm.Level {
+	stored := map[string]llm.Content{}
+	for _, m := range input {
+		for _, r := range m.ToolResults() {
+			stored[r.ToolCallID] = r.Content
+		}
+	}
+	out := map[string]llm.Level{}
+	for _, m := range v.Messages {
+		for _, r := range m.ToolResults() {
+			c := stored[r.ToolCallID]
+			switch r.Content.Live {
+			case c.Live:
+				out[r.ToolCallID] = llm.Live
+			case c.At(llm.Summary):
+				out[r.ToolCallID] = llm.Summary
+			default:
+				out[r.ToolCallID] = llm.Gist
+			}
+		}
+	}
+	return out
+}
+
+// agentCalls replays all call by call as the agent makes its calls: stored
+// is the session up to the current user message, turn the current turn's
+// messages so far, one Texts for the session. It calls f with each call's
+// end (the index of the assistant message it produced) and View.
+func agentCalls(all []llm.Message, opt Options, f func(end int, v View)) {
+	texts := &Texts{}
+	lastUser := 0
+	for _, end := range calls(all) {
+		for k := end - 1; k >= 0; k-- {
+			if all[k].Role == llm.RoleUser {
+				lastUser = k
+				break
+			}
+		}
+		f(end, texts.Project(testSystem, all[:lastUser+1], all[lastUser+1:end], opt))
+	}
+}
+
+// TestProjectPrefixStableBetweenSteps replays a long session call by call
+// under budgets from ample to tight and checks what a provider's prompt
+// cache sees: a call's messages start with the previous call's messages,
+// byte for byte, unless the call took a degradation step; a result once
+// degraded is never sent at a higher level again; the cut never moves back;
+// a step ends under the low mark and every call is under the high mark,
+// unless only the current turn is left.
+func TestProjectPrefixStableBetweenSteps(t *testing.T) {
+	all := withoutImages(genSession(42, "g", 500))
+	sys := EstimateText(testSystem)
+	// A budget that holds the whole session Live: no step may happen.
+	ample := Project(testSystem, all, Options{}).Tokens + 100
+	for _, budget := range []int{ample, 192_000, 60_000, 20_000, 6_000} {
+		opt := Options{Budget: budget}
+		hi, lo := opt.limits(sys)
+		var prev View
+		prevLevels := map[string]llm.Level{}
+		changed, steps, requests := 0, 0, 0
+		var used float64
+		agentCalls(all, opt, func(end int, v View) {
+			requests++
+			used += float64(v.Tokens) / float64(budget)
+			earlier := len(turnStarts(v.Messages)) > 1
+			if v.Stepped {
+				steps++
+				if v.Tokens-sys > lo && earlier {
+					t.Fatalf("budget %d, call at %d: a step left %d tokens of messages, over the low mark %d with earlier turns kept", budget, end, v.Tokens-sys, lo)
 				}
 			}
-			keptShare += float64(same) / float64(len(prev))
+			if v.Tokens-sys > hi && earlier {
+				t.Fatalf("budget %d, call at %d: %d tokens of messages, over the high mark %d with earlier turns kept", budget, end, v.Tokens-sys, hi)
+			}
+			if prev.Messages != nil {
+				prefix := len(prev.Messages) <= len(v.Messages)
+				for k := 0; prefix && k < len(prev.Messages); k++ {
+					prefix = sameSent(prev.Messages[k], v.Messages[k])
+				}
+				if !prefix {
+					changed++
+					if !v.Stepped {
+						t.Fatalf("budget %d, call at %d: the previous call's messages are no prefix of this one, and it took no step", budget, end)
+					}
+				}
+				if v.Omitted < prev.Omitted {
+					t.Fatalf("budget %d, call at %d: the cut moved back from %d to %d", budget, end, prev.Omitted, v.Omitted)
+				}
+			}
+			levels := levelsSent(v, all[:end])
+			for id, l := range levels {
+				if p, ok := prevLevels[id]; ok && l < p {
+					t.Fatalf("budget %d, call at %d: result %s sent at %s after %s", budget, end, id, l, p)
+				}
+			}
+			prev, prevLevels = v, levels
+		})
+		t.Logf("budget %7d: %d calls, %d steps, prefix changed in %d (%.1f%%); %.0f%% of the budget used on average",
+			budget, requests, steps, changed, 100*float64(changed)/float64(requests), 100*used/float64(requests))
+		if budget == ample && steps != 0 {
+			t.Errorf("budget %d: %d steps, want none: the session fits", budget, steps)
 		}
-		prev, prevOmitted = v.Messages, v.Omitted
-	}
-	if turns < 200 {
-		t.Fatalf("only %d turns over budget; the test needs a longer session", turns)
-	}
-	t.Logf("%d turns over budget: cut moved forward in %d, back in %d; on average %.0f%% of the previous request's messages stayed a prefix; %.0f%% of the budget used",
-		turns, cutMoves, backMoves, 100*keptShare/float64(turns), 100*used/float64(turns))
-	if cutMoves > turns*15/100 || backMoves > 0 {
-		t.Errorf("cut moved in %d of %d turns (%d back)", cutMoves, turns, backMoves)
-	}
-	if keptShare/float64(turns) < 0.8 {
-		t.Errorf("only %.0f%% kept as prefix", 100*keptShare/float64(turns))
+		if budget <= 60_000 && steps == 0 {
+			t.Errorf("budget %d: no step; the test needs pressure", budget)
+		}
 	}
 }
 

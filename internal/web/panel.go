@@ -33,8 +33,11 @@ type Panel struct {
 	Fallbacks []string
 	Routes    map[string]string
 	// Budget is the token budget of a projection (context window minus the
-	// reply), for the level of detail each observation would be sent at.
-	Budget int
+	// reply, or history.budget when lower), and HighWater and LowWater the
+	// history's water marks, for the level of detail each observation would
+	// be sent at.
+	Budget              int
+	HighWater, LowWater float64
 	// Workspace holds memory/MEMORY.md and the bootstrap files.
 	Workspace string
 	Channels  func() []ChannelState
@@ -236,7 +239,7 @@ func (p *Panel) showSession(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, "read session", err)
 		return
 	}
-	levels := observationLevels(snap.Messages, p.Budget)
+	levels := observationLevels(snap.Messages, snap.Consolidated, history.Options{Budget: p.Budget, HighWater: p.HighWater, LowWater: p.LowWater})
 	out := make([]entry, 0, len(snap.Messages))
 	for i, m := range snap.Messages {
 		e := entry{Index: i, Role: string(m.Role), Text: clip(messageText(m), 4000), Level: levels[i]}
@@ -255,12 +258,13 @@ func (p *Panel) showSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // observationLevels returns, per stored message, the level of detail its
-// observation would be sent at by the next projection (history.Project
-// with budget), found by comparing what the projection rendered with the
-// stored renderings; "" for messages that are not observations.
-func observationLevels(msgs []llm.Message, budget int) []string {
+// observation would be sent at by the next projection (history.Project of
+// the messages from the consolidation offset from, as the agent projects
+// them, with opt), found by comparing what the projection rendered with
+// the stored renderings; "" for messages that are not observations.
+func observationLevels(msgs []llm.Message, from int, opt history.Options) []string {
 	out := make([]string, len(msgs))
-	v := history.Project("", msgs, history.Options{Budget: budget})
+	v := history.Project("", msgs[from:], opt)
 	results := map[string]string{} // tool call id → text sent
 	var users []string             // each user message's text as sent, in order
 	for _, m := range v.Messages {

@@ -263,16 +263,32 @@ func TestPanelSessionsWithLOD(t *testing.T) {
 			levels = append(levels, m.Level)
 		}
 	}
-	// Newest observation live, the next ones (six, or up to the cache-stable
-	// boundary history keeps) summary, older ones gist.
-	got := strings.Join(levels, " ")
-	if !strings.HasPrefix(got, "gist ") || !strings.HasSuffix(got, " summary summary summary summary summary summary live") ||
-		strings.Contains(got, "summary gist") || len(levels) != 9 {
-		t.Fatalf("levels = %s; want gist…, then summaries, then live", got)
+	// Detail is spent by budget (S-V5): nine results of ~2.4k tokens fit
+	// the panel's 100k budget, so all are sent whole.
+	if got := strings.Join(levels, " "); got != strings.TrimSpace(strings.Repeat("live ", 9)) {
+		t.Fatalf("levels = %s; want all live", got)
+	}
+	// Over budget, the oldest are shortened first (the last call's step
+	// went down to the low mark); the newest stays whole.
+	lv := observationLevels(msgs, 0, history.Options{Budget: 12000})
+	var tight []string
+	for i, m := range msgs {
+		if m.Role == llm.RoleTool {
+			tight = append(tight, lv[i])
+		}
+	}
+	if got := strings.Join(tight, " "); !strings.HasPrefix(got, "not sent ") && !strings.HasPrefix(got, "gist ") && !strings.HasPrefix(got, "summary ") ||
+		!strings.HasSuffix(got, " live") || strings.Contains(got, "live summary") || strings.Contains(got, "live gist") || strings.Contains(got, "summary gist") {
+		t.Fatalf("levels with a 12k budget = %s; want the oldest shortened, the newest live", got)
 	}
 	// A small budget leaves old turns out.
-	if lv := observationLevels(msgs, 3000); lv[2] != "not sent" || lv[len(lv)-2] == "not sent" {
+	if lv := observationLevels(msgs, 0, history.Options{Budget: 3000}); lv[2] != "not sent" || lv[len(lv)-2] == "not sent" {
 		t.Fatalf("with a small budget: first %q, last %q", lv[2], lv[len(lv)-2])
+	}
+	// Messages before the consolidation offset are not sent: the agent
+	// projects from the offset.
+	if lv := observationLevels(msgs, 8, history.Options{Budget: 100000}); lv[2] != "not sent" || lv[6] != "not sent" || lv[10] != "live" {
+		t.Fatalf("from offset 8: %q %q %q", lv[2], lv[6], lv[10])
 	}
 	var found struct{ Hits []hit }
 	decode(t, e.do(c, "GET", "/api/panel/sessions?q=NEEDLE", nil), &found)
