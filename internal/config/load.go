@@ -312,6 +312,10 @@ func restoreCase(settings, raw map[string]any) {
 // relative workspace paths, and the kind implied by a provider's name.
 func finish(cfg *Config, configDir string) {
 	cfg.Agents.Workspace = resolvePath(cfg.Agents.Workspace, configDir)
+	for i := range cfg.Tools.Exec.Expose {
+		x := &cfg.Tools.Exec.Expose[i]
+		x.Path = resolvePath(x.Path, configDir)
+	}
 	for name, p := range cfg.Providers {
 		if p.Kind == "" && impliedKind(name) != "" {
 			p.Kind = impliedKind(name)
