@@ -5,6 +5,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -36,11 +37,43 @@ func restrictAndExec(p Policy, path string, argv, env []string) error {
 	for _, g := range p.Grants() {
 		rules = append(rules, rule(g, abi))
 	}
+	// Capabilities are per thread: drop them on the thread that execs.
+	runtime.LockOSThread()
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
 	if err := cfg.Restrict(rules...); err != nil {
 		return fmt.Errorf("landlock: %w", err)
 	}
 	if err := syscall.Exec(path, argv, env); err != nil {
 		return fmt.Errorf("exec %s: %w", path, err)
+	}
+	return nil
+}
+
+// dropCapabilities empties the bounding and ambient capability sets, so
+// that a command started by a root daemon runs as a root without
+// capabilities. Landlock lets a confined process read /proc/PID/environ of
+// processes outside its domain (it checks ptrace attach, not read); the
+// daemon is non-dumpable (Harden), which closes its entries to anyone
+// without CAP_SYS_PTRACE, and this makes sure the command has not got it.
+// A non-root launcher has nothing to drop (PR_CAPBSET_DROP then fails with
+// EPERM, and no_new_privs keeps file capabilities from being gained).
+func dropCapabilities() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	for c := 0; c <= unix.CAP_LAST_CAP+8; c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EINVAL): // past the kernel's last capability
+			return nil
+		case errors.Is(err, unix.EPERM): // no CAP_SETPCAP: not root, nothing to drop
+			return nil
+		default:
+			return fmt.Errorf("drop capability %d: %w", c, err)
+		}
 	}
 	return nil
 }
