@@ -83,6 +83,8 @@ func dropCapabilities() error {
 // ABI 1 asking for it would make go-landlock drop every rule).
 func rule(g Grant, abi int) landlock.Rule {
 	switch {
+	case g.List:
+		return landlock.PathAccess(llsys.AccessFSReadDir, g.Path).IgnoreIfMissing()
 	case g.File && g.Write:
 		return landlock.RWFiles(g.Path).IgnoreIfMissing()
 	case g.File:

@@ -312,12 +312,19 @@ type Grant struct {
 	Path  string
 	Write bool
 	File  bool
+	// List grants only listing the directory: it was carved, and what
+	// may be reached below it is granted entry by entry.
+	List bool
 }
 
 // Grants turns p into the rules to apply: every hierarchy that holds no
 // protected path whole, the others entry by entry without the protected
 // ones. Symbolic links met while carving are skipped, never followed: one
-// planted in the workspace must not grant what it points to.
+// planted in the workspace must not grant what it points to. In a carved
+// directory no entry can be made or removed at its top level (Landlock
+// rights reach everything below a directory); that costs little when the
+// protected path is deep (/etc/nanobot), and is why sessions live outside
+// the workspace.
 func (p Policy) Grants() []Grant {
 	// A protected path that does not exist (yet) has nothing to protect;
 	// carving around it would only cost the workspace's top directory.
@@ -372,7 +379,10 @@ func carve(path string, isDir, write bool, protected []string) []Grant {
 	if err != nil {
 		return nil
 	}
-	var out []Grant
+	// The directory itself may be listed (ls works; the names of the
+	// protected entries show, not their content), but not changed: a right
+	// to make or remove entries would reach the protected ones too.
+	out := []Grant{{Path: path, List: true}}
 	for _, e := range entries {
 		if e.Type()&os.ModeSymlink != 0 {
 			continue

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -82,11 +83,11 @@ func TestGrantsCarveProtectedPaths(t *testing.T) {
 	var got []string
 	for _, g := range p.Grants() {
 		if strings.HasPrefix(g.Path, dir) {
-			got = append(got, strings.TrimPrefix(g.Path, dir))
+			got = append(got, fmt.Sprintf("%s list=%v", strings.TrimPrefix(g.Path, dir), g.List))
 		}
 	}
 	slices.Sort(got)
-	if want := []string{"/ws/a.md", "/ws/notes"}; !slices.Equal(got, want) {
+	if want := []string{"/ws list=true", "/ws/a.md list=false", "/ws/notes list=false"}; !slices.Equal(got, want) {
 		t.Errorf("grants under the workspace = %v, want %v (no sessions, no symlink)", got, want)
 	}
 
@@ -172,7 +173,8 @@ func TestLauncherConfines(t *testing.T) {
 		{"home closed", "cat ../secret.txt", "Permission denied", false},
 		{"home closed by absolute path", "cat " + f.secret, "Permission denied", false},
 		{"protected inside the workspace", "cat sessions/x.jsonl", "Permission denied", false},
-		{"protected inside the workspace, by glob", "cat s*/*", "", false},
+		{"protected inside the workspace, by glob", "cat s*/*", "Permission denied", false},
+		{"carved workspace still listed", "ls", "note.md", true},
 		{"symlink to a secret", "mkdir -p l && ln -s " + f.secret + " l/s && cat l/s", "Permission denied", false},
 		{"hard link to a secret", "mkdir -p h && ln " + f.secret + " h/s", "", false},
 		{"write outside", "echo x > " + filepath.Join(f.home, "evil"), "Permission denied", false},
@@ -181,7 +183,7 @@ func TestLauncherConfines(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			policy := p
-			if strings.Contains(tt.name, "protected inside") {
+			if strings.Contains(tt.name, "protected inside") || strings.Contains(tt.name, "carved") {
 				policy = carved
 			}
 			out, err := f.run(t, policy, tt.script)
