@@ -159,7 +159,7 @@ type Policy struct {
 // SystemReadOnly are the system directories a command needs to run
 // programs; none holds the daemon's data (Protected carves it out if it
 // does, as with a config under /etc).
-var SystemReadOnly = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc"}
+var SystemReadOnly = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/nix/store"}
 
 // SystemDevices are the device files shell scripts use. The rest of /dev
 // (disks, above all) stays closed: a root command reading /dev/sda would
@@ -180,7 +180,7 @@ func NewPolicy(workspace string, expose []Path, protected []string, network bool
 		return Policy{}, fmt.Errorf("sandbox: workspace: %w", err)
 	}
 	p := Policy{
-		ReadOnly:  slices.Clone(SystemReadOnly),
+		ReadOnly:  append(slices.Clone(SystemReadOnly), linksOut("/etc", SystemReadOnly)...),
 		ReadWrite: []string{ws},
 		Devices:   slices.Clone(SystemDevices),
 		Network:   network,
@@ -209,6 +209,29 @@ func NewPolicy(workspace string, expose []Path, protected []string, network bool
 		p.Protected = append(p.Protected, filepath.Clean(real))
 	}
 	return p, nil
+}
+
+// linksOut returns where the symbolic links directly in dir lead, when
+// that is outside every one of inside. Landlock checks the real path, so
+// /etc/resolv.conf -> /run/systemd/resolve/stub-resolv.conf (systemd-resolved)
+// would otherwise leave commands without DNS.
+func linksOut(dir string, inside []string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Type()&os.ModeSymlink == 0 {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(filepath.Join(dir, e.Name()))
+		if err != nil || slices.Contains(out, real) || slices.ContainsFunc(inside, func(d string) bool { return real == d || within(real, d) }) {
+			continue
+		}
+		out = append(out, real)
+	}
+	return out
 }
 
 // realPath returns p made absolute with its symbolic links resolved.

@@ -286,3 +286,26 @@ func TestLauncherRefusesWithoutPolicy(t *testing.T) {
 		t.Errorf("Main with a bad policy = %d, want 126", code)
 	}
 }
+
+// TestSystemLinksLeadingOutAreGranted: /etc/resolv.conf pointing into /run
+// (systemd-resolved) is readable, or commands would have no DNS.
+func TestSystemLinksLeadingOutAreGranted(t *testing.T) {
+	etc, run := t.TempDir(), t.TempDir()
+	target := filepath.Join(run, "stub-resolv.conf")
+	if err := os.WriteFile(target, []byte("nameserver 127.0.0.53\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(etc, "resolv.conf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(etc, "hosts-real"), filepath.Join(etc, "hosts")); err != nil { // dangling
+		t.Fatal(err)
+	}
+	real, _ := filepath.EvalSymlinks(target)
+	if got := sandbox.LinksOut(etc, []string{"/usr"}); !slices.Equal(got, []string{real}) {
+		t.Errorf("LinksOut = %v, want [%s]", got, real)
+	}
+	if got := sandbox.LinksOut(etc, []string{run}); len(got) != 0 {
+		t.Errorf("a link inside a granted directory was added: %v", got)
+	}
+}
