@@ -252,6 +252,15 @@ func TestLauncherKeepsTheParentsProcEntriesClosed(t *testing.T) {
 	if out, _ := f.run(t, p, "grep CapEff /proc/self/status"); !strings.Contains(out, "0000000000000000") {
 		t.Errorf("the command kept capabilities: %q", out)
 	}
+	// Landlock's signal scope (ABI 6): the daemon cannot be signalled.
+	if sandbox.ABI() >= 6 {
+		if out, err := f.run(t, p, "kill -0 $PPID"); err == nil {
+			t.Errorf("a confined command may signal its parent: %q", out)
+		}
+		if out, err := f.run(t, p, "sleep 5 & kill $! && wait $!; echo killed-own"); !strings.Contains(out, "killed-own") {
+			t.Errorf("a confined command cannot signal its own child: %v %q", err, out)
+		}
+	}
 }
 
 // TestLauncherNetwork: TCP is allowed by default and denied with network
