@@ -352,19 +352,25 @@ func (p Policy) Grants() []Grant {
 	// A protected path that does not exist (yet) has nothing to protect;
 	// carving around it would only cost the workspace's top directory.
 	// The launcher runs per command, so one made later is protected then.
+	// Both sides are compared as real paths: /lib may be a link to
+	// /usr/lib, the data dir a link to another disk.
 	var protected []string
 	for _, pr := range p.Protected {
-		if _, err := os.Lstat(pr); err == nil {
-			protected = append(protected, pr)
+		if real, err := filepath.EvalSymlinks(pr); err == nil {
+			protected = append(protected, real)
 		}
 	}
 	var out []Grant
 	add := func(path string, write bool) {
-		fi, err := os.Stat(path)
+		real, err := filepath.EvalSymlinks(path)
 		if err != nil {
 			return // a missing system directory (/lib32) is not an error
 		}
-		out = append(out, carve(path, fi.IsDir(), write, protected)...)
+		fi, err := os.Stat(real)
+		if err != nil {
+			return
+		}
+		out = append(out, carve(real, fi.IsDir(), write, protected)...)
 	}
 	for _, d := range p.ReadOnly {
 		add(d, false)
