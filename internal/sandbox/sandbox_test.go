@@ -91,6 +91,20 @@ func TestGrantsCarveProtectedPaths(t *testing.T) {
 		t.Errorf("grants under the workspace = %v, want %v (no sessions, no symlink)", got, want)
 	}
 
+	// The same, named through a symbolic link to the workspace.
+	if err := os.Symlink(ws, filepath.Join(dir, "wslink")); err != nil {
+		t.Fatal(err)
+	}
+	p, err = sandbox.NewPolicy(filepath.Join(dir, "wslink"), nil, []string{filepath.Join(dir, "wslink", "sessions")}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range p.Grants() {
+		if g.Path == ws && !g.List || strings.Contains(g.Path, "sessions") {
+			t.Errorf("through a link, the protected sessions are granted: %+v", g)
+		}
+	}
+
 	// Without a protected path inside, the workspace is one grant.
 	p, err = sandbox.NewPolicy(ws, nil, []string{secret}, true)
 	if err != nil {
