@@ -53,6 +53,8 @@ func execSandbox(cfg *config.Config, dataDir string, opts *tools.ExecOptions, lo
 		return err
 	}
 	opts.Confiner = l
+	log.Info("exec: commands run in the Landlock sandbox", zap.Int("landlock_abi", st.ABI),
+		zap.Bool("network", cfg.Tools.Exec.Network), zap.Int("exposed", len(expose)))
 	return nil
 }
 
