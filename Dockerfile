@@ -6,6 +6,12 @@
 #
 #   docker build -t nanobot --build-arg VERSION="$(git describe --tags --always --dirty)" .
 #
+# The exec tool confines every command with Landlock (docs/tools.md,
+# Sandbox): no capability and no extra binary are needed, only a host
+# kernel with Landlock (5.13+) and a seccomp profile that allows its three
+# system calls (Docker 23+ and Podman's default profiles do; older ones make
+# nanobot fall back to its heuristics, and `nanobot doctor` says so).
+#
 # Everything the daemon keeps lives on the /data volume: /data/config.yaml,
 # /data/workspace (memory, skills), /data/sessions (the chats, outside the
 # workspace the tools work in), the web token, the Telegram update journal

@@ -23,6 +23,7 @@ var allowed = []struct {
 	{"internal/config", nil},
 	{"internal/logging", nil},
 	{"internal/filelock", nil},
+	{"internal/sandbox", nil},
 	{"internal/workspace", []string{"internal/filelock"}},
 	{"internal/skills", nil},
 	{"internal/inbox", nil},

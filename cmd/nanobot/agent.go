@@ -35,6 +35,7 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
+			harden(log)
 			core, err := daemon.Build(cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g)}, log)
 			if err != nil {
 				return err

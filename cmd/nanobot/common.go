@@ -7,7 +7,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/daemon"
 	"github.com/nanobot-go/nanobot/internal/logging"
+	"github.com/nanobot-go/nanobot/internal/sandbox"
 )
 
 // loadConfig loads and validates the configuration and builds the logger
@@ -28,7 +30,8 @@ func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
 	if g.logLevel != "" {
 		level = g.logLevel
 	}
-	log, err := logging.New(logging.Options{Level: level, Format: cfg.Log.Format, Secrets: cfg.Secrets()})
+	log, err := logging.New(logging.Options{Level: level, Format: cfg.Log.Format, Secrets: cfg.Secrets(),
+		SecretFiles: daemon.SecretFiles(cfg, filepath.Dir(path))})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -36,6 +39,14 @@ func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
 		log.Warn("config file is readable by other users; it holds secrets (chmod 600 it)", zap.String("path", path), zap.Error(err))
 	}
 	return cfg, log, nil
+}
+
+// harden makes a process that runs the model's tools non-dumpable
+// (sandbox.Harden), so that commands cannot read its keys through /proc.
+func harden(log *zap.Logger) {
+	if err := sandbox.Harden(); err != nil {
+		log.Warn("could not make the process non-dumpable; commands of the same user may read its environment", zap.Error(err))
+	}
 }
 
 // dataDir is where the daemon keeps its own state: next to the config file.

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/daemon"
 	"github.com/nanobot-go/nanobot/internal/logging"
 )
 
@@ -130,7 +131,7 @@ func runDoctor(ctx context.Context, r *report, path string) {
 		r.add("config", statusFail, err.Error(), fix)
 		return
 	}
-	r.secrets = cfg.Secrets()
+	r.secrets = daemon.Secrets(cfg, filepath.Dir(path))
 	r.add("config", statusOK, path+" is valid", "")
 	if err := config.CheckPermissions(path); err != nil {
 		r.add("config mode", statusWarn, err.Error(), "chmod 600 "+path)
@@ -141,4 +142,5 @@ func runDoctor(ctx context.Context, r *report, path string) {
 	checkChannels(ctx, r, cfg, filepath.Dir(path))
 	checkMCP(ctx, r, cfg)
 	checkBus(ctx, r, cfg)
+	checkSandbox(r, cfg)
 }

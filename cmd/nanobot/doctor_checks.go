@@ -371,3 +371,25 @@ func firstNames(names []string, n int) string {
 	}
 	return strings.Join(names[:n], ", ") + ", …"
 }
+
+// checkSandbox says whether the exec tool's commands will be confined by
+// Landlock (S-T4), and what to do when they will not.
+func checkSandbox(r *report, cfg *config.Config) {
+	const name = "exec sandbox"
+	if !cfg.Tools.Exec.Enabled {
+		r.add(name, statusSkip, "the exec tool is disabled", "")
+		return
+	}
+	st := daemon.SandboxState(cfg)
+	switch {
+	case st.Refuse != "":
+		r.add(name, statusFail, st.Refuse, st.Fix)
+	case !st.Confined:
+		r.add(name, statusWarn, st.Warning, st.Fix)
+	case st.NetworkUnenforced:
+		r.add(name, statusWarn, fmt.Sprintf("Landlock ABI %d confines commands, but tools.exec.network: false needs ABI 4 (Linux 6.7): commands keep the network", st.ABI),
+			"run a newer kernel, or accept that commands may reach the network")
+	default:
+		r.add(name, statusOK, "commands run confined by Landlock: "+execSandboxLine(cfg), "")
+	}
+}

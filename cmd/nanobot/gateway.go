@@ -18,6 +18,7 @@ func newGatewayCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
+			harden(log)
 			return daemon.RunGateway(cmd.Context(), cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g), Role: role}, log)
 		},
 	}

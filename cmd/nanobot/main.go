@@ -9,9 +9,15 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/nanobot-go/nanobot/internal/sandbox"
 )
 
 func main() {
+	// `nanobot __sandbox-exec POLICY COMMAND...` is the hidden launcher the
+	// exec tool starts every command through (internal/sandbox): it
+	// confines itself and execs the command, before cobra is even built.
+	sandbox.MaybeLaunch()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop := onSignals(cancel)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/daemon"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/session/jsstore"
@@ -37,6 +38,29 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 			return printStatus(cmd.OutOrStdout(), path, cfg)
 		},
 	}
+}
+
+// execSandboxLine says how the exec tool's commands run: the mode in
+// effect, the kernel's Landlock ABI and the network rule.
+func execSandboxLine(cfg *config.Config) string {
+	e := cfg.Tools.Exec
+	if !e.Enabled {
+		return "exec tool disabled"
+	}
+	st := daemon.SandboxState(cfg)
+	line := st.Describe()
+	switch {
+	case st.Confined && !e.Network && st.NetworkUnenforced:
+		line += ", network off requested but not enforceable (Landlock ABI < 4)"
+	case st.Confined && !e.Network:
+		line += ", network off"
+	case st.Confined:
+		line += ", network on"
+	}
+	if n := len(e.Expose); n > 0 && st.Confined {
+		line += fmt.Sprintf(", %d exposed path(s)", n)
+	}
+	return line
 }
 
 // printStatus writes the summary. It never prints a secret: keys and tokens
@@ -102,6 +126,7 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 		fmt.Fprintf(w, "Channel web	disabled\n")
 	}
 	printMCP(w, cfg)
+	fmt.Fprintf(w, "Exec sandbox\t%s\n", execSandboxLine(cfg))
 	if names := sortedKeys(cfg.API.Keys); len(names) > 0 {
 		fmt.Fprintf(w, "API	/v1/chat/completions on %s, keys: %s\n", cfg.Gateway.Listen, strings.Join(names, ", "))
 	} else {

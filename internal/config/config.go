@@ -261,6 +261,31 @@ type ExecConfig struct {
 	MaxOutput int `mapstructure:"max_output"`
 	// DenyPatterns are extra regular expressions refused on top of the built-in list.
 	DenyPatterns []string `mapstructure:"deny_patterns"`
+	// Sandbox is ExecSandboxAuto, ExecSandboxRequired or ExecSandboxOff:
+	// whether commands run confined by Landlock (docs/tools.md, Sandbox).
+	Sandbox string `mapstructure:"sandbox"`
+	// Network lets confined commands use TCP; false denies it where the
+	// kernel's Landlock has TCP rules (ABI 4).
+	Network bool `mapstructure:"network"`
+	// Expose are paths outside the workspace confined commands may reach
+	// (e.g. ~/.config/gh for the github skill).
+	Expose []ExposeConfig `mapstructure:"expose"`
+}
+
+// Modes of tools.exec.sandbox (internal/sandbox has their meaning).
+const (
+	ExecSandboxAuto     = "auto"
+	ExecSandboxRequired = "required"
+	ExecSandboxOff      = "off"
+)
+
+// ExposeConfig is one path of tools.exec.expose.
+type ExposeConfig struct {
+	// Path is a file or directory; ~ and relative paths are resolved like
+	// the workspace's.
+	Path string `mapstructure:"path"`
+	// Mode is "ro" (read, the default) or "rw".
+	Mode string `mapstructure:"mode"`
 }
 
 // WebConfig configures web_search and web_fetch.

@@ -313,6 +313,10 @@ func restoreCase(settings, raw map[string]any) {
 func finish(cfg *Config, configDir string) {
 	cfg.Agents.Workspace = resolvePath(cfg.Agents.Workspace, configDir)
 	cfg.Agents.SessionsDir = resolvePath(cfg.Agents.SessionsDir, configDir)
+	for i := range cfg.Tools.Exec.Expose {
+		x := &cfg.Tools.Exec.Expose[i]
+		x.Path = resolvePath(x.Path, configDir)
+	}
 	for name, p := range cfg.Providers {
 		if p.Kind == "" && impliedKind(name) != "" {
 			p.Kind = impliedKind(name)

@@ -363,6 +363,16 @@ func (c *Config) validateTools(p *checker) {
 			p.add(fmt.Sprintf("tools.exec.deny_patterns[%d]", i), "is not a valid regular expression: %v", err)
 		}
 	}
+	p.oneOf("tools.exec.sandbox", e.Sandbox, ExecSandboxAuto, ExecSandboxRequired, ExecSandboxOff)
+	for i, x := range e.Expose {
+		key := fmt.Sprintf("tools.exec.expose[%d]", i)
+		if x.Path == "" {
+			p.add(key+".path", "must be set (a file or directory commands may reach, e.g. ~/.config/gh)")
+		}
+		if x.Mode != "" {
+			p.oneOf(key+".mode", x.Mode, "ro", "rw")
+		}
+	}
 	w := &c.Tools.Web
 	p.oneOf("tools.web.search_provider", w.SearchProvider, "duckduckgo", "brave")
 	if w.SearchProvider == "brave" && w.BraveAPIKey == "" {

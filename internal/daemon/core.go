@@ -200,7 +200,9 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		return nil, fmt.Errorf("open workspace %s: %w", ws, err)
 	}
 	b := bus.New(busSize)
-	redact := logging.Redactor(cfg.Secrets())
+	// Tool output is redacted against the secrets as they are at each call:
+	// the web token may be rotated while the daemon runs.
+	redact := logging.NewSecrets(cfg.Secrets(), SecretFiles(cfg, opts.DataDir)).Redact
 	m := metrics.New(metrics.BuildInfo{Version: opts.Version, GoVersion: runtime.Version()})
 	m.WatchQueues(b.InboundLen, b.OutboundLen)
 	var pub Publisher = b
@@ -219,10 +221,10 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	reg := tools.NewRegistry(tools.RegistryOptions{
 		Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput, Redact: redact, Observer: m,
 	}, log.Named("tools"))
-	if err := registerBuiltins(reg, cfg, root, pub, log.Named("tools")); err != nil {
+	if err := registerBuiltins(reg, cfg, opts.DataDir, root, pub, log.Named("tools")); err != nil {
 		return nil, err
 	}
-	mcpServers := newMCP(cfg, reg, opts.Version, log.Named("mcp"))
+	mcpServers := newMCP(cfg, reg, opts.Version, Secrets(cfg, opts.DataDir), log.Named("mcp"))
 	// /status ends with the provider's trouble, if any, and the MCP servers.
 	statusLines := func() []string { return append(modelStatus(modelHealth), mcpServers.StatusLines()...) }
 	consolidator := memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))

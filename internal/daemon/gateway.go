@@ -49,7 +49,9 @@ const (
 // Gateway is the long-running daemon: the core, the chat channels, the
 // outbound channel manager and the HTTP listener.
 type Gateway struct {
-	core     *Core
+	core *Core
+	// secrets redact what the health checks and the control panel show.
+	secrets  *logging.Secrets
 	cfg      *config.Config
 	opts     Options
 	log      *zap.Logger
@@ -97,9 +99,9 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 	if err != nil {
 		return nil, err
 	}
-	secrets := cfg.Secrets()
+	secrets := logging.NewSecrets(cfg.Secrets(), SecretFiles(cfg, opts.DataDir))
 	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux(), started: time.Now(), links: links,
-		health: health.New(func(s string) string { return logging.Redact(s, secrets) })}
+		secrets: secrets, health: health.New(secrets.Redact)}
 	g.manager = channels.NewManager(core.Bus.Outbound(), channels.ManagerConfig{
 		DrainTimeout: outboundDrain, Observer: core.Metrics,
 	}, log.Named("channels"))

@@ -26,6 +26,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 	"github.com/nanobot-go/nanobot/internal/health"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/sandbox"
 	"github.com/nanobot-go/nanobot/internal/session"
 )
 
@@ -34,7 +35,12 @@ import (
 // Discord adapters — against the fake servers over real HTTP and WebSocket.
 // This file is their harness; every test ends with no goroutine left over.
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The test binary stands in for nanobot's sandbox launcher: the gateways
+// these tests build start exec's commands through os.Executable().
+func TestMain(m *testing.M) {
+	sandbox.MaybeLaunch()
+	goleak.VerifyTestMain(m)
+}
 
 const (
 	owner    = 100 // the allowlisted Telegram user

@@ -14,9 +14,9 @@ import (
 
 // newMCP prepares the MCP servers of tools.mcp_servers, whose tools go into
 // reg once the manager runs (the gateway's Run, or StartMCP). It does no I/O.
-func newMCP(cfg *config.Config, reg *tools.Registry, version string, log *zap.Logger) *mcp.Manager {
+func newMCP(cfg *config.Config, reg *tools.Registry, version string, secrets []string, log *zap.Logger) *mcp.Manager {
 	return mcp.NewManager(cfg.Tools.MCPServers, reg, mcp.Options{
-		Workspace: cfg.Agents.Workspace, Secrets: cfg.Secrets(), Version: version,
+		Workspace: cfg.Agents.Workspace, Secrets: secrets, Version: version,
 	}, log)
 }
 

@@ -17,7 +17,7 @@ import (
 // registerBuiltins registers the built-in tools (S-T2) the config enables.
 // The cron tool is not among them: it exists only where a scheduler runs
 // (the gateway, see schedule.go).
-func registerBuiltins(reg *tools.Registry, cfg *config.Config, root *workspace.Root, b tools.Publisher, log *zap.Logger) error {
+func registerBuiltins(reg *tools.Registry, cfg *config.Config, dataDir string, root *workspace.Root, b tools.Publisher, log *zap.Logger) error {
 	builtins := []tools.Tool{
 		// Built-in skills are listed at builtin: locations; read_file opens them.
 		tools.NewReadFile(root, tools.WithMount(skills.BuiltinScheme, builtin.FS())),
@@ -31,7 +31,11 @@ func registerBuiltins(reg *tools.Registry, cfg *config.Config, root *workspace.R
 		web.NewFetch(web.FetchConfig{MaxBytes: cfg.Tools.Web.FetchMaxBytes}, log.Named("web")),
 	}
 	if cfg.Tools.Exec.Enabled {
-		exec, err := tools.NewExec(cfg.Tools.Exec, root, tools.ExecOptions{Secrets: cfg.Secrets()}, log.Named("exec"))
+		opts := tools.ExecOptions{Secrets: Secrets(cfg, dataDir)}
+		if err := execSandbox(cfg, dataDir, &opts, log.Named("sandbox")); err != nil {
+			return fmt.Errorf("tools.exec.sandbox: %w", err)
+		}
+		exec, err := tools.NewExec(cfg.Tools.Exec, root, opts, log.Named("exec"))
 		if err != nil {
 			return fmt.Errorf("tools.exec: %w", err)
 		}

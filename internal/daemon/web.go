@@ -12,7 +12,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/web"
@@ -119,7 +118,7 @@ func (g *Gateway) channelStates() []web.ChannelState {
 		st := web.ChannelState{Name: c.Name(), Up: true}
 		if h, ok := c.(channels.Healther); ok {
 			if err := h.Healthy(); err != nil {
-				st.Up, st.Error = false, logging.Redact(err.Error(), g.cfg.Secrets())
+				st.Up, st.Error = false, g.secrets.Redact(err.Error())
 			}
 		}
 		out = append(out, st)
@@ -132,7 +131,7 @@ func (g *Gateway) mcpStates() []web.MCPState {
 	out := make([]web.MCPState, 0, len(sts))
 	for _, s := range sts {
 		out = append(out, web.MCPState{Name: s.Name, Transport: s.Transport, State: string(s.State), Tools: s.Tools,
-			Error: logging.Redact(s.LastError, g.cfg.Secrets())})
+			Error: g.secrets.Redact(s.LastError)})
 	}
 	return out
 }

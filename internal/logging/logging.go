@@ -24,6 +24,9 @@ type Options struct {
 	Format string
 	// Secrets are replaced by "[REDACTED]" wherever they appear.
 	Secrets []string
+	// SecretFiles hold secrets too (the web token file, NATS credentials);
+	// they are read again when they change.
+	SecretFiles []string
 	// Out is where lines go [os.Stderr].
 	Out io.Writer
 }
@@ -52,8 +55,8 @@ func New(opts Options) (*zap.Logger, error) {
 	default:
 		return nil, fmt.Errorf("log format %q: want auto, console or json", opts.Format)
 	}
-	if r := replacer(opts.Secrets); r != nil {
-		enc = redactor{Encoder: enc, r: r}
+	if len(opts.Secrets) > 0 || len(opts.SecretFiles) > 0 {
+		enc = redactor{Encoder: enc, s: NewSecrets(opts.Secrets, opts.SecretFiles)}
 	}
 	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(out)), level)
 	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.DPanicLevel)), nil
@@ -111,10 +114,10 @@ func replacer(secrets []string) *strings.Replacer {
 // redactor rewrites each encoded entry.
 type redactor struct {
 	zapcore.Encoder
-	r *strings.Replacer
+	s *Secrets
 }
 
-func (e redactor) Clone() zapcore.Encoder { return redactor{Encoder: e.Encoder.Clone(), r: e.r} }
+func (e redactor) Clone() zapcore.Encoder { return redactor{Encoder: e.Encoder.Clone(), s: e.s} }
 
 func (e redactor) EncodeEntry(ent zapcore.Entry, fields []zapcore.Field) (*buffer.Buffer, error) {
 	buf, err := e.Encoder.EncodeEntry(ent, fields)
@@ -122,7 +125,7 @@ func (e redactor) EncodeEntry(ent zapcore.Entry, fields []zapcore.Field) (*buffe
 		return buf, err
 	}
 	line := buf.String()
-	if clean := e.r.Replace(line); clean != line {
+	if clean := e.s.Redact(line); clean != line {
 		buf.Reset()
 		buf.AppendString(clean)
 	}

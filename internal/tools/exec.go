@@ -41,6 +41,20 @@ type ExecOptions struct {
 	// Env is the environment to scrub and give to commands; nil means the
 	// daemon's own (os.Environ()).
 	Env []string
+	// Confiner, when set, starts every command in the kernel sandbox
+	// (internal/sandbox); nil runs them unconfined, guarded only by the
+	// text heuristics of exec_guard.go.
+	Confiner Confiner
+	// Refuse, when set, is why every command is refused: the sandbox is
+	// required and the kernel cannot provide it.
+	Refuse string
+}
+
+// Confiner starts commands confined (internal/sandbox.Launcher). cleanup
+// removes what Command made for the command (its private temp dir); it is
+// called once the command's process group is gone.
+type Confiner interface {
+	Command(dir string, env []string, argv ...string) (cmd *exec.Cmd, cleanup func(), err error)
 }
 
 // Exec is the exec tool: run a shell command in the workspace.
@@ -50,6 +64,8 @@ type Exec struct {
 	deny      []denyRule
 	ws        *workspace.Root
 	env       []string
+	confiner  Confiner
+	refuse    string
 	log       *zap.Logger
 }
 
@@ -74,6 +90,8 @@ func NewExec(cfg config.ExecConfig, ws *workspace.Root, opts ExecOptions, log *z
 		deny:      deny,
 		ws:        ws,
 		env:       scrubEnv(env, opts.Secrets),
+		confiner:  opts.Confiner,
+		refuse:    opts.Refuse,
 		log:       log,
 	}
 	if e.timeout <= 0 {
@@ -87,7 +105,13 @@ func NewExec(cfg config.ExecConfig, ws *workspace.Root, opts ExecOptions, log *z
 
 func (e *Exec) Spec() llm.ToolSpec {
 	confine := "sessions/ (the chat logs) may not be named."
-	if e.ws.Restricted() {
+	switch {
+	case e.refuse != "":
+		confine = "It is disabled on this machine: every command is refused."
+	case e.confiner != nil:
+		confine = "Commands run in a sandbox: they see the workspace (read-write), $TMPDIR (a private temporary directory, " +
+			"removed after the call), system directories (read-only) and nothing else of the home directory."
+	case e.ws.Restricted():
 		confine = "Paths outside the workspace, \"..\" and sessions/ are refused."
 	}
 	return llm.ToolSpec{
@@ -123,6 +147,9 @@ func (e *Exec) Run(ctx context.Context, inv Invocation) (Result, error) {
 	if command == "" {
 		return errorResult("command is empty."), nil
 	}
+	if e.refuse != "" {
+		return errorResult("Refused: " + e.refuse + ". Ask the user to run the command themselves."), nil
+	}
 	wd, dir := ".", e.ws.Dir()
 	if a.WorkingDir != "" {
 		where, err := e.ws.Resolve(a.WorkingDir)
@@ -143,7 +170,9 @@ func (e *Exec) Run(ctx context.Context, inv Invocation) (Result, error) {
 		logging.From(ctx, e.log).Info("exec refused", zap.String("reason", reason))
 		return errorResult(fmt.Sprintf("Refused: this command %s. If it is really needed, ask the user to run it themselves.", reason)), nil
 	}
-	if err := checkPaths(command, e.ws, wd); err != nil {
+	// In the sandbox the kernel decides what a path may reach; the text
+	// check would only refuse what the sandbox allows (/etc/hosts).
+	if err := e.checkPaths(command, wd); err != nil {
 		logging.From(ctx, e.log).Info("exec refused", zap.Error(err))
 		return errorResult(err.Error()), nil
 	}
@@ -161,9 +190,12 @@ func (e *Exec) run(ctx context.Context, command, dir string) (Result, error) {
 		return Result{}, fmt.Errorf("exec: pipe: %w", err)
 	}
 	defer pr.Close()
-	cmd := exec.Command("/bin/sh", "-c", command)
-	cmd.Dir = dir
-	cmd.Env = e.env
+	cmd, cleanup, err := e.command(dir, "/bin/sh", "-c", command)
+	if err != nil {
+		pw.Close()
+		return Result{}, fmt.Errorf("exec: %w", err)
+	}
+	defer cleanup()                 // after the process group is killed, below
 	cmd.Stdout, cmd.Stderr = pw, pw // one pipe keeps stdout and stderr in order
 	setProcessGroup(cmd)
 	start := time.Now()
@@ -210,6 +242,24 @@ func (e *Exec) run(ctx context.Context, command, dir string) (Result, error) {
 		return errorResult(fmt.Sprintf("%s\n[%s: the command and everything it started were killed]", text, stopped)), nil
 	}
 	return Result{Text: fmt.Sprintf("%s\n[%s]", text, exitStatus(cmd.ProcessState))}, nil
+}
+
+// command builds the command, confined when a Confiner is set.
+func (e *Exec) command(dir string, argv ...string) (*exec.Cmd, func(), error) {
+	if e.confiner != nil {
+		return e.confiner.Command(dir, e.env, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = e.env
+	return cmd, func() {}, nil
+}
+
+func (e *Exec) checkPaths(command, wd string) error {
+	if e.confiner != nil {
+		return nil
+	}
+	return checkPaths(command, e.ws, wd)
 }
 
 // headTail keeps the first and last bytes of a stream and counts the rest,

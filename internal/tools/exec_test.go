@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/sandbox"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
@@ -377,4 +378,55 @@ func groupMembers(pgid int) []int {
 		}
 	}
 	return pids
+}
+
+// TestExecSandboxed: with a Confiner the kernel, not the text check, decides
+// what a command reaches: a system file the heuristics would refuse is
+// read, a file next to the workspace is not, and the private $TMPDIR is
+// gone after the call.
+func TestExecSandboxed(t *testing.T) {
+	if sandbox.ABI() < 1 {
+		t.Skip("this kernel has no Landlock")
+	}
+	ws, dir := testWorkspace(t, true, map[string]string{"a.txt": "inside"})
+	if err := os.WriteFile(filepath.Join(filepath.Dir(dir), "outside.txt"), []byte("OUTSIDE-SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy, err := sandbox.NewPolicy(dir, nil, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := sandbox.NewLauncher(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newExec(t, ws, config.ExecConfig{}, ExecOptions{Confiner: l, Env: []string{"PATH=/usr/bin:/bin"}})
+	if !strings.Contains(e.Spec().Description, "sandbox") {
+		t.Errorf("the description does not say commands are confined: %s", e.Spec().Description)
+	}
+	check(t, runTool(t, e, args{"command": "cat a.txt && head -c 4 /etc/passwd"}), false, "inside", "root", "[exit code 0]")
+	res := runTool(t, e, args{"command": "cat ../outside.txt"})
+	check(t, res, false, "Permission denied")
+	if strings.Contains(res.Content.Live, "OUTSIDE-SECRET") {
+		t.Errorf("read outside the workspace: %s", res.Content.Live)
+	}
+	res = runTool(t, e, args{"command": `echo "$TMPDIR"`})
+	tmp := strings.TrimSpace(strings.Split(res.Content.Live, "\n")[0])
+	if !strings.Contains(tmp, "nanobot-exec-") {
+		t.Fatalf("TMPDIR = %q", tmp)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Errorf("the private temp dir %s outlived the call: %v", tmp, err)
+	}
+}
+
+// TestExecRefusesWhenTheSandboxIsRequired: without Landlock and with
+// sandbox: required, every command is refused with the reason.
+func TestExecRefusesWhenTheSandboxIsRequired(t *testing.T) {
+	ws, _ := testWorkspace(t, true, map[string]string{})
+	e := newExec(t, ws, config.ExecConfig{}, ExecOptions{Refuse: "tools.exec.sandbox is required, and this kernel has no Landlock"})
+	check(t, runTool(t, e, args{"command": "echo hi"}), true, "Refused: tools.exec.sandbox is required")
+	if !strings.Contains(e.Spec().Description, "disabled") {
+		t.Errorf("the description does not say exec is disabled: %s", e.Spec().Description)
+	}
 }

@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"github.com/nanobot-go/nanobot/internal/sandbox"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +20,12 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The test binary stands in for nanobot's sandbox launcher when the exec
+// tests start it with __sandbox-exec.
+func TestMain(m *testing.M) {
+	sandbox.MaybeLaunch()
+	goleak.VerifyTestMain(m)
+}
 
 // fakeTool is a configurable Tool for registry tests.
 type fakeTool struct {

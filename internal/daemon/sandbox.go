@@ -1,0 +1,117 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/logging"
+	"github.com/nanobot-go/nanobot/internal/sandbox"
+	"github.com/nanobot-go/nanobot/internal/tools"
+)
+
+// SandboxState is what tools.exec.sandbox means on this kernel (for
+// status and doctor, which say what the gateway will do).
+func SandboxState(cfg *config.Config) sandbox.State {
+	return sandbox.Resolve(cfg.Tools.Exec.Sandbox, sandbox.ABI(), cfg.Tools.Exec.Network)
+}
+
+// execSandbox fills the sandbox part of the exec tool's options and logs,
+// once, when commands will not be confined (S-T4).
+func execSandbox(cfg *config.Config, dataDir string, opts *tools.ExecOptions, log *zap.Logger) error {
+	st := SandboxState(cfg)
+	switch {
+	case st.Refuse != "":
+		log.Error(st.Refuse, zap.String("fix", st.Fix))
+		opts.Refuse = st.Refuse + " (" + st.Fix + ")"
+		return nil
+	case !st.Confined:
+		log.Warn(st.Warning, zap.String("fix", st.Fix))
+		return nil
+	case st.NetworkUnenforced:
+		log.Warn("tools.exec.network is false, but this kernel's Landlock has no TCP rules (ABI 4, Linux 6.7): commands keep the network",
+			zap.Int("landlock_abi", st.ABI))
+	}
+	var expose []sandbox.Path
+	for _, x := range cfg.Tools.Exec.Expose {
+		if _, err := os.Stat(x.Path); err != nil {
+			log.Warn("tools.exec.expose: path skipped", zap.String("path", x.Path), zap.Error(err))
+			continue
+		}
+		expose = append(expose, sandbox.Path{Path: x.Path, Write: x.Mode == "rw"})
+	}
+	policy, err := sandbox.NewPolicy(cfg.Agents.Workspace, expose, protectedPaths(cfg, dataDir), cfg.Tools.Exec.Network)
+	if err != nil {
+		return err
+	}
+	l, err := sandbox.NewLauncher(policy)
+	if err != nil {
+		return err
+	}
+	opts.Confiner = l
+	log.Info("exec: commands run in the Landlock sandbox", zap.Int("landlock_abi", st.ABI),
+		zap.Bool("network", cfg.Tools.Exec.Network), zap.Int("exposed", len(expose)))
+	return nil
+}
+
+// dataFiles are the names the daemon keeps (or may keep) in the data dir;
+// they are protected even before they exist.
+var dataFiles = []string{"config.yaml", WebTokenFile, webConversationsFile, PairingFile, "sessions", "telegram-updates.json", discord.CursorFile}
+
+// protectedPaths are what no command may reach, whatever the sandbox grants
+// around them: the data dir (config, web token, pairing, journals,
+// sessions), the sessions wherever they are, and the NATS credentials. When
+// the data dir holds the workspace (the default, ~/.nanobot/workspace),
+// every other entry of it is protected; when it is the workspace, the
+// daemon's own files in it are.
+func protectedPaths(cfg *config.Config, dataDir string) []string {
+	out := []string{
+		cfg.Agents.SessionsDir,
+		filepath.Join(cfg.Agents.Workspace, "sessions"),
+		cfg.Bus.NATS.CredsFile, cfg.Bus.NATS.TLS.KeyFile,
+	}
+	if dataDir == "" {
+		return out
+	}
+	data, _ := filepath.Abs(dataDir)
+	ws, _ := filepath.Abs(cfg.Agents.Workspace)
+	for _, n := range dataFiles {
+		out = append(out, filepath.Join(data, n))
+	}
+	if !strings.HasPrefix(ws, strings.TrimSuffix(data, "/")+"/") {
+		if ws != data {
+			out = append(out, data)
+		}
+		return out
+	}
+	entries, _ := os.ReadDir(data)
+	first, _, _ := strings.Cut(strings.TrimPrefix(ws, strings.TrimSuffix(data, "/")+"/"), "/")
+	for _, e := range entries {
+		if e.Name() != first {
+			out = append(out, filepath.Join(data, e.Name()))
+		}
+	}
+	return out
+}
+
+// SecretFiles are the files whose content is a secret the daemon holds:
+// the web login token (when channels.web.token does not set it), the NATS
+// credentials and the NATS TLS key.
+func SecretFiles(cfg *config.Config, dataDir string) []string {
+	var out []string
+	if cfg.Channels.Web.Token == "" && dataDir != "" {
+		out = append(out, filepath.Join(dataDir, WebTokenFile))
+	}
+	return append(out, cfg.Bus.NATS.CredsFile, cfg.Bus.NATS.TLS.KeyFile)
+}
+
+// Secrets are every secret the daemon holds, for redaction and for
+// scrubbing commands' environment: the config's (config.Secrets) and those
+// of SecretFiles as they are now.
+func Secrets(cfg *config.Config, dataDir string) []string {
+	return logging.NewSecrets(cfg.Secrets(), SecretFiles(cfg, dataDir)).Values()
+}

@@ -1,0 +1,4 @@
+package sandbox
+
+// LinksOut exposes linksOut to the tests.
+var LinksOut = linksOut
