@@ -104,7 +104,7 @@ func pageWeight(ctx context.Context, base string) (page, panel int64, err error)
 		}
 		return n, nil
 	}
-	for _, p := range []string{"/", "/assets/style.css", "/assets/app.js", "/assets/sanitize.js"} {
+	for _, p := range []string{"/", "/assets/style.css", "/assets/app.js", "/assets/api.js", "/assets/sanitize.js"} {
 		n, err := size(p)
 		if err != nil {
 			return 0, 0, err

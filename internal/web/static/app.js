@@ -2,28 +2,15 @@
 // sending (with uploads), Stop. Model output arrives as HTML rendered by the
 // server from Markdown (raw HTML dropped); it is checked again here against
 // an allowlist before it is shown, and the page's CSP forbids inline script.
+import { api, onUnauthorized, setCSRF } from './api.js';
 import { clean } from './sanitize.js';
 
 const $ = (id) => document.getElementById(id);
-let csrf = '';
 let current = null;   // the open conversation's id
 let stream = null;    // its EventSource
 let shown = 0;        // messages of the session the transcript holds (hello's n)
 let busy = false;
 const pending = new Map(); // id -> {text, files, at}: sent, not yet seen stored
-
-export async function api(method, url, body, headers) {
-  const opts = { method, headers: { ...headers }, credentials: 'same-origin' };
-  if (method !== 'GET') opts.headers['X-CSRF-Token'] = csrf;
-  if (body instanceof FormData) opts.body = body;
-  else if (body !== undefined) { opts.headers['Content-Type'] = 'application/json'; opts.body = JSON.stringify(body); }
-  const r = await fetch(url, opts);
-  let data = null;
-  if (r.status !== 204) { try { data = await r.json(); } catch { data = null; } }
-  if (r.status === 401 && url !== '/api/login') { showLogin(); }
-  if (!r.ok) throw new Error((data && data.error) || `${r.status} ${r.statusText}`);
-  return data;
-}
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -41,7 +28,7 @@ function showLogin(msg) {
 }
 
 async function showApp(session) {
-  csrf = session.csrf;
+  setCSRF(session.csrf);
   $('login').hidden = true;
   $('app').hidden = false;
   $('open-panel').hidden = !session.panel;
@@ -361,4 +348,5 @@ $('open-panel').addEventListener('click', async () => {
   showPanel($('panel'), () => { $('panel').hidden = true; $('chat').hidden = false; open(current); });
 });
 
+onUnauthorized(() => showLogin());
 boot();

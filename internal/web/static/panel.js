@@ -1,7 +1,7 @@
 // The control panel: status, sessions of every channel (read-only, with the
 // level of detail each observation would be sent at), MEMORY.md and the
 // bootstrap files (edited with an ETag precondition), cron jobs, pairing.
-import { api } from './app.js';
+import { api } from './api.js';
 
 let root;
 
