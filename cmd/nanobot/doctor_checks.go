@@ -373,7 +373,7 @@ func firstNames(names []string, n int) string {
 }
 
 // checkSandbox says whether the exec tool's commands will be confined by
-// Landlock (S-T4), and what to do when they will not.
+// Landlock (docs/tools.md#sandbox), and what to do when they will not.
 func checkSandbox(r *report, cfg *config.Config) {
 	const name = "exec sandbox"
 	if !cfg.Tools.Exec.Enabled {

@@ -316,7 +316,7 @@ func mustRead(t *testing.T, path string) []byte {
 // TestOldWorkspaceSessionsMoveAtStart: a user upgrading from a version that
 // kept sessions in <workspace>/sessions/ finds them in the sessions dir after
 // the next start, with the conversation carrying on; status says so before,
-// and the move is logged (issue 30, S-S1).
+// and the move is logged (issue 30, docs/sessions.md).
 func TestOldWorkspaceSessionsMoveAtStart(t *testing.T) {
 	e := newEnv(t)
 	e.script.Push(fakellm.Reply{Text: "first"})

@@ -23,11 +23,12 @@ import (
 // pairingTimeout bounds one pairing command's wait for NATS.
 const pairingTimeout = 10 * time.Second
 
-// newPairingCmd manages the pairing store (S-H1): with policy pairing, an
-// unknown sender gets a one-time code and the owner lets them in here. The
-// running daemon sees the change at once: it reads the same file, or, with
-// bus.backend: nats, watches the same KV bucket (docs/scale-out.md), which
-// this command reaches from any host.
+// newPairingCmd manages the pairing store
+// (docs/channels.md#inbound-access-pairingstore-intake-lanes): with policy
+// pairing, an unknown sender gets a one-time code and the owner lets them in
+// here. The running daemon sees the change at once: it reads the same file,
+// or, with bus.backend: nats, watches the same KV bucket (docs/scale-out.md),
+// which this command reaches from any host.
 func newPairingCmd(g *globalFlags) *cobra.Command {
 	// withStore runs fn on the store the config names and closes it.
 	withStore := func(cmd *cobra.Command, fn func(channels.Pairing) error) error {

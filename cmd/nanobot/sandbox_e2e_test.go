@@ -18,10 +18,10 @@ import (
 	"github.com/nanobot-go/nanobot/internal/sandbox"
 )
 
-// The escape suite (S-T4, S-S4, issue 30): a prompt-injected model asks the
-// real binary's exec tool, through the real launcher, for every secret the
-// daemon holds and for another chat's conversation. The home is laid out as
-// a real one: HOME/.nanobot/{config.yaml, web-token, pairing.json,
+// The escape suite (docs/tools.md#sandbox, issue 30): a prompt-injected model
+// asks the real binary's exec tool, through the real launcher, for every
+// secret the daemon holds and for another chat's conversation. The home is
+// laid out as a real one: HOME/.nanobot/{config.yaml, web-token, pairing.json,
 // sessions/, workspace/}.
 
 // Secrets of the fixture. Each is one the daemon holds: a literal key in

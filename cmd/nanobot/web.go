@@ -10,9 +10,10 @@ import (
 	"github.com/nanobot-go/nanobot/internal/web"
 )
 
-// newWebCmd manages the web page's login token (S-W3). The token file sits
-// next to the config with mode 0600; the running gateway reads it at every
-// login, so a rotation takes effect at once.
+// newWebCmd manages the web page's login token
+// (docs/web.md#access-closed-by-default). The token file sits next to the
+// config with mode 0600; the running gateway reads it at every login, so a
+// rotation takes effect at once.
 func newWebCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "web", Short: "The browser chat and control panel (docs/web.md)"}
 	var rotate bool

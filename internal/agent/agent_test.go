@@ -254,7 +254,8 @@ func TestSessionsRunInParallelUnderTheCap(t *testing.T) {
 
 // TestMessageToolAndFinalText: a message-tool note does not swallow the
 // final answer; only a final that repeats what the tool sent to this chat
-// in this turn is left out (S-A3). It replaces
+// in this turn is left out
+// (docs/reliability.md#every-turn-ends-with-something-to-read). It replaces
 // TestMessageToolSuppressesFinalText, which locked in the swallowing.
 func TestMessageToolAndFinalText(t *testing.T) {
 	note := func(id, chat, content string) fakellm.Call {

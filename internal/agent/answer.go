@@ -7,13 +7,14 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// This file decides what the user reads at the end of a turn (S-A3, S-A5):
-// the model's text, with a note when the model stopped for a reason other
-// than having finished, or a short notice when it left nothing to show.
-// Empty answers and malformed calls never get here: the router asks again
-// and falls back (llm.CheckAnswer), and when every route fails the turn
-// fails with userFacing's notice. The one empty answer taken is the end of
-// a turn that already answered through the message tool (Request.EmptyOK).
+// This file decides what the user reads at the end of a turn
+// (docs/reliability.md#every-turn-ends-with-something-to-read): the model's
+// text, with a note when the model stopped for a reason other than having
+// finished, or a short notice when it left nothing to show. Empty answers and
+// malformed calls never get here: the router asks again and falls back
+// (llm.CheckAnswer), and when every route fails the turn fails with
+// userFacing's notice. The one empty answer taken is the end of a turn that
+// already answered through the message tool (Request.EmptyOK).
 
 // stopNotes is what the user reads for each stop reason that is not a
 // plain end: cut is appended to a text the stop cut short, alone is the
@@ -85,7 +86,9 @@ func messageContent(c llm.ToolCall) string {
 // keepable returns msg as it may be saved: an answer with no parts that a
 // stop reason explains (a filter withheld everything) is saved as the
 // notice the user read, marked synthetic, since an assistant message
-// without parts is invalid (S-A5). Other answers come back as they are.
+// without parts is invalid
+// (docs/reliability.md#every-turn-ends-with-something-to-read). Other answers
+// come back as they are.
 func keepable(msg llm.Message) llm.Message {
 	if _, noted := stopNotes[msg.Stop()]; len(msg.Parts) > 0 || !noted {
 		return msg

@@ -18,7 +18,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/session"
 )
 
-// commands are handled without calling the model (S-A4).
+// commands are handled without calling the model (README.md#commands).
 var commands = map[string]string{
 	"new":    "start a new conversation (what matters is kept in memory)",
 	"stop":   "stop the current task",
@@ -156,8 +156,9 @@ func (a *Agent) switchModel(key, args string) (string, error) {
 }
 
 // newSession folds what is not yet in memory into it, then archives the
-// session and starts a fresh one (S-S3). If the consolidation fails, the
-// session is kept so nothing is lost, and the user is told why.
+// session and starts a fresh one (docs/sessions.md#archives-new). If the
+// consolidation fails, the session is kept so nothing is lost, and the user is
+// told why.
 func (a *Agent) newSession(ctx context.Context, m bus.InboundMessage) (string, error) {
 	key := m.Key()
 	saved := ""

@@ -48,7 +48,7 @@ type memoryStates struct {
 
 type memoryState struct {
 	// lock is held (a value in the 1-slot channel) while a consolidation of
-	// the session runs: never two at once (S-M3).
+	// the session runs: never two at once (docs/memory.md#when).
 	lock chan struct{}
 	// The fields below are guarded by memoryStates.mu.
 	users    int
@@ -118,9 +118,9 @@ func (s *memoryStates) status(key string) (running bool, failures int, retryAt t
 
 // afterTurn starts a background consolidation of the session when its
 // unconsolidated part has grown past the memory window or its share of the
-// context window (S-M2). It never waits: the reply is already out, a
-// consolidation of the session already running will be followed by another
-// check after the next turn, and a failed one waits out its backoff.
+// context window (docs/memory.md#when). It never waits: the reply is already
+// out, a consolidation of the session already running will be followed by
+// another check after the next turn, and a failed one waits out its backoff.
 func (a *Agent) afterTurn(ctx context.Context, key string) {
 	if a.memory == nil || ctx.Err() != nil {
 		return
@@ -161,7 +161,8 @@ func (a *Agent) afterTurn(ctx context.Context, key string) {
 	})
 }
 
-// needsConsolidation applies the two triggers of S-M2 to the session.
+// needsConsolidation applies the two consolidation triggers
+// (docs/memory.md#when) to the session.
 func (a *Agent) needsConsolidation(snap session.Snapshot) bool {
 	if len(snap.Unconsolidated()) > a.cfg.MemoryWindow {
 		return true

@@ -17,7 +17,8 @@ import (
 	"github.com/nanobot-go/nanobot/internal/skills"
 )
 
-// BootstrapFiles are injected into the system prompt in this order (S-C1).
+// BootstrapFiles are injected into the system prompt in this order
+// (README.md#the-workspace).
 var BootstrapFiles = []string{"AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md"}
 
 // MemoryFile is the long-term memory injected under "# Memory".
@@ -50,9 +51,10 @@ const (
 	fineSettle  = 100 * time.Millisecond
 )
 
-// PromptBuilder builds the system prompt (S-C1). The result is byte-identical
-// between turns unless a file it reads changed, which keeps provider prompt
-// caches warm; it is cached and rebuilt only when a stat shows a change.
+// PromptBuilder builds the system prompt (README.md#the-workspace). The result
+// is byte-identical between turns unless a file it reads changed, which keeps
+// provider prompt caches warm; it is cached and rebuilt only when a stat shows
+// a change.
 type PromptBuilder struct {
 	Workspace string
 	// MaxFileChars caps each bootstrap file [20000].

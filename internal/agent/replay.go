@@ -116,7 +116,8 @@ func finished(turn []llm.Message) bool {
 }
 
 // sentByMessageTool returns what the turn sent to m's chat through the
-// message tool; a final text repeating it was not sent again (S-A3).
+// message tool; a final text repeating it was not sent again
+// (docs/reliability.md#every-turn-ends-with-something-to-read).
 func sentByMessageTool(turn []llm.Message, m bus.InboundMessage) []string {
 	calls := map[string]llm.ToolCall{}
 	origin := tools.Origin{Channel: m.Channel, ChatID: m.ChatID}

@@ -73,8 +73,9 @@ func TestRedeliveredMessage(t *testing.T) {
 			roles:    "user,assistant",
 		},
 		{
-			// S-A3: a final after a message-tool note was sent the first
-			// time too (this row said "nothing is sent again" before).
+			// See docs/reliability.md#every-turn-ends-with-something-to-read.
+			// A final after a message-tool note was sent the first time too
+			// (this row said "nothing is sent again" before).
 			name: "a final after a message-tool note: the final is sent again",
 			session: []llm.Message{
 				recordedUser("[ctx]\nremind me", "q1"),

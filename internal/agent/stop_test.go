@@ -12,8 +12,9 @@ import (
 )
 
 // TestEveryTurnEndsVisibly: whatever way the model stops, the user reads
-// something, and no assistant message without parts is saved (S-A5). The
-// primary route may be asked again once; "backup" is its fallback.
+// something, and no assistant message without parts is saved
+// (docs/reliability.md#every-turn-ends-with-something-to-read). The primary
+// route may be asked again once; "backup" is its fallback.
 func TestEveryTurnEndsVisibly(t *testing.T) {
 	cut := "… (cut off: the model hit its output limit)"
 	tests := []struct {

@@ -277,7 +277,8 @@ You are a subagent of nanobot, a personal AI assistant. The main agent started y
 	return b.String()
 }
 
-// spawnTool is the spawn tool (S-T2): it starts a subagent and returns at once.
+// spawnTool is the spawn tool (docs/subagents.md): it starts a subagent and
+// returns at once.
 type spawnTool struct{ a *Agent }
 
 // SpawnTool returns the spawn tool, to be registered in the main agent's

@@ -34,15 +34,17 @@ type turn struct {
 	// callIDs are the tool call ids used in this turn, to keep them unique.
 	callIDs map[string]bool
 	// sent holds what the message tool sent to this chat in this turn, so
-	// a final text that only repeats it is not sent twice (S-A3).
+	// a final text that only repeats it is not sent twice
+	// (docs/reliability.md#every-turn-ends-with-something-to-read).
 	sent []string
 }
 
 // runTurn answers one user turn (one message, or several that arrived while
-// the session was busy) with the model-and-tools loop (S-A1). The batch is
-// acknowledged once the turn's final message is delivered; a turn cut short
-// by shutdown is not, so a channel that redelivers brings it back after the
-// restart, and the turn resumes (see replay.go).
+// the session was busy) with the model-and-tools loop
+// (README.md#how-it-works). The batch is acknowledged once the turn's final
+// message is delivered; a turn cut short by shutdown is not, so a channel that
+// redelivers brings it back after the restart, and the turn resumes (see
+// replay.go).
 func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMessage) {
 	origin := batch[len(batch)-1]
 	t := &turn{id: newTurnID(), key: key, origin: origin, store: a.store, callIDs: map[string]bool{}}
@@ -146,8 +148,10 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		return
 	}
 	// The final text goes out even after the message tool sent a progress
-	// note; only a repetition of what it sent is left out (S-A3). A cut
-	// or withheld answer says so (S-A5).
+	// note; only a repetition of what it sent is left out
+	// (docs/reliability.md#every-turn-ends-with-something-to-read). A cut or
+	// withheld answer says so
+	// (docs/reliability.md#every-turn-ends-with-something-to-read).
 	final = a.outbound(t, bus.KindFinal, answerText(answer, t.sent))
 	final.Stop = answer.Stop()
 }
@@ -219,7 +223,8 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, texts *
 			System: system, Messages: a.resolveImages(view.Messages), Tools: specs,
 			MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,
 			// After the message tool answered, an answer of nothing is a
-			// fine end, not a failure to ask again (S-A3, S-A5).
+			// fine end, not a failure to ask again
+			// (docs/reliability.md#every-turn-ends-with-something-to-read).
 			EmptyOK: len(t.sent) > 0,
 		}
 		// The cap is on model calls, not whole turns: a turn waiting for a
@@ -231,7 +236,8 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, texts *
 		})
 		if err == nil {
 			// The router refuses these already; a Model that does not
-			// must not make the agent save an empty answer (S-A5).
+			// must not make the agent save an empty answer
+			// (docs/reliability.md#every-turn-ends-with-something-to-read).
 			err = req.Check(msg)
 		}
 		if err != nil {
@@ -273,8 +279,8 @@ func (a *Agent) persist(t *turn) error {
 }
 
 // runTools executes one model turn's calls and returns one tool message with
-// their results in call order (S-V3). Read-only calls run in parallel when
-// every call of the batch is read-only.
+// their results in call order (docs/history.md#projection). Read-only calls
+// run in parallel when every call of the batch is read-only.
 func (a *Agent) runTools(ctx context.Context, t *turn, calls []llm.ToolCall) llm.Message {
 	origin := tools.Origin{
 		Channel: t.origin.Channel, ChatID: t.origin.ChatID, SenderID: t.origin.SenderID,
@@ -296,7 +302,7 @@ func (a *Agent) runTools(ctx context.Context, t *turn, calls []llm.ToolCall) llm
 	msg := llm.Message{Role: llm.RoleTool, Time: a.now(), Parts: make([]llm.Part, len(calls))}
 	for i, r := range results {
 		r.ToolCallID, r.Name = calls[i].ID, calls[i].Name
-		r.Content = history.Detail(calls[i], r) // LOD renderings, written once (S-V5)
+		r.Content = history.Detail(calls[i], r) // LOD renderings, written once (docs/history.md#levels-of-detail)
 		t.log.Debug("tool call", zap.String("tool", r.Name), zap.Bool("error", r.IsError), zap.Duration("elapsed", r.Elapsed))
 		if tools.SentToCurrentChat(calls[i], r, origin) {
 			t.sent = append(t.sent, messageContent(calls[i]))
@@ -337,9 +343,10 @@ func (t *turn) uniqueCallIDs(m *llm.Message, iter int) {
 }
 
 // userMessage merges the batch into one user message with a context prefix
-// (S-C1: time, channel and chat go here, not in the system prompt). Inline
-// image data is saved in the workspace inbox so the session stores a path,
-// except in a one-off turn, which keeps it in memory (see keepImage).
+// (time, channel and chat go here, not in the system prompt; see
+// README.md#the-workspace). Inline image data is saved in the workspace inbox
+// so the session stores a path, except in a one-off turn, which keeps it in
+// memory (see keepImage).
 func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
 	last := batch[len(batch)-1]
 	var b strings.Builder

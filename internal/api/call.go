@@ -234,7 +234,9 @@ type result struct {
 	usage                        llm.Usage
 	failed                       bool
 	failure                      string
-	// finish is why the model stopped (S-A5), for finish_reason.
+	// finish is why the model stopped
+	// (docs/reliability.md#every-turn-ends-with-something-to-read), for
+	// finish_reason.
 	finish llm.StopReason
 	end    endReason
 }

@@ -81,7 +81,7 @@ func TestCallShowsWhatGrowsAndNeverTakesBack(t *testing.T) {
 
 // TestNoSilentEmptyAnswer: a turn that ended without an error but with
 // nothing to show is an error answer, never a 200 with empty content
-// (S-A5).
+// (docs/reliability.md#every-turn-ends-with-something-to-read).
 func TestNoSilentEmptyAnswer(t *testing.T) {
 	c := newCall("q1", false)
 	c.receive(bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"})

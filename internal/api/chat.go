@@ -260,8 +260,10 @@ func endError(res result) *apiError {
 		// The agent's own words for the user: short, with no internal detail.
 		return &apiError{status: http.StatusInternalServerError, typ: "server_error", message: res.failure, outcome: "failed"}
 	case strings.TrimSpace(res.content) == "" && strings.TrimSpace(res.streamed) == "":
-		// Never a silent 200 with nothing in it (S-A5); the agent always
-		// says something, so this is a bug or an answer made only of files.
+		// Never a silent 200 with nothing in it
+		// (docs/reliability.md#every-turn-ends-with-something-to-read); the
+		// agent always says something, so this is a bug or an answer made only
+		// of files.
 		return noAnswer
 	}
 	return nil
@@ -272,8 +274,9 @@ var noAnswer = &apiError{status: http.StatusBadGateway, typ: "server_error", cod
 	message: "The assistant ended its turn without an answer. Please try again."}
 
 // finishReason is the OpenAI finish_reason for how the model stopped
-// (S-A5): "length" for a cut answer, "content_filter" for a refused or
-// withheld one, otherwise "stop" (the turn's tools have already run).
+// (docs/reliability.md#every-turn-ends-with-something-to-read): "length" for a
+// cut answer, "content_filter" for a refused or withheld one, otherwise "stop"
+// (the turn's tools have already run).
 func finishReason(s llm.StopReason) string {
 	switch {
 	case s == llm.StopLength:

@@ -1,5 +1,5 @@
-// Package api serves an OpenAI-compatible HTTP API to the agent (SPEC
-// S-API1, S-API2): POST /v1/chat/completions, streamed (server-sent events)
+// Package api serves an OpenAI-compatible HTTP API to the agent (docs/api.md):
+// POST /v1/chat/completions, streamed (server-sent events)
 // or not, and GET /v1/models, on the gateway's listener. Any OpenAI client
 // (Open WebUI, LibreChat, editors, scripts) then talks to the assistant with
 // its memory, tools and sessions; the agent runs its whole tool loop on the

@@ -15,7 +15,8 @@ import (
 
 // TestFinishReasonSaysHowTheModelStopped: a cut answer ends with "length",
 // a refused or filtered one with "content_filter", each with the note the
-// user reads; an empty answer is never a silent 200 (S-A5). Both modes.
+// user reads; an empty answer is never a silent 200
+// (docs/reliability.md#every-turn-ends-with-something-to-read). Both modes.
 func TestFinishReasonSaysHowTheModelStopped(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -6,7 +6,8 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// InboundMessage is one thing a user (or the scheduler) said to the agent (S-F1).
+// InboundMessage is one thing a user (or the scheduler) said to the agent
+// (README.md#how-it-works).
 type InboundMessage struct {
 	// Channel is the channel's name: "telegram", "discord", "cli", "system".
 	Channel string
@@ -103,7 +104,8 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// OutboundMessage is something the agent wants a channel to show (S-F3).
+// OutboundMessage is something the agent wants a channel to show
+// (docs/channels.md#outbound-manager).
 type OutboundMessage struct {
 	Channel string
 	ChatID  string
@@ -123,10 +125,11 @@ type OutboundMessage struct {
 	// Usage is, on a KindFinal, the tokens the turn's model calls used, all
 	// of them summed (zero when no model call completed).
 	Usage llm.Usage
-	// Stop is, on a KindFinal, why the model stopped its answer (S-A5):
-	// llm.StopLength for a cut answer, a refusal or filter for a withheld
-	// one; empty when the turn ended without a model answer. Content
-	// already carries the note the user reads.
+	// Stop is, on a KindFinal, why the model stopped its answer
+	// (docs/reliability.md#every-turn-ends-with-something-to-read):
+	// llm.StopLength for a cut answer, a refusal or filter for a withheld one;
+	// empty when the turn ended without a model answer. Content already
+	// carries the note the user reads.
 	Stop llm.StopReason
 	// Delivered, when set, is called by the channel manager once the message
 	// was handed to the platform, or given up on for good (refused, retries

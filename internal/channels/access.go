@@ -7,7 +7,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 )
 
-// Access policies (S-H1).
+// Access policies (docs/channels.md#inbound-access-pairingstore-intake-lanes).
 const (
 	PolicyAllowlist = "allowlist"
 	PolicyOpen      = "open"

@@ -1,7 +1,8 @@
 package channels
 
-// Command is a chat command the agent understands (S-A4), for platforms that
-// advertise commands (Telegram's setMyCommands, Discord's slash commands).
+// Command is a chat command the agent understands (README.md#commands), for
+// platforms that advertise commands (Telegram's setMyCommands, Discord's slash
+// commands).
 type Command struct {
 	Name        string
 	Description string

@@ -126,10 +126,11 @@ func (c ManagerConfig) withDefaults() ManagerConfig {
 	return c
 }
 
-// Manager delivers the agent's outbound messages to the channels (S-F3). It
-// routes each message by its Channel name, delivers one chat's messages in
-// order on that chat's worker and different chats in parallel, streams
-// drafts by editing, shows typing, renders, chunks and retries.
+// Manager delivers the agent's outbound messages to the channels
+// (docs/channels.md#outbound-manager). It routes each message by its Channel
+// name, delivers one chat's messages in order on that chat's worker and
+// different chats in parallel, streams drafts by editing, shows typing,
+// renders, chunks and retries.
 type Manager struct {
 	src   <-chan bus.OutboundMessage
 	cfg   ManagerConfig

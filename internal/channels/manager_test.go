@@ -172,9 +172,11 @@ func TestLongFinalReplacesDraftAndSendsTheRest(t *testing.T) {
 }
 
 // An empty final (the message tool's text was the answer, and the model
-// only repeated it) removes the draft that repeated it. Before S-A3 this
-// test streamed the draft before the tool's message; a draft on screen
-// before a mid-turn message now stays (TestMessageMidTurnSettlesTheDraft).
+// only repeated it) removes the draft that repeated it. Before drafts on
+// screen were kept
+// (docs/reliability.md#every-turn-ends-with-something-to-read), this test
+// streamed the draft before the tool's message; a draft on screen before a
+// mid-turn message now stays (TestMessageMidTurnSettlesTheDraft).
 func TestEmptyFinalDeletesDraft(t *testing.T) {
 	h := newHarness(t, streaming, ManagerConfig{})
 	h.send(3,
@@ -194,7 +196,8 @@ func TestEmptyFinalDeletesDraft(t *testing.T) {
 // TestMessageMidTurnSettlesTheDraft: a message sent in the middle of a turn
 // (a message-tool note) leaves the draft on screen above it without its
 // tool hint, and the turn's answer comes below it, never edited into a
-// message above the note and never deleted (S-A3).
+// message above the note and never deleted
+// (docs/reliability.md#every-turn-ends-with-something-to-read).
 func TestMessageMidTurnSettlesTheDraft(t *testing.T) {
 	start := bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"}
 	draft := func(s string) bus.OutboundMessage { return bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: s} }

@@ -452,7 +452,8 @@ func (w *worker) deliverFinal(t *turn, msg bus.OutboundMessage) error {
 // platform allows), and the turn's later drafts and its final start new
 // messages below the one going out. Otherwise the answer would be edited
 // into a message above the note, where the user neither sees it arrive nor
-// is notified of it (S-A3).
+// is notified of it
+// (docs/reliability.md#every-turn-ends-with-something-to-read).
 func (w *worker) settleDrafts() {
 	for _, t := range w.turns {
 		if len(t.refs) == 0 || t.broken {

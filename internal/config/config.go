@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Config is the whole configuration file (S-G1, S-G1a).
+// Config is the whole configuration file (docs/configuration.md).
 type Config struct {
 	Agents    AgentsConfig              `mapstructure:"agents"`
 	History   HistoryConfig             `mapstructure:"history"`
@@ -30,9 +30,10 @@ type AgentsConfig struct {
 	// one the file and shell tools work in.
 	Workspace string `mapstructure:"workspace"`
 	// SessionsDir holds the chats' JSONL session files, outside the
-	// workspace so that no tool can reach them (SPEC S-S1, S-S4). A relative
-	// path is relative to the config file's directory, the data dir that also
-	// holds web-token and pairing.json [sessions: ~/.nanobot/sessions].
+	// workspace so that no tool can reach them (docs/sessions.md,
+	// docs/tools.md#sandbox). A relative path is relative to the config file's
+	// directory, the data dir that also holds web-token and pairing.json
+	// [sessions: ~/.nanobot/sessions].
 	SessionsDir string `mapstructure:"sessions_dir"`
 	// Model is "provider/model" or the name of an entry under routes.
 	Model string `mapstructure:"model"`
@@ -77,8 +78,8 @@ type AgentsConfig struct {
 }
 
 // HistoryConfig is how much of the model's context the conversation may
-// use, and how detail is given up when it does not fit (S-V5,
-// docs/history.md).
+// use, and how detail is given up when it does not fit
+// (docs/history.md#levels-of-detail).
 type HistoryConfig struct {
 	// Budget caps the tokens of one model call's system prompt and
 	// history; 0 uses the route's context window less max_tokens and the
@@ -144,7 +145,7 @@ type ChannelsConfig struct {
 }
 
 // WebChannelConfig configures the browser chat and control panel served on
-// gateway.listen (S-W1..S-W3). It is closed by default: loopback only, and a
+// gateway.listen (docs/web.md). It is closed by default: loopback only, and a
 // login token.
 type WebChannelConfig struct {
 	Enabled bool `mapstructure:"enabled"`
@@ -168,7 +169,8 @@ type WebChannelConfig struct {
 	TrustedProxies []string `mapstructure:"trusted_proxies"`
 }
 
-// Access is the part every channel shares: who may talk to the bot (S-H1).
+// Access is the part every channel shares: who may talk to the bot
+// (docs/channels.md#inbound-access-pairingstore-intake-lanes).
 type Access struct {
 	// Policy is "allowlist" (default), "open" or "pairing".
 	Policy string `mapstructure:"policy"`
@@ -194,7 +196,7 @@ type OutputConfig struct {
 	TypingDelay time.Duration `mapstructure:"typing_delay"`
 }
 
-// TelegramConfig configures the Telegram channel (S-H2).
+// TelegramConfig configures the Telegram channel (docs/telegram.md).
 type TelegramConfig struct {
 	Enabled      bool   `mapstructure:"enabled"`
 	Token        string `mapstructure:"token"`
@@ -218,7 +220,7 @@ type TelegramConfig struct {
 	MaxMediaBytes int64 `mapstructure:"max_media_bytes"`
 }
 
-// DiscordConfig configures the Discord channel (S-H3).
+// DiscordConfig configures the Discord channel (docs/discord.md).
 type DiscordConfig struct {
 	Enabled      bool   `mapstructure:"enabled"`
 	Token        string `mapstructure:"token"`
@@ -246,7 +248,8 @@ type TranscriptionConfig struct {
 
 // ToolsConfig configures the built-in and MCP tools.
 type ToolsConfig struct {
-	// RestrictToWorkspace confines file and shell tools to the workspace (S-T3).
+	// RestrictToWorkspace confines file and shell tools to the workspace
+	// (docs/tools.md#confinement).
 	RestrictToWorkspace bool                       `mapstructure:"restrict_to_workspace"`
 	Exec                ExecConfig                 `mapstructure:"exec"`
 	Web                 WebConfig                  `mapstructure:"web"`
@@ -363,7 +366,8 @@ type APIConfig struct {
 	ToolHints bool `mapstructure:"tool_hints"`
 }
 
-// HeartbeatConfig configures the periodic HEARTBEAT.md check (S-R1).
+// HeartbeatConfig configures the periodic HEARTBEAT.md check
+// (docs/schedule.md#the-heartbeat).
 type HeartbeatConfig struct {
 	Enabled  bool          `mapstructure:"enabled"`
 	Interval time.Duration `mapstructure:"interval"`

@@ -257,8 +257,9 @@ func validateAccess(p *checker, channel string, a *Access, enabled bool, idHint 
 			p.add(fmt.Sprintf("%s.allow_from[%d]", key, i), "must not be empty (write a user id, or \"*\")")
 		}
 	}
-	// S-H1: an empty allowlist is a configuration error, never silent open
-	// access and never a bot that ignores everyone without saying why.
+	// See docs/channels.md#inbound-access-pairingstore-intake-lanes. An empty
+	// allowlist is a configuration error, never silent open access and never a
+	// bot that ignores everyone without saying why.
 	if enabled && a.Policy == "allowlist" && len(a.AllowFrom) == 0 {
 		p.add(key+".allow_from", "must not be empty when policy is allowlist (add your user id — %s — or use \"*\" or policy: pairing)", idHint)
 	}

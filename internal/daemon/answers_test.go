@@ -27,7 +27,8 @@ func progressTurn() []fakellm.Reply {
 // TestProgressNoteKeepsTheAnswer: after a message-tool note the final
 // answer still reaches the chat, below the note; the text the model wrote
 // before the note stays where it was, without its tool hint, and no draft
-// is deleted (S-A3). Telegram and Discord, through their fakes.
+// is deleted (docs/reliability.md#every-turn-ends-with-something-to-read).
+// Telegram and Discord, through their fakes.
 func TestProgressNoteKeepsTheAnswer(t *testing.T) {
 	t.Run("telegram", func(t *testing.T) {
 		g := startGateway(t, false, "")
@@ -69,7 +70,8 @@ func TestProgressNoteKeepsTheAnswer(t *testing.T) {
 // TestBrokenToolArgumentsDoNotBreakTheChat: a tool call whose arguments
 // are not JSON is answered with an error result, and replayed with {} on
 // every later request, so a server that parses arguments (vLLM) keeps
-// answering the chat (S-A5, issue 29 §3).
+// answering the chat
+// (docs/reliability.md#every-turn-ends-with-something-to-read, issue 29 §3).
 func TestBrokenToolArgumentsDoNotBreakTheChat(t *testing.T) {
 	s := setup{}
 	g := newGW(t, s)

@@ -190,8 +190,8 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	if _, err := workspace.Install(nanobot.WorkspaceTemplate(), ws); err != nil {
 		return nil, fmt.Errorf("prepare workspace %s: %w", ws, err)
 	}
-	// Sessions live outside the workspace (S-S1); an old one's move is
-	// finished before anything opens a session file or runs a tool.
+	// Sessions live outside the workspace (docs/sessions.md); an old one's
+	// move is finished before anything opens a session file or runs a tool.
 	if _, err := session.MoveDir(filepath.Join(ws, workspace.SessionsDir), cfg.Agents.SessionsDir, log.Named("session")); err != nil {
 		return nil, err
 	}

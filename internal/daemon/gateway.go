@@ -308,15 +308,16 @@ func RunGateway(ctx context.Context, cfg *config.Config, opts Options, log *zap.
 	return g.Run(ctx)
 }
 
-// Run serves until ctx ends, then shuts down in order (S-F4): /readyz turns
-// false and the channels stop taking messages; the agent finishes running
-// and queued turns within gateway.shutdown_grace, counted from the signal
-// (past it the rest are cancelled: a started turn keeps its user message and
-// tells the user, a message not started yet stays unacknowledged, so its
-// channel delivers it again after the restart); queued replies are
-// delivered (bounded by outboundFlush and outboundDrain); the listener and
-// the files are closed. It returns nil after a signal. A channel that fails
-// for good (its token refused) stops the daemon with that error.
+// Run serves until ctx ends, then shuts down in order
+// (docs/operations.md#shutdown): /readyz turns false and the channels stop
+// taking messages; the agent finishes running and queued turns within
+// gateway.shutdown_grace, counted from the signal (past it the rest are
+// cancelled: a started turn keeps its user message and tells the user, a
+// message not started yet stays unacknowledged, so its channel delivers it
+// again after the restart); queued replies are delivered (bounded by
+// outboundFlush and outboundDrain); the listener and the files are closed. It
+// returns nil after a signal. A channel that fails for good (its token
+// refused) stops the daemon with that error.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer func() {
 		if err := g.core.Close(); err != nil {

@@ -21,7 +21,7 @@ func SandboxState(cfg *config.Config) sandbox.State {
 }
 
 // execSandbox fills the sandbox part of the exec tool's options and logs,
-// once, when commands will not be confined (S-T4).
+// once, when commands will not be confined (docs/tools.md#sandbox).
 func execSandbox(cfg *config.Config, dataDir string, opts *tools.ExecOptions, log *zap.Logger) error {
 	st := SandboxState(cfg)
 	switch {

@@ -274,8 +274,9 @@ func TestScaleOutDiscordCatchesUpFromKV(t *testing.T) {
 
 // With split roles the channels process serves the web page but never
 // writes a session: the agent workers do. The page must show what they
-// wrote, not the copy the channels process read earlier (S-X5); the old
-// channels process kept showing the first turn's 2 of 4 messages.
+// wrote, not the copy the channels process read earlier
+// (docs/scale-out.md#subjects-and-streams); the old channels process kept
+// showing the first turn's 2 of 4 messages.
 func TestScaleOutWebPageShowsWhatWorkersWrote(t *testing.T) {
 	for _, sessions := range []string{config.SessionsSharedVolume, config.SessionsJetStream} {
 		t.Run(sessions, func(t *testing.T) {

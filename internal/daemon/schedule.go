@@ -25,8 +25,8 @@ type scheduler interface {
 }
 
 // buildSchedule creates the cron scheduler (and offers its tool to the
-// model) and, when enabled, the heartbeat (S-R1, S-R2). They only exist in
-// the gateway: a job's run needs a daemon that is up when it is due and a
+// model) and, when enabled, the heartbeat (docs/schedule.md). They only exist
+// in the gateway: a job's run needs a daemon that is up when it is due and a
 // chat app to reach. With NATS every agent process builds them, and the one
 // holding the scheduler lease runs them (docs/scale-out.md).
 func (g *Gateway) buildSchedule() error {

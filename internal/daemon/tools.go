@@ -14,9 +14,10 @@ import (
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
-// registerBuiltins registers the built-in tools (S-T2) the config enables.
-// The cron tool is not among them: it exists only where a scheduler runs
-// (the gateway, see schedule.go).
+// registerBuiltins registers the built-in tools
+// (docs/tools.md#the-built-in-tools) the config enables. The cron tool is not
+// among them: it exists only where a scheduler runs (the gateway, see
+// schedule.go).
 func registerBuiltins(reg *tools.Registry, cfg *config.Config, dataDir string, root *workspace.Root, b tools.Publisher, log *zap.Logger) error {
 	builtins := []tools.Tool{
 		// Built-in skills are listed at builtin: locations; read_file opens them.

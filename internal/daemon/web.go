@@ -38,7 +38,8 @@ func (g *Gateway) buildWeb() error {
 	}
 	var sessions web.Sessions = g.core.Sessions
 	if g.core.NATS != nil {
-		// Other processes' agents write these sessions (S-X5).
+		// Other processes' agents write these sessions
+		// (docs/scale-out.md#subjects-and-streams).
 		sessions = freshSessions{g.core.Sessions}
 	}
 	srv := web.New(wc, web.Deps{
@@ -214,9 +215,10 @@ func (l *webLinks) allowed(m bus.InboundMessage) bool {
 
 // freshSessions reads a session as it is now: on the NATS bus an agent
 // worker in another process may have written it since this process cached
-// it, and the page must never show a stale copy (S-X5: the channels process
-// showed 2 of 4 messages). Forget costs one request to the stream when
-// nothing is new; with shared-volume files, it rereads the file.
+// it, and the page must never show a stale copy (the channels process
+// showed 2 of 4 messages; see docs/scale-out.md#subjects-and-streams). Forget
+// costs one request to the stream when nothing is new; with shared-volume
+// files, it rereads the file.
 type freshSessions struct{ Sessions }
 
 func (f freshSessions) Get(key string) (session.Snapshot, error) {

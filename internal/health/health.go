@@ -1,9 +1,9 @@
-// Package health answers the gateway's probes (S-O2). /healthz says the
-// process is alive and serving HTTP. /readyz says it can do its job: every
-// registered check passes (each enabled channel connected to its platform,
-// the model provider not failing) and shutdown has not begun. Checks are
-// cheap reads of state the components keep anyway; a probe never calls a
-// platform or a provider.
+// Package health answers the gateway's probes
+// (docs/operations.md#the-http-listener). /healthz says the process is alive
+// and serving HTTP. /readyz says it can do its job: every registered check
+// passes (each enabled channel connected to its platform, the model provider
+// not failing) and shutdown has not begun. Checks are cheap reads of state the
+// components keep anyway; a probe never calls a platform or a provider.
 package health
 
 import (

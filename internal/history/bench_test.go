@@ -71,8 +71,8 @@ func BenchmarkProject(b *testing.B) {
 // not start with the previous call's messages byte for byte: the calls that
 // miss a provider's prompt cache after the system prompt. It uses only
 // Project(system, msgs, Options{Budget}) so that the same file measures the
-// algorithm before S-V5's budget rule (commit 1de2323) too. One iteration
-// is the whole replay:
+// algorithm before the budget rule (docs/history.md#levels-of-detail, commit
+// 1de2323) too. One iteration is the whole replay:
 //
 //	go test -run '^$' -bench PrefixChanges -benchtime 1x ./internal/history/
 func BenchmarkPrefixChanges(b *testing.B) {

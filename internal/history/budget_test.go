@@ -46,11 +46,11 @@ func levelSeq(v View, input []llm.Message) []llm.Level {
 	return out
 }
 
-// The issue's case (S-V5): a 200k-token window about 90 % free and a turn
-// that reads a 7.7 KB file eight times. The old projection sent only the
-// newest result whole, six as head+tail and one as a line; now all stay
-// Live, whether the reads are in the current turn or partly in the one
-// before.
+// The issue's case (docs/history.md#levels-of-detail): a 200k-token window
+// about 90 % free and a turn that reads a 7.7 KB file eight times. The old
+// projection sent only the newest result whole, six as head+tail and one as a
+// line; now all stay Live, whether the reads are in the current turn or partly
+// in the one before.
 func TestProjectIssueScenarioAllLive(t *testing.T) {
 	const budget = 200_000 - 8192
 	system := strings.Repeat("You are nanobot. Follow the rules in AGENTS.md. ", 300)

@@ -11,9 +11,10 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// Sizes of the renderings (S-V5), in bytes. A text up to summaryThreshold is
-// its own summary; a longer one keeps its first summaryHead and last
-// summaryTail bytes (cut at line breaks where one is near) around a marker.
+// Sizes of the renderings (docs/history.md#levels-of-detail), in bytes. A text
+// up to summaryThreshold is its own summary; a longer one keeps its first
+// summaryHead and last summaryTail bytes (cut at line breaks where one is
+// near) around a marker.
 const (
 	summaryThreshold = 1500
 	summaryHead      = 1000
@@ -24,10 +25,11 @@ const (
 	gistPreview  = 80
 )
 
-// Detail renders a tool result at the three levels of detail (S-V5), once,
-// when it is stored: Live is the result's text as the registry capped it,
-// Summary its head and tail around a marker saying how much was cut, and
-// Gist one line naming the tool, its key arguments, the outcome and the size:
+// Detail renders a tool result at the three levels of detail
+// (docs/history.md#levels-of-detail), once, when it is stored: Live is the
+// result's text as the registry capped it, Summary its head and tail around a
+// marker saying how much was cut, and Gist one line naming the tool, its key
+// arguments, the outcome and the size:
 //
 //	read_file(path="notes.md") → ok, 12.3 KB, 340 lines
 //

@@ -7,9 +7,9 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// Default water marks (S-V5), as fractions of Options.Budget: detail is
-// degraded when a request would exceed the high mark, and then, in one step,
-// until it is under the low mark.
+// Default water marks (docs/history.md#levels-of-detail), as fractions of
+// Options.Budget: detail is degraded when a request would exceed the high
+// mark, and then, in one step, until it is under the low mark.
 const (
 	DefaultHighWater = 1.0
 	DefaultLowWater  = 0.7
@@ -78,7 +78,8 @@ type View struct {
 // its consolidation offset in order (possibly followed by the current turn's
 // messages), for a model call with system as its system prompt. It repairs
 // msgs (see Repair) and renders every observation (tool results and large
-// user inputs) at a level of detail, spending detail by budget (S-V5):
+// user inputs) at a level of detail, spending detail by budget
+// (docs/history.md#levels-of-detail):
 //
 //   - every observation stays Live while the request fits the high mark;
 //   - a request over the high mark takes one degradation step: the oldest

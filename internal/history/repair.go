@@ -2,13 +2,13 @@ package history
 
 import "github.com/nanobot-go/nanobot/internal/llm"
 
-// Repair enforces the S-V3 invariants on a stored history without changing
-// what is valid: leading non-user messages are dropped (a history never
-// starts with an orphan tool result or an assistant reply), a tool message
-// that does not answer the assistant message before it is dropped, results
-// for unknown call ids are dropped, and every call without a result gets a
-// synthetic error result. It returns msgs itself when nothing needs fixing,
-// and never modifies msgs.
+// Repair enforces the tool-call invariants (docs/history.md#projection) on a
+// stored history without changing what is valid: leading non-user messages are
+// dropped (a history never starts with an orphan tool result or an assistant
+// reply), a tool message that does not answer the assistant message before it
+// is dropped, results for unknown call ids are dropped, and every call without
+// a result gets a synthetic error result. It returns msgs itself when nothing
+// needs fixing, and never modifies msgs.
 func Repair(msgs []llm.Message) []llm.Message {
 	if isClean(msgs) {
 		return msgs

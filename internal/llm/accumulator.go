@@ -8,7 +8,7 @@ import (
 )
 
 // Accumulator turns one provider stream into one assistant Message and
-// enforces the delta contract (S-V2): start first, seq strictly increasing,
+// enforces the delta contract: start first, seq strictly increasing,
 // exactly one terminal, argument fragments joined per call id even when calls
 // interleave. Violations are returned as *ContractError; it never panics.
 // The zero value is ready to use.

@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzAccumulator feeds arbitrary delta sequences to the Accumulator and
-// checks the contract (S-V2) against a reference written here from the
+// checks the contract against a reference written here from the
 // spec: it never panics; it produces a message exactly for a valid stream
 // that ended with done; once it refused a delta it refuses every later one;
 // and a message it produces is a valid assistant message whose text and

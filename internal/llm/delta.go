@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// DeltaKind names the kind of a streamed Delta (S-V2).
+// DeltaKind names the kind of a streamed Delta.
 type DeltaKind uint8
 
 const (

@@ -1,6 +1,7 @@
 package llm
 
-// Level is a level of detail at which a stored observation is rendered (S-V5).
+// Level is a level of detail at which a stored observation is rendered
+// (docs/history.md#levels-of-detail).
 type Level uint8
 
 const (

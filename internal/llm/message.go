@@ -37,8 +37,9 @@ type Message struct {
 	Meta  *Meta     `json:"meta,omitempty"`
 }
 
-// Meta records where an assistant message came from and what it cost (S-V4),
-// plus small per-message facts other roles may carry.
+// Meta records where an assistant message came from and what it cost
+// (docs/routing.md#what-the-caller-sees), plus small per-message facts other
+// roles may carry.
 type Meta struct {
 	// Route is the route name or "provider/model" string that was asked for.
 	Route string `json:"route,omitempty"`
@@ -90,14 +91,15 @@ type Part struct {
 	// Text holds the text of a text part, the reasoning of a thinking part, or
 	// the opaque payload of a redacted thinking part.
 	Text string `json:"text,omitempty"`
-	// Summary and Gist are shorter renderings of a large user text (S-V5);
-	// empty means "same as the next fuller rendering".
+	// Summary and Gist are shorter renderings of a large user text
+	// (docs/history.md#levels-of-detail); empty means "same as the next fuller
+	// rendering".
 	Summary string `json:"summary,omitempty"`
 	Gist    string `json:"gist,omitempty"`
 	// Signature is the provider's signature over a thinking part (Anthropic,
 	// Gemini) or a tool_call part (Gemini's thought signature); it is
 	// replayed verbatim to the API that produced it and never interpreted
-	// (S-V7).
+	// (docs/history.md#thinking).
 	Signature string `json:"signature,omitempty"`
 	// Redacted marks a thinking part whose Text is an encrypted payload.
 	Redacted bool        `json:"redacted,omitempty"`
@@ -204,7 +206,7 @@ var allowedParts = map[Role]map[PartKind]bool{
 }
 
 // Validate checks the role and that every part is allowed for it and carries
-// the payload its kind needs (S-V1).
+// the payload its kind needs (docs/sessions.md#records).
 func (m Message) Validate() error {
 	allowed, ok := allowedParts[m.Role]
 	if !ok {
@@ -223,7 +225,8 @@ func (m Message) Validate() error {
 	}
 	if m.Role == RoleAssistant && len(m.Parts) == 0 {
 		// Replayed to a model it reads as an answer of nothing, and some
-		// servers refuse it outright (S-A5).
+		// servers refuse it outright
+		// (docs/reliability.md#every-turn-ends-with-something-to-read).
 		return fmt.Errorf("assistant message without parts")
 	}
 	return nil

@@ -3,8 +3,9 @@ package llm
 import "fmt"
 
 // StopReason is why a model stopped writing, normalised across the four wire
-// protocols (S-A5). Each adapter maps its own vocabulary onto these values;
-// the agent decides once what each means for the user.
+// protocols (docs/reliability.md#every-turn-ends-with-something-to-read). Each
+// adapter maps its own vocabulary onto these values; the agent decides once
+// what each means for the user.
 type StopReason string
 
 const (

@@ -1,7 +1,7 @@
 // Package logging is the one place zap is configured: level, format
 // (console on a terminal, JSON otherwise) and redaction of secrets, which
 // happens on the encoded bytes so no field, message or error text can carry a
-// configured token or key into the log (S-O1).
+// configured token or key into the log (docs/operations.md#logs).
 package logging
 
 import (

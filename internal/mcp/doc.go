@@ -1,7 +1,7 @@
 // Package mcp brings the tools of Model Context Protocol servers to the
-// agent (S-T2): for every server under tools.mcp_servers it keeps a client
-// connection (a stdio child process or a streamable HTTP endpoint, through
-// the official Go SDK) and registers each of the server's tools in the
+// agent (docs/mcp.md): for every server under tools.mcp_servers it keeps a
+// client connection (a stdio child process or a streamable HTTP endpoint,
+// through the official Go SDK) and registers each of the server's tools in the
 // agent's tool registry as mcp_<server>_<tool>, with a name and a parameter
 // schema every provider accepts.
 //

@@ -16,7 +16,8 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// ToolName is the tool the model is forced to call (S-M2).
+// ToolName is the tool the model is forced to call
+// (docs/memory.md#the-model-call).
 const ToolName = "save_memory"
 
 // Errors of a model answer that cannot be applied. Consolidate wraps them

@@ -1,5 +1,5 @@
 // Package memory folds old conversation into the workspace's long-term
-// memory (S-M1, S-M2): memory/MEMORY.md, the facts injected into every
+// memory (docs/memory.md): memory/MEMORY.md, the facts injected into every
 // system prompt, and memory/HISTORY.md, an append-only log of dated
 // paragraphs that is searched, never injected.
 //

@@ -12,7 +12,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
-// The memory files, relative to the workspace (S-M1).
+// The memory files, relative to the workspace (docs/memory.md).
 const (
 	MemoryFile  = "memory/MEMORY.md"
 	HistoryFile = "memory/HISTORY.md"

@@ -9,7 +9,8 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// stampLayout is the HISTORY.md timestamp, "[2006-01-02 15:04]" (S-M1).
+// stampLayout is the HISTORY.md timestamp, "[2006-01-02 15:04]"
+// (docs/memory.md).
 const stampLayout = "2006-01-02 15:04"
 
 // maxArgChars bounds the tool-call arguments quoted in a transcript.

@@ -1,8 +1,9 @@
-// Package metrics holds nanobot's Prometheus metrics (S-O2): one registry
-// with the counters and histograms the daemon feeds through small observer
-// methods (turns, model calls, tools, platform calls), gauges read at scrape
-// time (queue depth, cached sessions, channel health), build info and the Go
-// runtime and process collectors. Its http.Handler serves /metrics.
+// Package metrics holds nanobot's Prometheus metrics
+// (docs/operations.md#metrics): one registry with the counters and histograms
+// the daemon feeds through small observer methods (turns, model calls, tools,
+// platform calls), gauges read at scrape time (queue depth, cached sessions,
+// channel health), build info and the Go runtime and process collectors. Its
+// http.Handler serves /metrics.
 //
 // It imports only llm (for token usage and error classification) and the
 // Prometheus client: the agent, tools and channels declare the observer

@@ -182,12 +182,13 @@ func (r *Router) Check(route string) error {
 
 // Complete runs req on the route and returns the accumulated assistant
 // message, with Meta recording the route asked for and the provider, api
-// and model that answered (S-V4). A retryable failure is retried on the
-// route, then each fallback is tried in order; an authentication or
-// validation error ends the call at once. onDelta, if not nil, sees every
-// delta as it arrives (for streaming drafts); a DeltaStart tells it a new
-// attempt began and any draft so far is void. A failed call returns an
-// error and no message, so nothing half-made is ever persisted (S-A2).
+// and model that answered (docs/routing.md#what-the-caller-sees). A retryable
+// failure is retried on the route, then each fallback is tried in order; an
+// authentication or validation error ends the call at once. onDelta, if not
+// nil, sees every delta as it arrives (for streaming drafts); a DeltaStart
+// tells it a new attempt began and any draft so far is void. A failed call
+// returns an error and no message, so nothing half-made is ever persisted
+// (docs/routing.md#what-happens-when-a-call-fails).
 func (r *Router) Complete(ctx context.Context, route string, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error) {
 	rt, err := r.Resolve(route)
 	if err != nil {
@@ -335,7 +336,9 @@ func (r *Router) attempt(ctx context.Context, rt Route, req llm.Request, onDelta
 	msg, err := acc.Message()
 	if err == nil {
 		// An empty answer or a malformed call is a failure the next try or
-		// route may not repeat (S-A5); a cut or a refusal is an answer.
+		// route may not repeat
+		// (docs/reliability.md#every-turn-ends-with-something-to-read); a cut
+		// or a refusal is an answer.
 		err = req.Check(msg)
 	}
 	if err != nil {

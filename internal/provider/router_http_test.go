@@ -208,7 +208,8 @@ func TestRouterOverHTTPWithGemini(t *testing.T) {
 		}
 	})
 	// Gemini's frequent finish reasons with nothing to use were a
-	// successful empty answer, and the fallback was never asked (S-A5).
+	// successful empty answer, and the fallback was never asked
+	// (docs/reliability.md#every-turn-ends-with-something-to-read).
 	t.Run("MALFORMED_FUNCTION_CALL twice, then the fallback answers", func(t *testing.T) {
 		rig := newGeminiRig(t, "")
 		rig.gemini.Script().Push(fakellm.Reply{Stop: llm.StopMalformedCall}, fakellm.Reply{Stop: llm.StopMalformedCall})

@@ -1,6 +1,6 @@
 // Package sandbox confines the processes the model can start (the exec
 // tool, and through it skills' scripts and subagents' commands) with the
-// kernel's Landlock LSM (SPEC S-T4, S-S4).
+// kernel's Landlock LSM (docs/tools.md#sandbox).
 //
 // The daemon does not confine itself: it starts every command through a
 // launcher, the hidden `nanobot __sandbox-exec` sub-command (Command), which

@@ -12,9 +12,9 @@ import (
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
-// CronTool is the cron tool (S-T2): the model adds, lists and removes the
-// current chat's jobs. Jobs are scoped to the chat (session) they were
-// created in: one user never sees or removes another's.
+// CronTool is the cron tool (docs/schedule.md#the-tool): the model adds, lists
+// and removes the current chat's jobs. Jobs are scoped to the chat (session)
+// they were created in: one user never sees or removes another's.
 type CronTool struct {
 	cron *Cron
 	// deliverable says whether runs can reach a chat of this channel; jobs

@@ -1,5 +1,5 @@
-// Package schedule is nanobot's proactive side (S-R1, S-R2): cron jobs that
-// the model creates with the cron tool, and the heartbeat that reads
+// Package schedule is nanobot's proactive side (docs/schedule.md): cron jobs
+// that the model creates with the cron tool, and the heartbeat that reads
 // HEARTBEAT.md every interval and decides whether its tasks are due.
 //
 // Neither talks to a chat directly. When a job or a heartbeat run is due,

@@ -90,12 +90,12 @@ type HeartbeatDeps struct {
 	Clock clock.Clock
 }
 
-// Heartbeat checks HEARTBEAT.md every interval (S-R1). With no active task
-// it does nothing, without calling the model. Otherwise it asks the model,
-// with a forced heartbeat tool call, whether a task is due; on "run" it
-// hands the due tasks to the agent as an inbound message in the most
-// recently active chat, so the agent does them there and replies. The
-// decision itself never reaches a chat.
+// Heartbeat checks HEARTBEAT.md every interval
+// (docs/schedule.md#the-heartbeat). With no active task it does nothing,
+// without calling the model. Otherwise it asks the model, with a forced
+// heartbeat tool call, whether a task is due; on "run" it hands the due tasks
+// to the agent as an inbound message in the most recently active chat, so the
+// agent does them there and replies. The decision itself never reaches a chat.
 //
 // Its memory is the last Keep decisions (time, decision, tasks), shown to
 // the model so it can tell a task done at 09:00 from one still due; they

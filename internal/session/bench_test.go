@@ -34,9 +34,10 @@ func benchTurn(i int) []llm.Message {
 }
 
 // BenchmarkAppendTurn appends one turn to a loaded session of 10 and of
-// 10,000 prior messages, fsync included (S-S2: the cost must not depend on
-// the length). The session is rebuilt every resetEvery turns, so "prior"
-// stays what the name says instead of growing with b.N.
+// 10,000 prior messages, fsync included (the cost must not depend on
+// the length; see docs/sessions.md#cost-of-a-turn). The session is rebuilt
+// every resetEvery turns, so "prior" stays what the name says instead of
+// growing with b.N.
 func BenchmarkAppendTurn(b *testing.B) { benchAppendTurn(b, (*os.File).Sync) }
 
 // BenchmarkAppendTurnNoSync is the same with fsync disabled, to show the
@@ -123,8 +124,9 @@ func priorSession(b testing.TB, n int) []byte {
 	return data
 }
 
-// TestAppendCostIndependentOfLength is the timing-free check of S-S2: a turn
-// appended to a session of 10,000 messages costs not materially more
+// TestAppendCostIndependentOfLength is the timing-free check that a turn's
+// cost does not grow with the session (docs/sessions.md#cost-of-a-turn): a
+// turn appended to a session of 10,000 messages costs not materially more
 // allocations or bytes than one appended to a session of 10. A re-read, a
 // rewrite or a copy of the history per turn would show up here (a copy of
 // 10,000 messages alone is ~700 KB). The byte bound leaves room for the

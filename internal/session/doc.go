@@ -1,7 +1,8 @@
 // Package session stores conversations as append-only JSONL files, one per
 // session key, in the sessions directory (agents.sessions_dir, by default
-// ~/.nanobot/sessions), outside the workspace the tools work in (SPEC S-S1,
-// S-S2). MoveDir moves an old <workspace>/sessions/ there once at start.
+// ~/.nanobot/sessions), outside the workspace the tools work in
+// (docs/sessions.md). MoveDir moves an old <workspace>/sessions/ there once at
+// start.
 //
 // A turn's messages reach the disk with one write(2) and one fsync, and the
 // file is never re-read or rewritten per turn: recently used sessions stay

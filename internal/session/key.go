@@ -35,7 +35,7 @@ const hashedPrefix = 100
 // accepted before hashed stems existed, so their files keep their names —
 // and otherwise `<first ≤100 bytes of EncodeKey(key)>=<32 hex digits of
 // SHA-256(key)>`. Such a name cannot be decoded; the key is read from the
-// file's header (SPEC S-S1: the key itself is inside the file).
+// file's header (the key itself is inside the file; see docs/sessions.md).
 func FileStem(key string) string {
 	enc := EncodeKey(key)
 	if len(enc) <= maxEncodedKey {

@@ -82,7 +82,8 @@ func (g *Log) Snapshot() Snapshot {
 
 // EncodeAppend validates msgs and returns the lines that append them, with
 // the header first when the conversation has no record yet; like
-// Store.Append it stamps messages without a Time and compacts them (S-V5).
+// Store.Append it stamps messages without a Time and compacts them
+// (docs/history.md#levels-of-detail).
 func (g *Log) EncodeAppend(msgs ...llm.Message) ([]byte, error) {
 	if err := validate(msgs); err != nil {
 		return nil, err

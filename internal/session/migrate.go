@@ -40,8 +40,8 @@ type MoveResult struct {
 }
 
 // MoveDir moves the files of the old sessions directory from (the
-// workspace's sessions/, SPEC S-S1) into to, the sessions directory now,
-// once at start, before any store opens either; it does nothing when from
+// workspace's sessions/, docs/sessions.md) into to, the sessions directory
+// now, once at start, before any store opens either; it does nothing when from
 // does not exist. It is safe against a crash at any point: each file is
 // moved on its own by rename(2), or across file systems copied to a temporary
 // file, fsync'd, renamed into place, and only then removed from from, so a

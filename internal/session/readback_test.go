@@ -47,7 +47,8 @@ func TestReadBackMatchesDecoding(t *testing.T) {
 		{"no time", llm.NewText(llm.RoleUser, "x"), true},
 		{"empty meta ids", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("x")}, Time: stamp, Meta: &llm.Meta{MessageIDs: []string{}}}, true},
 		{"empty meta", llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("x")}, Time: stamp, Meta: &llm.Meta{}}, true},
-		// A user message: an assistant message without parts is invalid (S-A5).
+		// A user message: an assistant message without parts is invalid
+		// (docs/reliability.md#every-turn-ends-with-something-to-read).
 		{"no parts", llm.Message{Role: llm.RoleUser, Time: stamp}, true},
 		{"empty parts", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{}, Time: stamp}, true},
 		{"another zone", llm.Message{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("x")}, Time: stamp.In(berlin)}, true},
@@ -129,7 +130,7 @@ func randomPlain(rng *rand.Rand) llm.Message {
 	zones := []*time.Location{time.UTC, time.FixedZone("", -7*3600), time.FixedZone("X", 5*3600+1800), time.FixedZone("S", 3600+17), time.Local}
 	m := llm.Message{Role: []llm.Role{llm.RoleUser, llm.RoleAssistant, llm.RoleSystem}[rng.IntN(3)]}
 	switch rng.IntN(8) {
-	case 0: // nil parts; an assistant message needs some (S-A5)
+	case 0: // nil parts; an assistant message needs some (docs/reliability.md#every-turn-ends-with-something-to-read)
 		m.Role = llm.RoleUser
 	case 1:
 		m.Role = llm.RoleUser

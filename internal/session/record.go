@@ -207,8 +207,8 @@ func validUTF8(ss ...string) bool {
 }
 
 // messages appends a message record per message, stamping those without a
-// Time with now and compacting them (S-V5), and returns them as they will
-// read back.
+// Time with now and compacting them (docs/history.md#levels-of-detail), and
+// returns them as they will read back.
 func (e *encoder) messages(msgs []llm.Message, now time.Time) ([]llm.Message, error) {
 	back := make([]llm.Message, 0, len(msgs))
 	for i, m := range msgs {
@@ -261,8 +261,9 @@ func decodeMessage(raw []byte) (llm.Message, error) {
 	return m, nil
 }
 
-// compact drops renderings that equal a fuller one (S-V5: text is stored once).
-// It copies what it changes, so the caller's message is never modified.
+// compact drops renderings that equal a fuller one (text is stored once; see
+// docs/history.md#levels-of-detail). It copies what it changes, so the
+// caller's message is never modified.
 func compact(m llm.Message) llm.Message {
 	var parts []llm.Part
 	for i, p := range m.Parts {

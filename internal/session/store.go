@@ -209,10 +209,10 @@ func (s *Store) Get(key string) (Snapshot, error) {
 // Append validates msgs and appends them to the session with one write and
 // one fsync, all or nothing as far as the store can tell. Messages without a
 // Time are stamped with Options.Now; tool-result renderings equal to a fuller
-// one are dropped (S-V5). The returned snapshot holds the messages as they
-// will read back from disk. On error nothing is added: bytes that reached
-// the file are cut off again, and the session is reloaded from the file on
-// the next call.
+// one are dropped (docs/history.md#levels-of-detail). The returned snapshot
+// holds the messages as they will read back from disk. On error nothing is
+// added: bytes that reached the file are cut off again, and the session is
+// reloaded from the file on the next call.
 func (s *Store) Append(key string, msgs ...llm.Message) (Snapshot, error) {
 	return s.appendOp(key, "append", true, msgs)
 }

@@ -86,7 +86,8 @@ func TestAppendRefusesInvalid(t *testing.T) {
 		want string
 	}{
 		{"tool message without results", []llm.Message{{Role: llm.RoleTool}}, "message 0: tool message without results"},
-		// S-A5: an answer of nothing was saved as parts: null and replayed.
+		// See docs/reliability.md#every-turn-ends-with-something-to-read. An
+		// answer of nothing was saved as parts: null and replayed.
 		{"assistant message without parts", []llm.Message{valid, {Role: llm.RoleAssistant, Meta: &llm.Meta{StopReason: llm.StopEnd}}},
 			"message 1: assistant message without parts"},
 		{"unknown role", []llm.Message{{Role: "robot", Parts: []llm.Part{llm.Text("x")}}}, `unknown role "robot"`},
@@ -679,8 +680,9 @@ func TestMemoLivesAsLongAsTheLoadedSession(t *testing.T) {
 	}
 }
 
-// TestOldEmptyAnswerIsSkippedOnLoad: a session written before S-A5 may
-// hold an assistant message with "parts": null; it loads without it, with
+// TestOldEmptyAnswerIsSkippedOnLoad: a session written before empty answers
+// were refused (docs/reliability.md#every-turn-ends-with-something-to-read)
+// may hold an assistant message with "parts": null; it loads without it, with
 // a warning, instead of being replayed to the model.
 func TestOldEmptyAnswerIsSkippedOnLoad(t *testing.T) {
 	dir := t.TempDir()

@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-// Summary renders the skills list for the system prompt (S-C2):
+// Summary renders the skills list for the system prompt
+// (docs/skills.md#in-the-system-prompt):
 //
 //	<skills>
 //	  <skill available="true"><name>…</name><description>…</description><location>…</location></skill>

@@ -1,9 +1,11 @@
 // Package skills discovers the agent's skills: Markdown instruction files
 // (SKILL.md with YAML frontmatter) that teach the model how to do something.
 // Built-in skills are embedded in the binary; a workspace skill of the same
-// name overrides a built-in one (S-K1). The package renders the skills
-// summary and the always-on skill bodies that go into the system prompt
-// (S-C1, S-C2). It reads files; it never runs anything.
+// name overrides a built-in one (docs/skills.md#where-skills-come-from). The
+// package renders the skills summary and the always-on skill bodies that go
+// into the system prompt (README.md#the-workspace,
+// docs/skills.md#in-the-system-prompt). It reads files; it never runs
+// anything.
 package skills
 
 import (

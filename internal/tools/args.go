@@ -96,9 +96,10 @@ func decodeJSON(data []byte) (any, error) {
 	return v, nil
 }
 
-// coerce applies the simple casts of S-T1 to v, guided by schema s, and
-// turns every json.Number into int64 or float64 for the validator. path
-// names v in error messages.
+// coerce applies the registry's simple casts
+// (docs/tools.md#every-call-the-registry) to v, guided by schema s, and turns
+// every json.Number into int64 or float64 for the validator. path names v in
+// error messages.
 //
 // Casts: a string holding a number or boolean where the schema wants one
 // ("5" -> 5, "true" -> true); a number or boolean where it wants a string

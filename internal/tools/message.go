@@ -180,7 +180,8 @@ func (t *Message) mediaPart(p string) (llm.Part, error) {
 // SentToCurrentChat reports whether call, a successful message-tool call
 // with result res, delivered to the chat of origin. The agent uses it so
 // that a turn that already answered through the message tool does not send
-// its final text again (S-A3).
+// its final text again
+// (docs/reliability.md#every-turn-ends-with-something-to-read).
 func SentToCurrentChat(call llm.ToolCall, res llm.ToolResult, origin Origin) bool {
 	if call.Name != "message" || res.IsError || call.ParseError != "" {
 		return false

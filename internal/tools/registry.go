@@ -247,7 +247,8 @@ func (r *Registry) Execute(ctx context.Context, call llm.ToolCall, origin Origin
 	res = llm.ToolResult{ToolCallID: call.ID, Name: call.Name}
 	defer func() {
 		// Execute's own code should not panic either; if it does, the call
-		// still gets its result (S-V3: every call has exactly one).
+		// still gets its result (every call has exactly one; see
+		// docs/history.md#projection).
 		if p := recover(); p != nil {
 			log.Error("tool call panicked outside the tool", zap.String("tool", call.Name),
 				zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))

@@ -1,12 +1,13 @@
 // Package tools is what the agent's model can do besides talking: the Tool
 // interface, the Registry that validates a model's tool calls and runs them
-// safely (S-T1), and the built-in tools (S-T2), one file each: read_file,
-// write_file, edit_file, list_dir, exec and message.
+// safely (docs/tools.md#every-call-the-registry), and the built-in tools
+// (docs/tools.md#the-built-in-tools), one file each: read_file, write_file,
+// edit_file, list_dir, exec and message.
 //
 // The agent owns a Registry, hands its Specs to the model and passes every
 // tool call to Execute, which always returns a result and never panics. File
 // tools reach the disk only through a workspace.Root, which confines them
-// (S-T3, S-S4). Other tools (web, spawn, cron, MCP) live in their own
+// (docs/tools.md). Other tools (web, spawn, cron, MCP) live in their own
 // packages and only need to implement Tool.
 package tools
 

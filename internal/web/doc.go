@@ -1,4 +1,4 @@
-// Package web is the browser surface of the gateway (S-W1..S-W3): a chat
+// Package web is the browser surface of the gateway (docs/web.md): a chat
 // page whose conversations are sessions of the "web" channel (web:<id>), and
 // a control panel, served on gateway.listen from files embedded in the
 // binary.

@@ -19,12 +19,13 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// Files the assistant sent to a conversation with its message tool (S-A3)
-// are shown as links (pictures as previews) served behind the login, from
-// the workspace only, through os.Root: a path that leaves the workspace,
-// even by a symlink, is never opened. A conversation may fetch only the
-// files sent to it: the ones the page saw arrive, or the ones its session
-// records as sent by a message-tool call that succeeded.
+// Files the assistant sent to a conversation with its message tool
+// (docs/reliability.md#every-turn-ends-with-something-to-read) are shown as
+// links (pictures as previews) served behind the login, from the workspace
+// only, through os.Root: a path that leaves the workspace, even by a symlink,
+// is never opened. A conversation may fetch only the files sent to it: the
+// ones the page saw arrive, or the ones its session records as sent by a
+// message-tool call that succeeded.
 
 // sentFile is one file of an assistant message as the page shows it. URL is
 // empty when the file cannot be served (outside the workspace).

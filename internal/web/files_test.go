@@ -61,7 +61,8 @@ func notesOf(h map[string]any) (htmls []string, files []string) {
 // What the message tool sent is part of the chat's record: a page opened
 // after the turn (a reload, or a page that was closed when a reminder ran)
 // shows every note it sent to this conversation, with its files, and none
-// it sent elsewhere or failed to send (S-A3).
+// it sent elsewhere or failed to send
+// (docs/reliability.md#every-turn-ends-with-something-to-read).
 func TestHelloRebuildsMessageToolNotesFromTheRecord(t *testing.T) {
 	e := newEnv(t)
 	c := e.login()

@@ -275,8 +275,9 @@ func sseFrame(v any) []byte {
 
 // wireMessages turns the latest stored messages of conversation id into
 // what the page shows. What the message tool sent here is part of the
-// record (S-A3): each such call is shown as the message it sent, files
-// included, after the text of the answer that made it.
+// record (docs/reliability.md#every-turn-ends-with-something-to-read): each
+// such call is shown as the message it sent, files included, after the text of
+// the answer that made it.
 func (h *hub) wireMessages(id string, msgs []llm.Message) []wireMessage {
 	if len(msgs) > historyLimit {
 		msgs = msgs[len(msgs)-historyLimit:]

@@ -263,8 +263,9 @@ func TestPanelSessionsWithLOD(t *testing.T) {
 			levels = append(levels, m.Level)
 		}
 	}
-	// Detail is spent by budget (S-V5): nine results of ~2.4k tokens fit
-	// the panel's 100k budget, so all are sent whole.
+	// Detail is spent by budget (docs/history.md#levels-of-detail): nine
+	// results of ~2.4k tokens fit the panel's 100k budget, so all are sent
+	// whole.
 	if got := strings.Join(levels, " "); got != strings.TrimSpace(strings.Repeat("live ", 9)) {
 		t.Fatalf("levels = %s; want all live", got)
 	}

@@ -1,8 +1,8 @@
 // Package workspace manages the agent's workspace directory: it installs the
 // template into a new workspace and confines the file tools to it.
 //
-// Confinement (S-T3, S-S4) works in three layers, each closing a gap the one
-// before cannot:
+// Confinement (docs/tools.md) works in three layers, each closing a gap the
+// one before cannot:
 //
 //  1. Resolve checks the path's text and then follows every symlink in it the
 //     way the kernel would, so "link/x" is judged by where it really leads.

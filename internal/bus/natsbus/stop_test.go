@@ -8,7 +8,8 @@ import (
 )
 
 // TestWireCarriesStop: a final's stop reason crosses the NATS bus, so the
-// API behind a split gateway answers the right finish_reason (S-A5).
+// API behind a split gateway answers the right finish_reason
+// (docs/reliability.md#every-turn-ends-with-something-to-read).
 func TestWireCarriesStop(t *testing.T) {
 	data, err := encodeOut(bus.OutboundMessage{Channel: "api", ChatID: "c", Kind: bus.KindFinal, Content: "half", Stop: llm.StopLength})
 	if err != nil {

@@ -60,8 +60,9 @@ func partition(key string, n int) int {
 }
 
 // wireIn is an InboundMessage on the wire: every field but the Ack callback
-// (S-X5). TestWireRoundTripsEveryField fills every field by reflection, so a
-// field added to bus.InboundMessage and forgotten here fails that test.
+// (docs/scale-out.md#subjects-and-streams). TestWireRoundTripsEveryField fills
+// every field by reflection, so a field added to bus.InboundMessage and
+// forgotten here fails that test.
 type wireIn struct {
 	Channel    string            `json:"channel"`
 	SenderID   string            `json:"sender_id,omitempty"`

@@ -14,7 +14,8 @@ import (
 // messages, recursively and found by reflection, sends them through the wire
 // encoding and compares: a field added to bus.InboundMessage or
 // bus.OutboundMessage (or to the llm types they hold) that the wire forgets
-// fails here (S-X5). Only the callbacks (Ack, Delivered) stay in-process.
+// fails here (docs/scale-out.md#subjects-and-streams). Only the callbacks
+// (Ack, Delivered) stay in-process.
 func TestWireRoundTripsEveryField(t *testing.T) {
 	t.Run("inbound", func(t *testing.T) {
 		var in bus.InboundMessage

@@ -1,8 +1,8 @@
-// Package cli is the terminal channel (S-H4): `nanobot agent -m TEXT` asks
-// one question and prints the answer; `nanobot agent` is an interactive
-// REPL. Both go through the same bus, agent loop and sessions as the chat
-// channels, under the session key "cli:local". In this mode the CLI is the
-// only channel, so it reads the bus's outbound queue itself.
+// Package cli is the terminal channel (README.md#commands): `nanobot agent -m
+// TEXT` asks one question and prints the answer; `nanobot agent` is an
+// interactive REPL. Both go through the same bus, agent loop and sessions as
+// the chat channels, under the session key "cli:local". In this mode the CLI
+// is the only channel, so it reads the bus's outbound queue itself.
 package cli
 
 import (

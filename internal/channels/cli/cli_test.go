@@ -69,8 +69,9 @@ func TestAsk(t *testing.T) {
 			want:  "sent via tool\n",
 		},
 		{
-			// S-A3: a progress note does not swallow the answer, and does
-			// not land on the line of the streamed text before it.
+			// See docs/reliability.md#every-turn-ends-with-something-to-read.
+			// A progress note does not swallow the answer, and does not land
+			// on the line of the streamed text before it.
 			name: "progress note mid-stream, then the answer", stream: true, input: "hi",
 			reply: []bus.OutboundMessage{{Kind: bus.KindDraft, Content: "Let me look."}, {Kind: bus.KindMessage, Content: "working on it"},
 				{Kind: bus.KindDraft, Content: "The answer"}, {Kind: bus.KindFinal, Content: "The answer is 42."}},

@@ -1,7 +1,7 @@
-// Package discord is the Discord channel (S-H3): it keeps a gateway session
-// (intents guilds, guild messages, direct messages, message content) alive
-// across disconnects, RECONNECT and INVALID_SESSION, turns the messages it
-// may answer into bus.InboundMessages, fetches over REST what it missed
+// Package discord is the Discord channel (docs/discord.md): it keeps a gateway
+// session (intents guilds, guild messages, direct messages, message content)
+// alive across disconnects, RECONNECT and INVALID_SESSION, turns the messages
+// it may answer into bus.InboundMessages, fetches over REST what it missed
 // while away (cursors.go, catchup.go), and sends, edits, deletes and types
 // over the REST API for the channel-neutral manager in package channels.
 //

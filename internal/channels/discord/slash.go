@@ -18,9 +18,9 @@ import (
 // interaction is answered; Discord gives up on an answer after 3 s.
 const interactionDeadline = 2 * time.Second
 
-// slashCommands are the chat commands (S-A4) as Discord application
-// commands, so they show up in Discord's command picker. Running one is the
-// same as typing it.
+// slashCommands are the chat commands (README.md#commands) as Discord
+// application commands, so they show up in Discord's command picker. Running
+// one is the same as typing it.
 func slashCommands() []*discordgo.ApplicationCommand {
 	var out []*discordgo.ApplicationCommand
 	for _, cmd := range channels.Commands() {

@@ -1,9 +1,9 @@
-// Package telegram is the Telegram channel (S-H2): it receives messages by
-// long polling or a webhook, passes them through the shared inbound gate
-// (access, dedupe, limits) onto the bus, and sends, edits and deletes
-// messages for the channel manager, rendering Markdown as Telegram HTML. It
-// uses github.com/go-telegram/bot for the Bot API methods but polls and
-// confirms updates itself, so an update is only forgotten once the agent
+// Package telegram is the Telegram channel (docs/telegram.md): it receives
+// messages by long polling or a webhook, passes them through the shared
+// inbound gate (access, dedupe, limits) onto the bus, and sends, edits and
+// deletes messages for the channel manager, rendering Markdown as Telegram
+// HTML. It uses github.com/go-telegram/bot for the Bot API methods but polls
+// and confirms updates itself, so an update is only forgotten once the agent
 // has recorded it.
 package telegram
 

@@ -128,7 +128,8 @@ func systemBlocks(system string, more []string) []wireBlock {
 	}
 	if n := len(out); n > 0 {
 		// One breakpoint after the system prompt caches tools and system
-		// together: the prompt is byte-identical between turns (S-C1).
+		// together: the prompt is byte-identical between turns
+		// (README.md#the-workspace).
 		out[n-1].CacheControl = ephemeral()
 	}
 	return out
@@ -235,7 +236,7 @@ func (r *renderer) render(history []llm.Message) ([]wireMessage, []string) {
 }
 
 // fromAnthropic reports whether m's thinking may be replayed: signatures are
-// only meaningful to the API that made them (S-V7).
+// only meaningful to the API that made them (docs/history.md#thinking).
 func fromAnthropic(m llm.Message) bool { return m.Meta != nil && m.Meta.API == API }
 
 func (r *renderer) assistant(m llm.Message) {

@@ -44,8 +44,9 @@ var testTools = []llm.ToolSpec{
 }
 
 // threeCalls is one model turn that called three tools; threeResults holds
-// its results as one tool message (S-V3). The OpenAI adapter sends this as
-// three role "tool" messages; Anthropic needs one user message.
+// its results as one tool message (docs/history.md#projection). The OpenAI
+// adapter sends this as three role "tool" messages; Anthropic needs one user
+// message.
 var (
 	threeCalls = assistant("anthropic", llm.Text("Let me look around."),
 		call("toolu_a", "read_file", `{"path":"notes.md"}`),
@@ -344,8 +345,9 @@ func TestRender(t *testing.T) {
 }
 
 // TestRenderSameBodyForEquivalentHistories: the results of one turn may be
-// stored as one tool message (S-V3) or, in older sessions, one per result and
-// in completion order; Anthropic gets the same single user message.
+// stored as one tool message (docs/history.md#projection) or, in older
+// sessions, one per result and in completion order; Anthropic gets the same
+// single user message.
 func TestRenderSameBodyForEquivalentHistories(t *testing.T) {
 	base := []llm.Message{userText("what is in my notes?"), threeCalls}
 	one := append(append([]llm.Message{}, base...), tool(resultA, resultB, resultC))

@@ -9,7 +9,8 @@ import (
 )
 
 // TestStopReasons: every way the fake can end an answer on the wire comes
-// out as the normalised stop reason, with what was written before it (S-A5).
+// out as the normalised stop reason, with what was written before it
+// (docs/reliability.md#every-turn-ends-with-something-to-read).
 func TestStopReasons(t *testing.T) {
 	tests := []struct {
 		name  string

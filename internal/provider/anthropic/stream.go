@@ -256,7 +256,8 @@ func (d *decoder) protocolError(format string, args ...any) bool {
 	return false
 }
 
-// stopReason normalises Anthropic's stop_reason (S-A5).
+// stopReason normalises Anthropic's stop_reason
+// (docs/reliability.md#every-turn-ends-with-something-to-read).
 func stopReason(r string) llm.StopReason {
 	switch r {
 	case "end_turn", "stop_sequence":

@@ -190,7 +190,8 @@ func currentTurn(history []llm.Message) int {
 }
 
 // fromGemini reports whether m's thinking and signatures may be replayed:
-// they mean something only to the API that made them (S-V7).
+// they mean something only to the API that made them
+// (docs/history.md#thinking).
 func fromGemini(m llm.Message) bool { return m.Meta != nil && m.Meta.API == API }
 
 func (r *renderer) assistant(m llm.Message, current bool) {

@@ -103,9 +103,9 @@ func TestRenderGolden(t *testing.T) {
 	}
 }
 
-// The results of one turn may be stored as one tool message (S-V3) or, in
-// older sessions, one per result and in completion order; Gemini gets the
-// same single user turn.
+// The results of one turn may be stored as one tool message
+// (docs/history.md#projection) or, in older sessions, one per result and in
+// completion order; Gemini gets the same single user turn.
 func TestRenderSameBodyForEquivalentHistories(t *testing.T) {
 	f := newFixture(t)
 	base := []llm.Message{llm.NewText(llm.RoleUser, "q"), assistant("openai", call("a", "now", `{}`), call("b", "now", `{}`))}

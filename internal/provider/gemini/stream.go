@@ -193,7 +193,8 @@ func (u *wireUsage) llm() llm.Usage {
 	}
 }
 
-// stopReason normalises Gemini's finishReason (S-A5).
+// stopReason normalises Gemini's finishReason
+// (docs/reliability.md#every-turn-ends-with-something-to-read).
 func stopReason(r string, calls bool) llm.StopReason {
 	switch r {
 	case "STOP":

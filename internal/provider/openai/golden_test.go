@@ -148,8 +148,9 @@ func checkHistory(t *testing.T, got fakellm.Request) {
 	if contents[1] != "Error: arguments are not valid JSON: unexpected end of JSON input" {
 		t.Errorf("error result = %q", contents[1])
 	}
-	// S-A5: servers that parse arguments refuse the raw text; the error
-	// result above tells the model what was wrong.
+	// See docs/reliability.md#every-turn-ends-with-something-to-read. Servers
+	// that parse arguments refuse the raw text; the error result above tells
+	// the model what was wrong.
 	if args := got.Messages[1].ToolCalls[1].Args; args != `{}` {
 		t.Errorf("parse-error call sent arguments %q, want {}", args)
 	}

@@ -336,8 +336,9 @@ func clip(b []byte, n int) []byte {
 	return b
 }
 
-// chatStop normalises a Chat Completions finish_reason (S-A5); a refusal
-// ends with "stop" on the wire.
+// chatStop normalises a Chat Completions finish_reason
+// (docs/reliability.md#every-turn-ends-with-something-to-read); a refusal ends
+// with "stop" on the wire.
 func chatStop(r string, refused bool) llm.StopReason {
 	switch r {
 	case "stop":

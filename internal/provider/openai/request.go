@@ -180,10 +180,11 @@ func (p *Provider) assistant(out []goopenai.ChatCompletionMessage, m llm.Message
 }
 
 // callArguments is the call's argument object; {} when what the model sent
-// did not parse (S-A5). Servers that parse arguments (vLLM, several
-// gateways) refuse the raw text with a 400 on every later request of the
-// chat; the model learns its mistake from the call's error result, which
-// quotes the parse error, as with the Anthropic and Gemini adapters.
+// did not parse (docs/reliability.md#every-turn-ends-with-something-to-read).
+// Servers that parse arguments (vLLM, several gateways) refuse the raw text
+// with a 400 on every later request of the chat; the model learns its mistake
+// from the call's error result, which quotes the parse error, as with the
+// Anthropic and Gemini adapters.
 func callArguments(c llm.ToolCall) string {
 	if c.ParseError != "" {
 		return "{}"

@@ -198,7 +198,8 @@ func (s *rstream) finish(parent, ctx context.Context) {
 	s.emit(llm.Delta{Kind: llm.DeltaDone, StopReason: s.stopReason()})
 }
 
-// stopReason normalises how a Responses stream ended (S-A5):
+// stopReason normalises how a Responses stream ended
+// (docs/reliability.md#every-turn-ends-with-something-to-read):
 // response.incomplete names its reason, response.completed does not.
 func (s *rstream) stopReason() llm.StopReason {
 	switch {

@@ -14,8 +14,9 @@ import (
 
 // TestStopReasons: every way the fake ends an answer on the Chat
 // Completions and Responses wires comes out as the normalised stop reason,
-// with what was written before it (S-A5). Responses reports a cut or a
-// filter with response.incomplete.
+// with what was written before it
+// (docs/reliability.md#every-turn-ends-with-something-to-read). Responses
+// reports a cut or a filter with response.incomplete.
 func TestStopReasons(t *testing.T) {
 	call := []fakellm.Call{{ID: "call_1", Name: "f", Args: `{}`}}
 	tests := []struct {
@@ -68,7 +69,8 @@ func TestStopReasons(t *testing.T) {
 // TestBrokenArgumentsReplayedAsEmptyObject: a call whose arguments did not
 // parse goes back as {} on both APIs, so a server that parses arguments
 // (the fake's strict mode, like vLLM) accepts the history; the error
-// result still says what was wrong (S-A5).
+// result still says what was wrong
+// (docs/reliability.md#every-turn-ends-with-something-to-read).
 func TestBrokenArgumentsReplayedAsEmptyObject(t *testing.T) {
 	broken := llm.Part{Kind: llm.PartToolCall, Call: &llm.ToolCall{ID: "call_1", Name: "read_file",
 		RawArgs: `{"path": "notes`, ParseError: "arguments are not valid JSON: unexpected end of JSON input"}}

@@ -1,6 +1,7 @@
-// Package web holds the model's two tools for the internet (S-T2):
-// web_search (DuckDuckGo's HTML page without a key, or the Brave Search API
-// with one) and web_fetch (one http or https page, turned into Markdown).
+// Package web holds the model's two tools for the internet
+// (docs/web-tools.md): web_search (DuckDuckGo's HTML page without a key, or
+// the Brave Search API with one) and web_fetch (one http or https page, turned
+// into Markdown).
 //
 // web_fetch runs on the model's say-so with URLs anyone can put in front of
 // it, so it only reaches the public internet: its dialer checks the address
