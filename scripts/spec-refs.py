@@ -128,7 +128,7 @@ OVERRIDES = {
 }
 
 ID = r"S-[A-Z]+[0-9]+[a-z]?"
-ID_RE = re.compile(r"\b" + ID + r"\b")
+ID_RE = re.compile(r"\b" + ID + r"\b|\bSPEC(?:\.md| §)")  # what TestNoSpecIDs refuses
 ONE = r"(?:SPEC\s+)?" + ID + r"(?:\.\." + ID + r")?"
 IDLIST = ONE + r"(?:,\s*" + ONE + r")*"
 SEP = r",\s*(?://\s*)?"  # a list may go on in the next line of a Go comment
@@ -152,6 +152,10 @@ PHRASES = [
     (r"the simple casts of S-T1", "the registry's simple casts ({S-T1})"),
     (r"the timing-free check of S-S2:", "the timing-free check that a turn's cost does not grow with the session ({S-S2}):"),
     (r"After the memory \(S-C1\):", "After the memory (the order of the whole prompt: {S-C1}):"),
+    # The specification by name, without an id.
+    (r"the layering of\n(\s*//\s*)SPEC §1:", "the layering\n\\1(README.md#how-it-works):"),
+    (r"Each is a feature SPEC\.md asks for or a library\n(\s*)the brief prefers\.",
+     "Each is a feature the README documents or a library\n\\1the project prefers."),
     # "(SPEC\n// S-API1, S-API2): POST …" (the id list opens the next line).
     (r"\(SPEC\n(\s*//\s*)(" + IDLIST + r")\):\s*", "({\\2}):\n\\1"),
     # "(S-V5,\n// docs/history.md)": the id and the doc it now points into.
