@@ -162,6 +162,7 @@ PHRASES = [
     (r"\((" + IDLIST + r"),\n\s*//\s*docs/[\w.-]+\.md\)", "({\\1})"),
 ]
 
+OLD_ANCHOR = re.compile(r"(\.md#[\w-]*?)(?:-s-[a-z]+[0-9]+[a-z]?)+(?=[)\s.,;:]|$)", re.M)
 SCAN_EXT = (".go", ".md", ".yaml", ".yml", ".js", ".html", ".css", ".sh", ".toml")
 SELF = "scripts/spec-refs.py"
 
@@ -443,7 +444,15 @@ def main():
         if new != text:
             texts[rel] = new
             changed.append(rel)
-    # Links to a heading whose ids were dropped follow it.
+    # Links to a heading whose ids were dropped follow it: those renamed in this run, and those a merged branch
+    # still writes with the old anchor (the ids slugged at its end: "#every-turn-…-s-a3-s-a5").
+    for rel, text in texts.items():
+        if rel.endswith((".md", ".go")):
+            new = OLD_ANCHOR.sub(r"\1", text)
+            if new != text:
+                texts[rel] = new
+                if rel not in changed:
+                    changed.append(rel)
     for (doc, old), newa in renamed.items():
         for rel, text in texts.items():
             if not rel.endswith(".md") and not rel.endswith(".go"):
