@@ -174,7 +174,7 @@ var Policies = []Policy{
 	{Kind: KindOK, Breaker: SignalUp, Health: SignalUp, Metric: MetricOK, Reason: "answered"},
 	{Kind: KindCancelled, Metric: MetricCancelled, Reason: "cancelled",
 		User: "⚠️ The answer was cancelled."},
-	{Kind: KindDeadline, Metric: MetricDeadline, Reason: "the caller's time ran out",
+	{Kind: KindDeadline, Metric: MetricDeadline, Reason: "time ran out before the model answered",
 		User: "⚠️ The model took too long to answer. Please try again."},
 	{Kind: KindAuth, Breaker: SignalUp, Health: SignalDown, Metric: MetricAuth,
 		Reason: "the model provider refused the API key",

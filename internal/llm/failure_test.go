@@ -43,7 +43,7 @@ func TestClassify(t *testing.T) {
 		// cancellation; it used to be "unavailable" for the metrics and
 		// readiness while the router gave up at once.
 		{"caller's deadline", routeErr(context.DeadlineExceeded),
-			want{llm.KindDeadline, llm.RetryNo, false, none, none, "deadline", "the caller's time ran out",
+			want{llm.KindDeadline, llm.RetryNo, false, none, none, "deadline", "time ran out before the model answered",
 				"⚠️ The model took too long to answer. Please try again."}},
 		{"provider's timeout", &llm.APIError{Provider: "openai", Type: "timeout", Message: "no complete answer within 5m0s", Err: context.DeadlineExceeded},
 			want{llm.KindTimeout, backoff, true, down, down, "unavailable",
