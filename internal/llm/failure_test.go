@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +204,47 @@ func matches(s, want string) bool {
 		return strings.HasPrefix(s, prefix)
 	}
 	return s == want
+}
+
+// TestFailureTableInDocs keeps the copy of the table in docs/routing.md
+// true: one row per failure kind (not the answers: ok and the stops), with
+// the same retry, fallbacks, breaker, readiness and metric.
+func TestFailureTableInDocs(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/routing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[llm.Kind][]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		for i := range cells {
+			cells[i] = strings.Trim(strings.TrimSpace(cells[i]), "`")
+		}
+		if len(cells) == 7 {
+			rows[llm.Kind(cells[0])] = cells
+		}
+	}
+	yesNo := map[bool]string{true: "yes", false: "no"}
+	for _, p := range llm.Policies {
+		if p.Metric == llm.MetricOK {
+			continue
+		}
+		want := []string{string(p.Kind), "", p.Retry.String(), yesNo[p.Fallback], p.Breaker.String(), p.Health.String(), p.Metric}
+		got, ok := rows[p.Kind]
+		if !ok {
+			t.Errorf("docs/routing.md has no row for %s", p.Kind)
+			continue
+		}
+		want[1] = got[1] // which errors: prose
+		if !slices.Equal(got, want) {
+			t.Errorf("docs/routing.md row for %s:\n got %q\nwant %q", p.Kind, got, want)
+		}
+		delete(rows, p.Kind)
+	}
+	for kind := range rows {
+		t.Errorf("docs/routing.md has a row for %s, which is not in the table", kind)
+	}
 }

@@ -197,7 +197,9 @@ func (r *Router) Complete(ctx context.Context, route string, req llm.Request, on
 	var errs []error
 	for i, cand := range r.chain(log, rt) {
 		if i > 0 {
-			log.Warn("falling back", zap.String("route", rt.Name), zap.String("fallback", cand.Name), zap.Error(errs[len(errs)-1]))
+			last := errs[len(errs)-1]
+			log.Warn("falling back", zap.String("route", rt.Name), zap.String("fallback", cand.Name),
+				zap.String("failure", string(llm.Classify(last).Kind)), zap.Error(last))
 		}
 		msg, err := r.onRoute(ctx, cand, req, onDelta)
 		if err == nil {
@@ -281,7 +283,8 @@ func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta
 				log.Warn("retry-after too long, not waiting", zap.String("route", label), zap.Duration("retry_after", wait), zap.Error(err))
 			}
 			if record(b, f.Breaker, r.opts.Clock.Now(), err) {
-				log.Warn("circuit opened", zap.String("route", label), zap.Duration("cooldown", r.opts.Breaker.Cooldown), zap.Error(err))
+				log.Warn("circuit opened", zap.String("route", label), zap.Duration("cooldown", r.opts.Breaker.Cooldown),
+					zap.String("failure", string(f.Kind)), zap.Error(err))
 			}
 			return llm.Message{}, err
 		}
