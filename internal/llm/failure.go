@@ -166,8 +166,12 @@ const (
 	MetricError       = "error"
 )
 
-// tryLater ends the sentences of failures that usually pass.
-const tryLater = " Please try again in a moment."
+// tryLater ends the sentences of failures that usually pass;
+// somethingWrong is the sentence for failures only the log explains.
+const (
+	tryLater       = " Please try again in a moment."
+	somethingWrong = "⚠️ Something went wrong while answering; the details are in the daemon log."
+)
 
 // Policies is the table, one row per Kind.
 var Policies = []Policy{
@@ -210,10 +214,10 @@ var Policies = []Policy{
 		User:   "⚠️ The model sent an empty or broken answer, also when asked again. Please try again, perhaps in other words."},
 	{Kind: KindBroken, Breaker: SignalUp, Health: SignalUp, Metric: MetricError,
 		Reason: "the model's answer stream was broken",
-		User:   "⚠️ Something went wrong while answering; the details are in the daemon log."},
+		User:   somethingWrong},
 	{Kind: KindUnknown, Breaker: SignalUp, Health: SignalUp, Metric: MetricError,
 		Reason: "an error the daemon log shows",
-		User:   "⚠️ Something went wrong while answering; the details are in the daemon log."},
+		User:   somethingWrong},
 
 	{Kind: KindLength, Breaker: SignalUp, Health: SignalUp, Metric: MetricOK, Reason: "the model hit its output limit",
 		Note: "… (cut off: the model hit its output limit)",
