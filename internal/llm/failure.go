@@ -424,7 +424,7 @@ func tooLong(e *APIError) bool {
 	if e.Type == "context_length_exceeded" {
 		return true
 	}
-	if e.Status != 400 && e.Status != 413 && e.Status != 0 || e.Retryable() {
+	if (e.Status != 400 && e.Status != 413 && e.Status != 0) || e.Retryable() {
 		return false
 	}
 	msg := strings.ToLower(e.Message)
