@@ -225,9 +225,9 @@ func (a *Agent) memoryStatus(key string) string {
 	return ""
 }
 
-// memoryFailure says in a few words why a consolidation failed.
+// memoryFailure says in a few words why a consolidation failed: memory's
+// own failures here, a model call's as llm.Policies say.
 func memoryFailure(err error) string {
-	var api *llm.APIError
 	switch {
 	case err == nil:
 		return "unknown reason"
@@ -235,18 +235,6 @@ func memoryFailure(err error) string {
 		return "the model did not answer in the form memory needs"
 	case errors.Is(err, memory.ErrConflict):
 		return "memory kept changing while it was being updated"
-	case errors.Is(err, context.Canceled):
-		return "it was stopped"
-	case errors.As(err, &api) && api.Auth():
-		return "the model provider refused the API key"
-	case errors.As(err, &api) && (api.Status == 429 || api.QuotaExceeded()):
-		return "the model provider is rate-limiting me or out of quota"
-	case errors.As(err, &api):
-		return "the model provider returned an error"
-	case errors.Is(err, llm.ErrTruncated), errors.Is(err, llm.ErrIncomplete):
-		return "the model's answer was cut off"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "the model took too long"
 	}
-	return "an error the daemon log shows"
+	return llm.Classify(err).SafeReason()
 }
