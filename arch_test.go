@@ -33,7 +33,7 @@ var allowed = []struct {
 	{"internal/channels/clock", nil},
 	{"internal/bus", []string{"internal/llm"}},
 	{"internal/bus/bustest", []string{"internal/llm", "internal/bus"}},
-	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging"}},
+	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/commands"}},
 	{"internal/history", []string{"internal/llm", "internal/bytesize"}},
 	{"internal/session", []string{"internal/llm", "internal/filelock"}},
 	{"internal/session/jsstore", []string{"internal/llm", "internal/config", "internal/session"}},
