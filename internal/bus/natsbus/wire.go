@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nanobot-go/nanobot/internal/commands"
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/commands"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
