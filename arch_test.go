@@ -21,6 +21,10 @@ var allowed = []struct {
 	imports []string
 }{
 	{"internal/llm", nil},
+	// commands (the chat command table) and bytesize (how sizes are written)
+	// are leaves read on both sides of the bus.
+	{"internal/commands", nil},
+	{"internal/bytesize", nil},
 	{"internal/config", nil},
 	{"internal/logging", nil},
 	{"internal/filelock", nil},
@@ -31,14 +35,14 @@ var allowed = []struct {
 	{"internal/channels/clock", nil},
 	{"internal/bus", []string{"internal/llm"}},
 	{"internal/bus/bustest", []string{"internal/llm", "internal/bus"}},
-	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging"}},
-	{"internal/history", []string{"internal/llm"}},
+	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/commands"}},
+	{"internal/history", []string{"internal/llm", "internal/bytesize"}},
 	{"internal/session", []string{"internal/llm", "internal/filelock"}},
 	{"internal/session/jsstore", []string{"internal/llm", "internal/config", "internal/session"}},
 	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace"}},
-	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider"}},
-	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools"}},
-	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox"}},
+	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider", "internal/bytesize"}},
+	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools", "internal/bytesize"}},
+	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize"}},
 	{"internal/channels/pairingkv", []string{"internal/config", "internal/channels"}},
 	{"internal/channels/cursorkv", []string{"internal/config"}},
 	{"internal/fakes", []string{"internal/llm", "internal/fakes"}},
@@ -46,7 +50,7 @@ var allowed = []struct {
 	{"internal/pprofserve", nil},
 	{"internal/httpguard", nil},
 	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config", "internal/inbox"}},
-	{"internal/web", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/session", "internal/history", "internal/logging", "internal/workspace", "internal/inbox"}},
+	{"internal/web", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/session", "internal/history", "internal/logging", "internal/workspace", "internal/inbox", "internal/bytesize"}},
 	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/channels/clock"}},
 }
 

@@ -227,22 +227,26 @@ func checkProviders(ctx context.Context, r *report, cfg *config.Config) {
 	}
 }
 
-// providerFix chooses the verdict and advice for a failed model listing.
+// providerFix chooses the verdict and advice for a failed model listing,
+// by the failure's kind (llm.Policies).
 func providerFix(name string, pc config.ProviderConfig, err error) (status, string) {
 	key := "providers." + name + ".api_key"
+	f := llm.Classify(err)
 	var api *llm.APIError
 	switch {
-	case errors.As(err, &api) && api.Auth():
+	case f.Kind == llm.KindAuth:
 		if pc.APIKey == "" {
 			return statusFail, "set " + key + " (e.g. api_key: ${" + strings.ToUpper(name) + "_API_KEY} and export the variable)"
 		}
 		return statusFail, "the key was refused: put a valid key in " + key + " (or the variable it names)"
-	case errors.As(err, &api) && api.QuotaExceeded():
+	case f.Kind == llm.KindQuota:
 		return statusFail, "the account's quota or billing is exhausted: check it on the provider's website"
+	case f.Kind == llm.KindRateLimit:
+		return statusFail, "the provider is rate-limiting this key: try again in a minute"
 	case errors.As(err, &api) && api.Status == http.StatusNotFound:
 		return statusWarn, "the server has no model list at " + pc.BaseURL + "/models, so the key could not be checked; " +
 			"if chats fail, check providers." + name + ".base_url"
-	case errors.As(err, &api) && api.Retryable(), errors.Is(err, context.DeadlineExceeded):
+	case f.Health == llm.SignalDown, f.Kind == llm.KindDeadline:
 		return statusFail, "cannot reach " + orDefaultURL(pc) + ": check providers." + name + ".base_url, the network and any proxy"
 	}
 	return statusFail, "check providers." + name + " (base_url, api_key, extra_headers)"

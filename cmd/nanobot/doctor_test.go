@@ -25,6 +25,7 @@ func TestProviderFix(t *testing.T) {
 		{"quota", withKey, &llm.APIError{Status: 429, Type: "insufficient_quota"}, statusFail, "quota or billing"},
 		{"no model list", withKey, &llm.APIError{Status: 404}, statusWarn, "no model list at http://localhost:11434/v1/models"},
 		{"down", withKey, &llm.APIError{Status: 0, Type: "transport", Message: "connection refused"}, statusFail, "cannot reach http://localhost:11434/v1"},
+		{"rate-limited", withKey, &llm.APIError{Status: 429}, statusFail, "rate-limiting this key"},
 		{"slow", withKey, fmt.Errorf("list models: %w", context.DeadlineExceeded), statusFail, "cannot reach"},
 		{"other", withKey, errors.New("strange"), statusFail, "check providers.p (base_url, api_key, extra_headers)"},
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/commands"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -232,17 +232,17 @@ type Deps struct {
 	Redact func(string) string
 	// Observer is told how each turn ended [nothing is].
 	Observer Observer
-	// Commands are chat commands other parts of the daemon answer (the web
-	// page's /web login link), by name without the slash. The agent routes
-	// them without learning what they do: they are answered at once, never
-	// queued behind a turn, and listed by /help. Built-in names win.
+	// Commands answer the chat commands the table in internal/commands
+	// gives to the daemon (Handler commands.Daemon; the web page's /web
+	// login link), by name without the slash. The agent routes them without
+	// learning what they do: they are answered at once, never queued behind
+	// a turn, and listed by /help when answered here. Entries for other
+	// names are ignored (logged by New): the table decides who answers what.
 	Commands map[string]Command
 }
 
-// Command is a chat command answered outside the agent.
+// Command answers a chat command outside the agent.
 type Command struct {
-	// Description is its line in /help.
-	Description string
 	// Answer returns the reply to m. It runs on the dispatch goroutine, so
 	// it must be quick and must not block.
 	Answer func(m bus.InboundMessage) string
@@ -337,7 +337,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		spareIdle: spareIdleTime,
 		runCtx:    context.Background(),
 
-		extra:       deps.Commands,
+		extra:       daemonCommands(deps.Commands, log),
 		memory:      deps.Memory,
 		subTools:    deps.SubagentTools,
 		in:          deps.In,
@@ -372,17 +372,16 @@ func (a *Agent) Run(ctx context.Context, in <-chan bus.InboundMessage) error {
 // dispatch handles the commands that must not wait behind a running turn
 // and queues everything else on its session.
 func (a *Agent) dispatch(ctx context.Context, m bus.InboundMessage) {
-	if c, ok := a.extraCommand(m.Content); ok && !isSystem(m) {
-		a.ack(m)
-		a.notify(ctx, m, c.Answer(m), false)
-		return
-	}
-	if cmd, _, ok := commandOf(m); ok && !isSystem(m) {
-		switch cmd {
-		case "stop":
+	if c, _, ok := commandOf(m); ok && !isSystem(m) {
+		switch {
+		case c.Name == "stop":
 			a.stop(ctx, m)
 			return
-		case "help", "status", "whoami":
+		case c.Handler == commands.Daemon:
+			a.ack(m)
+			a.notify(ctx, m, a.answerElsewhere(c, m), false)
+			return
+		case c.Handler == commands.AgentNow, c.Handler == commands.Intake:
 			a.ack(m)
 			a.command(ctx, m)
 			return
@@ -591,38 +590,13 @@ func (a *Agent) publishContext(ctx context.Context, k bus.Kind) (context.Context
 	return context.WithTimeout(base, a.cfg.publishWait)
 }
 
-// extraCommand returns the Deps.Commands entry s invokes, if any.
-func (a *Agent) extraCommand(s string) (Command, bool) {
-	if len(a.extra) == 0 {
-		return Command{}, false
+// answerElsewhere is the reply to a command another part of the daemon
+// answers (Deps.Commands).
+func (a *Agent) answerElsewhere(c commands.Command, m bus.InboundMessage) string {
+	if answer := a.extra[c.Name].Answer; answer != nil {
+		return answer(m)
 	}
-	s = strings.TrimSpace(s)
-	if len(s) < 2 || s[0] != '/' {
-		return Command{}, false
-	}
-	head, _, _ := strings.Cut(s[1:], " ")
-	head, _, _ = strings.Cut(head, "@")
-	head = strings.ToLower(head)
-	if _, builtin := commands[head]; builtin {
-		return Command{}, false
-	}
-	c, ok := a.extra[head]
-	return c, ok && c.Answer != nil
-}
-
-// parseCommand recognises "/name args" and "/name@bot args".
-func parseCommand(s string) (name, args string, ok bool) {
-	s = strings.TrimSpace(s)
-	if len(s) < 2 || s[0] != '/' {
-		return "", "", false
-	}
-	head, rest, _ := strings.Cut(s[1:], " ")
-	head, _, _ = strings.Cut(head, "@")
-	head = strings.ToLower(head)
-	if _, known := commands[head]; !known {
-		return "", "", false
-	}
-	return head, strings.TrimSpace(rest), true
+	return "/" + c.Name + " is not available in this process."
 }
 
 func newTurnID() string {

@@ -10,35 +10,12 @@ import (
 // This file decides what the user reads at the end of a turn
 // (docs/reliability.md#every-turn-ends-with-something-to-read): the model's
 // text, with a note when the model stopped for a reason other than having
-// finished, or a short notice when it left nothing to show. Empty answers and
+// finished, or a short notice when it left nothing to show. What each stop
+// reason means is in llm's table (llm.ClassifyStop). Empty answers and
 // malformed calls never get here: the router asks again and falls back
-// (llm.CheckAnswer), and when every route fails the turn fails with
-// userFacing's notice. The one empty answer taken is the end of a turn that
-// already answered through the message tool (Request.EmptyOK).
-
-// stopNotes is what the user reads for each stop reason that is not a
-// plain end: cut is appended to a text the stop cut short, alone is the
-// whole answer when the model left no text. Reasons not listed need no
-// word (stop, tool_calls, other).
-var stopNotes = map[llm.StopReason]struct{ cut, alone string }{
-	llm.StopLength: {
-		cut: "… (cut off: the model hit its output limit)",
-		alone: "⚠️ The model hit its output limit before it wrote an answer. Ask again, perhaps for something shorter; " +
-			"the operator can raise agents.max_tokens.",
-	},
-	llm.StopRefusal: {
-		cut:   "… (the model declined to go on)",
-		alone: "⚠️ The model declined to answer this.",
-	},
-	llm.StopSafety: {
-		cut:   "… (stopped by the model provider's safety filter)",
-		alone: "⚠️ The model provider's safety filter withheld the answer.",
-	},
-	llm.StopRecitation: {
-		cut:   "… (stopped: the answer would have quoted protected text)",
-		alone: "⚠️ The model provider withheld the answer because it would have quoted protected text.",
-	},
-}
+// (llm.CheckAnswer), and when every route fails the turn fails with the notice
+// of its kind (llm.Classify). The one empty answer taken is the end of a turn
+// that already answered through the message tool (Request.EmptyOK).
 
 // answerText is what the user reads for the model's final answer msg: its
 // text with the note its stop reason calls for, the notice alone when it
@@ -49,14 +26,14 @@ func answerText(msg llm.Message, sent []string) string {
 	if repeats(text, sent) {
 		text = ""
 	}
-	note, ok := stopNotes[msg.Stop()]
+	stop, ok := llm.ClassifyStop(msg.Stop())
 	switch {
 	case !ok || msg.Meta.Synthetic:
 		return text
 	case strings.TrimSpace(text) == "":
-		return note.alone
+		return stop.UserText()
 	}
-	return strings.TrimRight(text, " \n") + "\n\n" + note.cut
+	return strings.TrimRight(text, " \n") + "\n\n" + stop.Note
 }
 
 // repeats reports whether text says nothing the message tool did not
@@ -90,7 +67,7 @@ func messageContent(c llm.ToolCall) string {
 // (docs/reliability.md#every-turn-ends-with-something-to-read). Other answers
 // come back as they are.
 func keepable(msg llm.Message) llm.Message {
-	if _, noted := stopNotes[msg.Stop()]; len(msg.Parts) > 0 || !noted {
+	if _, noted := llm.ClassifyStop(msg.Stop()); len(msg.Parts) > 0 || !noted {
 		return msg
 	}
 	meta := llm.Meta{}

@@ -4,39 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/bytesize"
+	"github.com/nanobot-go/nanobot/internal/commands"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/session"
 )
 
-// commands are handled without calling the model (README.md#commands).
-var commands = map[string]string{
-	"new":    "start a new conversation (what matters is kept in memory)",
-	"stop":   "stop the current task",
-	"help":   "list commands",
-	"status": "model, tokens used, context use, session size, uptime",
-	"model":  "show or switch the model: /model [route]",
-	"whoami": "show your user id (for allow lists)",
-}
-
-// commandOrder is the order /help lists them in.
-var commandOrder = []string{"new", "stop", "model", "status", "whoami", "help"}
-
-// command runs a chat command and replies.
+// command runs a chat command the agent answers (commands.Agent,
+// AgentNow and Intake, for channels without an intake) and replies. /stop
+// is not here: dispatch runs it, since it acts on the queue.
 func (a *Agent) command(ctx context.Context, m bus.InboundMessage) {
-	name, args, _ := parseCommand(m.Content)
+	c, args, _ := commandOf(m)
 	var reply string
 	var err error
-	switch name {
+	switch c.Name {
 	case "help":
 		reply = a.help()
 	case "whoami":
@@ -47,25 +36,45 @@ func (a *Agent) command(ctx context.Context, m bus.InboundMessage) {
 		reply, err = a.switchModel(m.Key(), args)
 	case "new":
 		reply, err = a.newSession(ctx, m)
+	default:
+		// A row added to the table without its handler here;
+		// TestEveryCommandDispatches catches it.
+		err = fmt.Errorf("no agent handler for /%s", c.Name)
+		reply = "I know /" + c.Name + " but cannot answer it; see the daemon log."
 	}
 	if err != nil {
-		a.log.Error("command failed", zap.String("command", name), zap.String("session", m.Key()), zap.Error(err))
+		a.log.Error("command failed", zap.String("command", c.Name), zap.String("session", m.Key()), zap.Error(err))
 		a.notify(ctx, m, reply, true)
 		return
 	}
 	a.notify(ctx, m, reply, false)
 }
 
+// daemonCommands keeps the entries of deps.Commands the table gives to the
+// daemon, and logs the others: a built-in cannot be shadowed, and a command
+// missing from the table would be missing from every menu.
+func daemonCommands(given map[string]Command, log *zap.Logger) map[string]Command {
+	kept := make(map[string]Command, len(given))
+	for name, c := range given {
+		if tc, ok := commands.Lookup(name); !ok || tc.Handler != commands.Daemon || tc.Name != name {
+			log.Error("chat command ignored: internal/commands does not give it to the daemon", zap.String("command", name))
+			continue
+		}
+		kept[name] = c
+	}
+	return kept
+}
+
+// help lists the table's commands this agent can answer: all but the
+// daemon's commands no part of this process answers.
 func (a *Agent) help() string {
 	var b strings.Builder
 	b.WriteString("Commands:\n")
-	for _, c := range commandOrder {
-		fmt.Fprintf(&b, "/%s — %s\n", c, commands[c])
-	}
-	for _, name := range slices.Sorted(maps.Keys(a.extra)) {
-		if _, builtin := commands[name]; !builtin {
-			fmt.Fprintf(&b, "/%s — %s\n", name, a.extra[name].Description)
+	for _, c := range commands.All() {
+		if c.Handler == commands.Daemon && a.extra[c.Name].Answer == nil {
+			continue
 		}
+		fmt.Fprintf(&b, "%s — %s\n", c.Usage(), c.Description)
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
@@ -93,7 +102,7 @@ func (a *Agent) status(key string) (string, error) {
 	fmt.Fprintf(&b, "Tokens used in this session: %d\n", used)
 	fmt.Fprintf(&b, "Context: %d of %d tokens (%.0f%%)\n", fill, window, 100*float64(fill)/float64(max(window, 1)))
 	fmt.Fprintf(&b, "Session: %d messages (%d consolidated into memory, %d not yet), %s on disk\n",
-		len(snap.Messages), snap.Consolidated, len(snap.Messages)-snap.Consolidated, humanBytes(snap.Size))
+		len(snap.Messages), snap.Consolidated, len(snap.Messages)-snap.Consolidated, bytesize.Format(snap.Size))
 	if line := a.memoryStatus(key); line != "" {
 		b.WriteString(line + "\n")
 	}
@@ -193,26 +202,6 @@ func (a *Agent) newSession(ctx context.Context, m bus.InboundMessage) (string, e
 	return "Started a new conversation." + saved, nil
 }
 
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-// CommandList returns the chat commands and their descriptions in /help
-// order, for channels that register commands with the platform.
-func CommandList() [][2]string {
-	out := make([][2]string, 0, len(commandOrder))
-	for _, c := range commandOrder {
-		out = append(out, [2]string{c, commands[c]})
-	}
-	return slices.Clip(out)
-}
-
 // memoryStatus is /status's line about consolidation trouble, or "".
 func (a *Agent) memoryStatus(key string) string {
 	running, failures, retryAt, lastErr := a.mem.status(key)
@@ -226,9 +215,9 @@ func (a *Agent) memoryStatus(key string) string {
 	return ""
 }
 
-// memoryFailure says in a few words why a consolidation failed.
+// memoryFailure says in a few words why a consolidation failed: memory's
+// own failures here, a model call's as llm.Policies say.
 func memoryFailure(err error) string {
-	var api *llm.APIError
 	switch {
 	case err == nil:
 		return "unknown reason"
@@ -236,18 +225,6 @@ func memoryFailure(err error) string {
 		return "the model did not answer in the form memory needs"
 	case errors.Is(err, memory.ErrConflict):
 		return "memory kept changing while it was being updated"
-	case errors.Is(err, context.Canceled):
-		return "it was stopped"
-	case errors.As(err, &api) && api.Auth():
-		return "the model provider refused the API key"
-	case errors.As(err, &api) && (api.Status == 429 || api.QuotaExceeded()):
-		return "the model provider is rate-limiting me or out of quota"
-	case errors.As(err, &api):
-		return "the model provider returned an error"
-	case errors.Is(err, llm.ErrTruncated), errors.Is(err, llm.ErrIncomplete):
-		return "the model's answer was cut off"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "the model took too long"
 	}
-	return "an error the daemon log shows"
+	return llm.Classify(err).SafeReason()
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/commands"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/tools"
@@ -20,11 +21,11 @@ import (
 
 // commandOf parses m's content as a chat command; an ephemeral message is
 // never one (a one-off turn has no session to command).
-func commandOf(m bus.InboundMessage) (name, args string, ok bool) {
+func commandOf(m bus.InboundMessage) (c commands.Command, args string, ok bool) {
 	if m.Ephemeral {
-		return "", "", false
+		return commands.Command{}, "", false
 	}
-	return parseCommand(m.Content)
+	return commands.Parse(m.Content)
 }
 
 // outlivingTools are the tools whose effect outlasts the turn (a subagent
@@ -66,7 +67,7 @@ func (a *Agent) routeFor(t *turn, snap session.Snapshot) string {
 func seed(history []llm.Message) []llm.Message {
 	start := 0
 	for i, m := range history {
-		if name, _, ok := parseCommand(m.Text()); ok && name == "new" && m.Role == llm.RoleUser {
+		if c, _, ok := commands.Parse(m.Text()); ok && c.Name == "new" && m.Role == llm.RoleUser {
 			start = i + 1
 		}
 	}

@@ -107,16 +107,21 @@ func TestEveryTurnEndsVisibly(t *testing.T) {
 	}
 }
 
-// TestAnswerTextTable reads the policy table whole: each noted stop reason
-// has both a note for a cut text and a notice for no text.
+// TestAnswerTextTable reads the stop rows of llm's table whole: each noted
+// stop reason has both a note for a cut text and a notice for no text.
 func TestAnswerTextTable(t *testing.T) {
-	for stop, n := range stopNotes {
-		if n.cut == "" || n.alone == "" {
-			t.Errorf("%s: note %q, notice %q", stop, n.cut, n.alone)
+	for _, stop := range []llm.StopReason{llm.StopLength, llm.StopRefusal, llm.StopSafety, llm.StopRecitation} {
+		f, ok := llm.ClassifyStop(stop)
+		if !ok || f.Note == "" || f.UserText() == "" {
+			t.Errorf("%s: noted %v, note %q, notice %q", stop, ok, f.Note, f.UserText())
 		}
 		msg := llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("x")}, Meta: &llm.Meta{StopReason: stop}}
-		if got := answerText(msg, nil); got != "x\n\n"+n.cut {
+		if got := answerText(msg, nil); got != "x\n\n"+f.Note {
 			t.Errorf("%s: %q", stop, got)
+		}
+		msg.Parts = nil
+		if got := answerText(msg, nil); got != f.UserText() {
+			t.Errorf("%s with no text: %q, want %q", stop, got, f.UserText())
 		}
 	}
 	for _, stop := range []llm.StopReason{llm.StopEnd, llm.StopOther, ""} {

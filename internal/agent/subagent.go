@@ -159,7 +159,7 @@ func (a *Agent) runSubagent(ctx context.Context, sa *subagent, origin tools.Orig
 		status = fmt.Sprintf("stopped after %d steps without finishing", a.cfg.SubagentIterations)
 	case err != nil:
 		status = "failed"
-		result = userFacing(err)
+		result = llm.Classify(err).UserText()
 	}
 	log.Info("subagent finished", zap.String("status", status), zap.Duration("elapsed", a.now().Sub(start)), zap.Error(err))
 	if strings.TrimSpace(result) == "" {

@@ -144,7 +144,7 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 	case err != nil:
 		outcome = OutcomeFailed
 		t.log.Error("turn failed", zap.Error(err))
-		final = a.failure(t, userFacing(err))
+		final = a.failure(t, llm.Classify(err).UserText())
 		return
 	}
 	// The final text goes out even after the message tool sent a progress
@@ -526,36 +526,6 @@ func (a *Agent) failure(t *turn, text string) bus.OutboundMessage {
 	m := a.outbound(t, bus.KindFinal, a.redact(text))
 	m.IsError = true
 	return m
-}
-
-// userFacing turns a model failure into a short, kind sentence; the full
-// chain goes to the log, never to the chat.
-func userFacing(err error) string {
-	var api *llm.APIError
-	if reason, ok := llm.Unreachable(err); ok {
-		// Safe to show: it names the host, never the URL or a key.
-		return "⚠️ The model provider did not answer: " + reason + ". Please try again in a moment; " +
-			"if it persists, the operator needs to check the provider's base_url and the network."
-	}
-	switch {
-	case errors.As(err, &api) && api.Auth():
-		return "⚠️ The model provider refused the API key. The operator needs to check the provider's api_key in the config."
-	case errors.As(err, &api) && api.QuotaExceeded():
-		return "⚠️ The model provider says the account's quota is used up. The operator needs to check the provider account's billing."
-	case errors.As(err, &api) && api.Status == 429:
-		return "⚠️ The model provider is rate-limiting me right now. Please try again in a minute."
-	case errors.As(err, &api) && api.Retryable():
-		return "⚠️ The model provider is having trouble right now. Please try again in a moment."
-	case errors.As(err, &api):
-		return "⚠️ The model provider rejected the request (" + api.Message + ")."
-	case errors.Is(err, llm.ErrTruncated), errors.Is(err, llm.ErrIncomplete):
-		return "⚠️ The model's answer was cut off. Please try again."
-	case errors.As(err, new(*llm.AnswerError)):
-		return "⚠️ The model sent an empty or broken answer, also when asked again. Please try again, perhaps in other words."
-	case errors.Is(err, context.DeadlineExceeded):
-		return "⚠️ The model took too long to answer. Please try again."
-	}
-	return "⚠️ Something went wrong while answering; the details are in the daemon log."
 }
 
 // toolHint is the status line shown while tools run: `read_file notes.md`.

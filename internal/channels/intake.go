@@ -12,6 +12,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/commands"
 )
 
 // Publisher is the part of the bus the intake needs: inbound messages for
@@ -173,8 +174,10 @@ func (in *Intake) admit(ctx context.Context, a Arrival) (Verdict, error) {
 		}
 		return RateLimited, nil
 	}
-	if isCommand(m.Content, "whoami") {
-		in.reply(ctx, m, whoamiText(m, a.Username, allowed))
+	// The commands the table gives to the intake are answered before the
+	// access check, so a stranger can use them (internal/commands).
+	if c, _, ok := commands.Parse(m.Content); ok && c.Handler == commands.Intake {
+		in.reply(ctx, m, intakeAnswer(c, m, a.Username, allowed))
 		return WhoAmI, nil
 	}
 	if !allowed {
@@ -259,11 +262,14 @@ func whoamiText(m bus.InboundMessage, username string, allowed bool) string {
 	return b.String()
 }
 
-// isCommand reports whether text is the chat command /name (adapters strip
-// a platform's "@botname" suffix first).
-func isCommand(text, name string) bool {
-	f := strings.Fields(text)
-	return len(f) > 0 && strings.EqualFold(f[0], "/"+name)
+// intakeAnswer is the reply to a command the intake answers.
+func intakeAnswer(c commands.Command, m bus.InboundMessage, username string, allowed bool) string {
+	if c.Name == "whoami" {
+		return whoamiText(m, username, allowed)
+	}
+	// A row given to the intake without its answer here;
+	// TestIntakeAnswersItsCommands catches it.
+	return "I know /" + c.Name + " but cannot answer it here."
 }
 
 // truncate cuts s, which has n runes, so that the result with its note is

@@ -57,8 +57,8 @@ func TestAttachmentsOverTheCapAreNotDownloaded(t *testing.T) {
 	g.waitLast(owner, "Too big, sorry.")
 	req := g.script.Requests()[0]
 	text := req.LastUserText()
-	for _, want := range []string{"[the file big.pdf was not downloaded: it is larger than the 1 KB limit]",
-		"[the photo was not downloaded: it is larger than the 1 KB limit]"} {
+	for _, want := range []string{"[the file big.pdf was not downloaded: it is larger than the 1.0 KiB limit]",
+		"[the photo was not downloaded: it is larger than the 1.0 KiB limit]"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the model was not told %q; got %q", want, text)
 		}

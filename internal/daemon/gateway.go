@@ -91,10 +91,7 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 		opts.Role = RoleAll
 	}
 	links := &webLinks{cfg: cfg}
-	opts.commands = map[string]agent.Command{"web": {
-		Description: "get a one-time link that logs a browser into the web page (valid 10 minutes)",
-		Answer:      links.answer,
-	}}
+	opts.commands = map[string]agent.Command{"web": {Answer: links.answer}}
 	core, err := Build(cfg, opts, log)
 	if err != nil {
 		return nil, err

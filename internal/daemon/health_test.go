@@ -174,7 +174,7 @@ func TestStatusSaysWhyTheModelFails(t *testing.T) {
 	g.visible(owner, 1)
 	say("/status")
 	status := g.visible(owner, 2)[1]
-	if !strings.Contains(status, "Model provider: the last call, ") || !strings.Contains(status, "failed: openai answered HTTP 503") {
+	if !strings.Contains(status, "Model provider: the last call, ") || !strings.Contains(status, "failed: the model provider is having trouble — openai answered HTTP 503") {
 		t.Errorf("/status = %q, want the provider's 503", status)
 	}
 	g.script.Push(fakellm.Reply{Text: "fine again"})

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -24,17 +23,15 @@ type observedModel struct {
 func (m observedModel) Complete(ctx context.Context, route string, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error) {
 	start := time.Now()
 	msg, err := m.Model.Complete(ctx, route, req, onDelta)
-	outcome := metrics.LLMOutcome(err)
-	m.metrics.ModelCall(route, outcome, time.Since(start), msg)
+	f := llm.Classify(err)
+	m.metrics.ModelCall(route, f.Metric, time.Since(start), msg)
 	if err == nil {
 		m.usage.record(msg)
 	}
-	switch {
-	case outcome == metrics.LLMCancelled:
-		// Says nothing about the provider.
-	case metrics.Unreachable(outcome):
+	switch f.Health { // llm.Policies
+	case llm.SignalDown:
 		m.health.Record(err)
-	default:
+	case llm.SignalUp:
 		m.health.Record(nil) // it answered, if only to refuse this request
 	}
 	return msg, err
@@ -49,20 +46,5 @@ func modelStatus(h *health.ModelHealth) []string {
 	if err == nil {
 		return nil
 	}
-	return []string{fmt.Sprintf("Model provider: the last call, %s ago, failed: %s", ago.Round(time.Second), failureReason(err))}
-}
-
-// failureReason says in a few safe words why a model call failed.
-func failureReason(err error) string {
-	if reason, ok := llm.Unreachable(err); ok {
-		return reason
-	}
-	var api *llm.APIError
-	switch {
-	case errors.As(err, &api) && api.Type == "timeout":
-		return "timed out (" + api.Message + ")"
-	case errors.As(err, &api) && api.Status != 0:
-		return fmt.Sprintf("%s answered HTTP %d", api.Provider, api.Status)
-	}
-	return "see the daemon log"
+	return []string{fmt.Sprintf("Model provider: the last call, %s ago, failed: %s", ago.Round(time.Second), llm.Classify(err).SafeReason())}
 }

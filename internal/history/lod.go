@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -169,23 +170,13 @@ func argValue(v json.RawMessage) string {
 	return clip(string(v), gistArgValue)
 }
 
-// sizeOf describes a text's size: "12.3 KB, 340 lines", "42 B, 1 line", "empty".
+// sizeOf describes a text's size: "12.3 KiB, 340 lines", "42 B, 1 line", "empty".
 func sizeOf(s string) string {
 	if s == "" {
 		return "empty"
 	}
 	lines := strings.Count(strings.TrimSuffix(s, "\n"), "\n") + 1
-	return fmt.Sprintf("%s, %s line%s", byteSize(len(s)), thousands(lines), plural(lines))
-}
-
-func byteSize(n int) string {
-	switch {
-	case n < 1000:
-		return fmt.Sprintf("%d B", n)
-	case n < 1_000_000:
-		return fmt.Sprintf("%.1f KB", float64(n)/1000)
-	}
-	return fmt.Sprintf("%.1f MB", float64(n)/1_000_000)
+	return fmt.Sprintf("%s, %s line%s", bytesize.Format(int64(len(s))), thousands(lines), plural(lines))
 }
 
 // preview is the start of s on one line: whitespace collapsed, clipped to n

@@ -21,7 +21,7 @@ func TestDetailGist(t *testing.T) {
 			name: "ok with size and lines, arguments in the model's order, at most three",
 			call: readNotes,
 			res:  llm.ToolResult{Name: "read_file", Content: llm.PlainContent(strings.Repeat("x", 35) + "\n" + lines("n", 339))},
-			want: `read_file(path="notes.md", offset=10, limit=200, …) → ok, 19.0 KB, 340 lines`,
+			want: `read_file(path="notes.md", offset=10, limit=200, …) → ok, 18.6 KiB, 340 lines`,
 		},
 		{
 			name: "error quotes the start of the message",
@@ -33,7 +33,7 @@ func TestDetailGist(t *testing.T) {
 			name: "long values clipped, objects elided, images counted",
 			call: llm.ToolCall{ID: "c3", Name: "web_fetch", Arguments: json.RawMessage(`{"url":"https://example.com/a/very/long/path/that/goes/on/and/on/and/on","headers":{"a":"b"}}`)},
 			res:  llm.ToolResult{Name: "web_fetch", Content: llm.PlainContent(lines("w", 30)), Images: []llm.Image{{MIME: "image/png", Path: "a.png"}}},
-			want: `web_fetch(url="https://example.com/a/very/long/path/th…", headers={…}) → ok, 1.7 KB, 30 lines, 1 image`,
+			want: `web_fetch(url="https://example.com/a/very/long/path/th…", headers={…}) → ok, 1.6 KiB, 30 lines, 1 image`,
 		},
 		{
 			name: "arguments that did not parse",
@@ -139,7 +139,7 @@ func TestDetailText(t *testing.T) {
 	if !strings.Contains(s, "lines,") || len(s) >= len(doc) {
 		t.Errorf("summary %q", s)
 	}
-	want := `[long message, 7.0 KB, 122 lines: "[Mon 2025-01-06 10:00 UTC · telegram · chat 1] Please review: doc line 001: the…"]`
+	want := `[long message, 6.9 KiB, 122 lines: "[Mon 2025-01-06 10:00 UTC · telegram · chat 1] Please review: doc line 001: the…"]`
 	if g != want {
 		t.Errorf("gist\n got %s\nwant %s", g, want)
 	}

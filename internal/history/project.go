@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -495,7 +496,7 @@ func imageNote(img *llm.Image) string {
 	case img.URL != "":
 		return "[image: " + clip(img.URL, 80) + "]"
 	}
-	return fmt.Sprintf("[image: %s, %s]", img.MIME, byteSize(len(img.Data)))
+	return fmt.Sprintf("[image: %s, %s]", img.MIME, bytesize.Format(int64(len(img.Data))))
 }
 
 // messageCost estimates m rendered at level l. Thinking counts only in the

@@ -118,7 +118,7 @@ func (m *Metrics) TurnDone(outcome string, elapsed time.Duration) {
 }
 
 // ModelCall counts one model call on route ("" is reported as "default"):
-// its outcome (see LLMOutcome), duration and, when it succeeded, the tokens
+// its outcome (llm.Policy.Metric), duration and, when it succeeded, the tokens
 // of msg, labelled with the provider/model that answered.
 func (m *Metrics) ModelCall(route, outcome string, elapsed time.Duration, msg llm.Message) {
 	if route == "" {
@@ -126,7 +126,7 @@ func (m *Metrics) ModelCall(route, outcome string, elapsed time.Duration, msg ll
 	}
 	m.llmCalls.WithLabelValues(route, outcome).Inc()
 	m.llmSeconds.WithLabelValues(route).Observe(elapsed.Seconds())
-	if outcome != LLMOK || msg.Meta == nil {
+	if outcome != llm.MetricOK || msg.Meta == nil {
 		return
 	}
 	model := msg.Meta.Provider + "/" + msg.Meta.Model

@@ -1,9 +1,7 @@
 package metrics
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -22,8 +20,8 @@ func TestCountersAndHistograms(t *testing.T) {
 	m.TurnDone("interrupted", 20*time.Second)
 	answer := llm.Message{Role: llm.RoleAssistant, Meta: &llm.Meta{Provider: "openai", Model: "gpt-4o-mini",
 		Usage: llm.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 64, ReasoningTokens: 12}}}
-	m.ModelCall("", LLMOK, 800*time.Millisecond, answer)
-	m.ModelCall("smart", LLMUnavailable, 5*time.Second, llm.Message{})
+	m.ModelCall("", llm.MetricOK, 800*time.Millisecond, answer)
+	m.ModelCall("smart", llm.MetricUnavailable, 5*time.Second, llm.Message{})
 	m.ToolCall("read_file", false, 2*time.Millisecond)
 	m.ToolCall("exec", true, time.Second)
 	m.PlatformCall("telegram", "send", "ok")
@@ -127,39 +125,6 @@ func scrape(t *testing.T, m *Metrics) string {
 	}
 	body, _ := io.ReadAll(rec.Body)
 	return string(body)
-}
-
-func TestLLMOutcome(t *testing.T) {
-	tests := []struct {
-		err         error
-		want        string
-		unreachable bool
-	}{
-		{nil, LLMOK, false},
-		{context.Canceled, LLMCancelled, false},
-		{fmt.Errorf("route x: %w", context.DeadlineExceeded), LLMUnavailable, true},
-		{&llm.APIError{Status: 401, Type: "invalid_api_key"}, LLMAuth, true},
-		{&llm.APIError{Status: 429, Type: "insufficient_quota"}, LLMQuota, true},
-		{&llm.APIError{Status: 429}, LLMRateLimited, false},
-		{&llm.APIError{Status: 503}, LLMUnavailable, true},
-		{&llm.APIError{Status: 0, Err: errors.New("connection refused")}, LLMUnavailable, true},
-		{&llm.APIError{Status: 400, Type: "invalid_request_error"}, LLMRejected, false},
-		// Gemini: a bad key is 400 with the reason API_KEY_INVALID; overload
-		// is 503 UNAVAILABLE, also inside a stream (status from the body).
-		{&llm.APIError{Status: 400, Type: "API_KEY_INVALID"}, LLMAuth, true},
-		{&llm.APIError{Status: 400, Type: "INVALID_ARGUMENT"}, LLMRejected, false},
-		{&llm.APIError{Status: 429, Type: "RESOURCE_EXHAUSTED"}, LLMRateLimited, false},
-		{&llm.APIError{Type: "UNAVAILABLE"}, LLMUnavailable, true},
-		{fmt.Errorf("every route failed: %w", errors.Join(&llm.APIError{Status: 502}, &llm.APIError{Status: 401})), LLMUnavailable, true},
-		{llm.ErrTruncated, LLMUnavailable, true},
-		{errors.New("unknown route"), LLMError, false},
-	}
-	for _, tt := range tests {
-		got := LLMOutcome(tt.err)
-		if got != tt.want || Unreachable(got) != tt.unreachable {
-			t.Errorf("LLMOutcome(%v) = %s (unreachable %v), want %s (%v)", tt.err, got, Unreachable(got), tt.want, tt.unreachable)
-		}
-	}
 }
 
 func TestAPIRequestsByKeyAndOutcome(t *testing.T) {

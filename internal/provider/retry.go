@@ -2,11 +2,8 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"time"
-
-	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
 // RetryPolicy bounds retries on one route. Zero fields take the defaults in
@@ -81,63 +78,4 @@ func fullJitter(d time.Duration) time.Duration {
 		return 0
 	}
 	return rand.N(d + 1)
-}
-
-// failure says what a failed attempt allows.
-type failure uint8
-
-const (
-	// fatal: neither retry nor fall back (auth, validation, a broken
-	// stream contract, cancellation).
-	fatal failure = iota
-	// retryable: retry the same route, then fall back (429, 5xx, timeouts,
-	// overload, a truncated stream).
-	retryable
-	// fallbackOnly: the same route cannot succeed soon but another may (an
-	// exhausted quota).
-	fallbackOnly
-	// unusable: the provider answered, but with nothing (no text, no call)
-	// or a malformed call (llm.AnswerError). Asked once more at once, then
-	// the fallbacks; the provider is up, so the breaker does not count it.
-	unusable
-)
-
-func (f failure) String() string {
-	switch f {
-	case retryable:
-		return "retryable"
-	case fallbackOnly:
-		return "fallback-only"
-	case unusable:
-		return "unusable-answer"
-	}
-	return "fatal"
-}
-
-// classify decides what a failed attempt allows.
-func classify(err error) failure {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		var api *llm.APIError
-		if !errors.As(err, &api) {
-			return fatal // the caller's own cancellation or deadline
-		}
-	}
-	if errors.Is(err, llm.ErrTruncated) || errors.Is(err, llm.ErrIncomplete) {
-		return retryable
-	}
-	var answer *llm.AnswerError
-	if errors.As(err, &answer) {
-		return unusable
-	}
-	var api *llm.APIError
-	if !errors.As(err, &api) {
-		return fatal
-	}
-	switch {
-	case api.QuotaExceeded():
-		return fallbackOnly
-	case api.Retryable():
-		return retryable
-	}
-	return fatal
 }

@@ -198,7 +198,9 @@ func (r *Router) Complete(ctx context.Context, route string, req llm.Request, on
 	var errs []error
 	for i, cand := range r.chain(log, rt) {
 		if i > 0 {
-			log.Warn("falling back", zap.String("route", rt.Name), zap.String("fallback", cand.Name), zap.Error(errs[len(errs)-1]))
+			last := errs[len(errs)-1]
+			log.Warn("falling back", zap.String("route", rt.Name), zap.String("fallback", cand.Name),
+				zap.String("failure", string(llm.Classify(last).Kind)), zap.Error(last))
 		}
 		msg, err := r.onRoute(ctx, cand, req, onDelta)
 		if err == nil {
@@ -206,7 +208,7 @@ func (r *Router) Complete(ctx context.Context, route string, req llm.Request, on
 			return msg, nil
 		}
 		errs = append(errs, err)
-		if ctx.Err() != nil || classify(err) == fatal {
+		if ctx.Err() != nil || !llm.Classify(err).Fallback {
 			break
 		}
 	}
@@ -257,36 +259,38 @@ func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta
 	}
 	for attempt := 1; ; attempt++ {
 		msg, err := r.attempt(ctx, rt, req, onDelta)
-		switch {
-		case err == nil:
+		if err == nil {
 			b.success()
 			return msg, nil
-		case ctx.Err() != nil:
+		}
+		if ctx.Err() != nil {
 			b.release()
 			return llm.Message{}, err
-		case classify(err) == unusable:
-			b.success() // the provider answered; it is up
-			if attempt > min(retries, 1) {
-				return llm.Message{}, err // asked twice, or retries are off
-			}
-			log.Warn("unusable model answer, asking once more", zap.String("route", label), zap.Error(err))
+		}
+		// What the failure allows: llm.Policies.
+		f := llm.Classify(err)
+		switch {
+		case f.Retry == llm.RetryOnce && attempt <= min(retries, 1):
+			record(b, f.Breaker, r.opts.Clock.Now(), err)
+			log.Warn("unusable model answer, asking once more", zap.String("route", label), zap.String("failure", string(f.Kind)), zap.Error(err))
 			continue
-		case classify(err) != retryable:
-			b.success() // the provider answered; it is up
+		case f.Retry != llm.RetryBackoff:
+			record(b, f.Breaker, r.opts.Clock.Now(), err)
 			return llm.Message{}, err
 		}
-		wait, ok := r.wait(attempt, err)
+		wait, ok := r.wait(attempt, f)
 		if attempt > retries || !ok {
 			if !ok {
 				log.Warn("retry-after too long, not waiting", zap.String("route", label), zap.Duration("retry_after", wait), zap.Error(err))
 			}
-			if b.fail(r.opts.Clock.Now(), err) {
-				log.Warn("circuit opened", zap.String("route", label), zap.Duration("cooldown", r.opts.Breaker.Cooldown), zap.Error(err))
+			if record(b, f.Breaker, r.opts.Clock.Now(), err) {
+				log.Warn("circuit opened", zap.String("route", label), zap.Duration("cooldown", r.opts.Breaker.Cooldown),
+					zap.String("failure", string(f.Kind)), zap.Error(err))
 			}
 			return llm.Message{}, err
 		}
-		log.Warn("model call failed, retrying", zap.String("route", label), zap.Int("attempt", attempt),
-			zap.Duration("wait", wait), zap.Error(err))
+		log.Warn("model call failed, retrying", zap.String("route", label), zap.String("failure", string(f.Kind)),
+			zap.Int("attempt", attempt), zap.Duration("wait", wait), zap.Error(err))
 		if err := r.opts.Clock.Sleep(ctx, wait); err != nil {
 			b.release()
 			return llm.Message{}, err
@@ -294,13 +298,26 @@ func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta
 	}
 }
 
-// wait is how long to wait before retry number n after err: the server's
-// Retry-After exactly, if it asked for one no longer than MaxWait (ok is
-// false for a longer one), else a jittered exponential backoff.
-func (r *Router) wait(n int, err error) (time.Duration, bool) {
-	var api *llm.APIError
-	if errors.As(err, &api) && api.RetryAfter > 0 {
-		return api.RetryAfter, api.RetryAfter <= r.opts.Retry.MaxWait
+// record tells the breaker what a call that ended with err says about the
+// route (llm.Policy.Breaker), and reports whether the circuit opened.
+func record(b *breaker, s llm.Signal, now time.Time, err error) (opened bool) {
+	switch s {
+	case llm.SignalDown:
+		return b.fail(now, err)
+	case llm.SignalUp:
+		b.success() // the provider answered; it is up
+	default:
+		b.release() // proves nothing
+	}
+	return false
+}
+
+// wait is how long to wait before retry number n after failure f: the
+// server's Retry-After exactly, if it asked for one no longer than MaxWait
+// (ok is false for a longer one), else a jittered exponential backoff.
+func (r *Router) wait(n int, f llm.Failure) (time.Duration, bool) {
+	if f.RetryAfter > 0 {
+		return f.RetryAfter, f.RetryAfter <= r.opts.Retry.MaxWait
 	}
 	return r.opts.Jitter(r.opts.Retry.backoff(n)), true
 }

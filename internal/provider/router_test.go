@@ -417,35 +417,6 @@ func TestCancelDuringBackoff(t *testing.T) {
 	}
 }
 
-func TestClassify(t *testing.T) {
-	tests := []struct {
-		err  error
-		want failure
-	}{
-		{&llm.APIError{Status: 429}, retryable},
-		{&llm.APIError{Status: 409}, retryable},
-		{&llm.APIError{Status: 529, Type: "overloaded_error"}, retryable},
-		{&llm.APIError{Type: "overloaded_error"}, retryable},
-		{&llm.APIError{Type: "transport"}, retryable},
-		{&llm.APIError{Type: "timeout", Err: context.DeadlineExceeded}, retryable},
-		{&llm.APIError{Type: "invalid_request_error", Message: "context length exceeded"}, fatal},
-		{&llm.APIError{Status: 429, Type: "insufficient_quota"}, fallbackOnly},
-		{&llm.APIError{Status: 401}, fatal},
-		{&llm.APIError{Status: 404, Type: "not_found_error"}, fatal},
-		{llm.ErrTruncated, retryable},
-		{llm.ErrIncomplete, retryable},
-		{&llm.ContractError{Reason: "x"}, fatal},
-		{context.Canceled, fatal},
-		{context.DeadlineExceeded, fatal},
-		{errors.New("openai: build request: unsupported"), fatal},
-	}
-	for _, tt := range tests {
-		if got := classify(tt.err); got != tt.want {
-			t.Errorf("classify(%v) = %s, want %s", tt.err, got, tt.want)
-		}
-	}
-}
-
 // The breaker counts failed calls, not attempts, so it never cuts a call's
 // retries short; the half-open probe gets one attempt however many retries
 // the provider allows.

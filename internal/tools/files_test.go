@@ -43,7 +43,7 @@ func TestReadFile(t *testing.T) {
 		{"long line cut", args{"path": "long.txt"}, false, []string{"[... line cut at 2000 characters]\n     2\tshort"}},
 		{"budget", args{"path": "many.txt"}, false, []string{"[lines 1-112 shown; more follow: call read_file with offset=113]"}},
 		{"huge single line", args{"path": "huge.txt"}, false, []string{"line cut at 2000", "[end of file: 1 lines]"}},
-		{"binary", args{"path": "image.png"}, false, []string{"image.png is a binary file (image/png, 16 bytes)"}},
+		{"binary", args{"path": "image.png"}, false, []string{"image.png is a binary file (image/png, 16 B)"}},
 		{"not utf-8", args{"path": "latin.txt"}, false, []string{"binary file"}},
 		{"directory", args{"path": "sub"}, true, []string{"sub is a directory; use list_dir"}},
 		{"missing", args{"path": "nope.txt"}, true, []string{"no such file or directory: nope.txt"}},
@@ -190,11 +190,11 @@ func TestListDir(t *testing.T) {
 		}
 	}
 	tool := NewListDir(ws)
-	check(t, runTool(t, tool, args{}), false, ". (8 entries):\na/\nb.txt  (5 bytes)\nempty/\nlink_a/  (symlink to a directory)\n"+
+	check(t, runTool(t, tool, args{}), false, ". (8 entries):\na/\nb.txt  (5 B)\nempty/\nlink_a/  (symlink to a directory)\n"+
 		"link_out  (symlink; target not accessible)\nmany/\nmemory/\nsessions/  (chat logs; off limits to tools)")
-	check(t, runTool(t, tool, args{"path": "a"}), false, "a (1 entries):\ninner.md  (1 bytes)")
+	check(t, runTool(t, tool, args{"path": "a"}), false, "a (1 entries):\ninner.md  (1 B)")
 	check(t, runTool(t, tool, args{"path": "empty"}), false, "empty is empty.")
-	check(t, runTool(t, tool, args{"path": "many"}), false, "many (601 entries):\n.placeholder", "f498  (0 bytes)\n... and 101 more entries not shown")
+	check(t, runTool(t, tool, args{"path": "many"}), false, "many (601 entries):\n.placeholder", "f498  (0 B)\n... and 101 more entries not shown")
 	check(t, runTool(t, tool, args{"path": "b.txt"}), true, "b.txt is a file, not a directory")
 	check(t, runTool(t, tool, args{"path": "sessions"}), true, "off limits")
 	check(t, runTool(t, tool, args{"path": "/"}), true, "path escapes the workspace: /")

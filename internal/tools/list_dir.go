@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -98,7 +99,7 @@ func (t *ListDir) describe(dir, where string, e fs.DirEntry) string {
 		case fi.IsDir():
 			return name + "/  (symlink to a directory)"
 		default:
-			return fmt.Sprintf("%s  (symlink, %s)", name, humanSize(fi.Size()))
+			return fmt.Sprintf("%s  (symlink, %s)", name, bytesize.Format(fi.Size()))
 		}
 	}
 	if e.IsDir() {
@@ -111,5 +112,5 @@ func (t *ListDir) describe(dir, where string, e fs.DirEntry) string {
 	if !fi.Mode().IsRegular() {
 		return fmt.Sprintf("%s  (%s)", name, fi.Mode().Type())
 	}
-	return fmt.Sprintf("%s  (%s)", name, humanSize(fi.Size()))
+	return fmt.Sprintf("%s  (%s)", name, bytesize.Format(fi.Size()))
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -141,7 +142,7 @@ func (t *ReadFile) Run(ctx context.Context, inv Invocation) (Result, error) {
 	if isBinary(head) {
 		return Result{Text: fmt.Sprintf("%s is a binary file (%s, %s); read_file shows text only. "+
 			"Inspect it with exec (for example `file` or `xxd | head`).",
-			a.Path, http.DetectContentType(head), humanSize(fi.Size()))}, nil
+			a.Path, http.DetectContentType(head), bytesize.Format(fi.Size()))}, nil
 	}
 	return readLines(ctx, br, a)
 }
@@ -247,16 +248,4 @@ func isBinary(head []byte) bool {
 		i += size
 	}
 	return false
-}
-
-func humanSize(n int64) string {
-	switch {
-	case n < 1024:
-		return fmt.Sprintf("%d bytes", n)
-	case n < 1024*1024:
-		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
-	case n < 1024*1024*1024:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1024*1024))
-	}
-	return fmt.Sprintf("%.1f GiB", float64(n)/(1024*1024*1024))
 }

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -345,7 +346,7 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (msgID, text
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-				"upload too large: at most %s per message (channels.web.max_upload_bytes)", channels.HumanBytes(limit)))
+				"upload too large: at most %s per message (channels.web.max_upload_bytes)", bytesize.Format(limit)))
 			return "", "", nil, false
 		}
 		writeError(w, http.StatusBadRequest, "malformed upload: "+err.Error())
@@ -359,7 +360,7 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (msgID, text
 	}
 	if total > limit {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"upload too large: at most %s per message (channels.web.max_upload_bytes)", channels.HumanBytes(limit)))
+			"upload too large: at most %s per message (channels.web.max_upload_bytes)", bytesize.Format(limit)))
 		return "", "", nil, false
 	}
 	for _, fh := range r.MultipartForm.File["file"] {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/commands"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -138,10 +139,6 @@ func decodeOut(data []byte) (bus.OutboundMessage, error) {
 // isStop reports whether content is the /stop command (also /stop@botname,
 // as Telegram groups send it). It must not wait behind the turn it stops.
 func isStop(content string) bool {
-	f := strings.Fields(content)
-	if len(f) == 0 {
-		return false
-	}
-	cmd, _, _ := strings.Cut(f[0], "@")
-	return strings.EqualFold(cmd, "/stop")
+	c, _, ok := commands.Parse(content)
+	return ok && c.Name == "stop"
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/commands"
 )
 
 // Name is the channel name and ChatID the chat of the terminal user.
@@ -176,14 +177,6 @@ func (c *CLI) REPL(ctx context.Context, in io.Reader, prompt string) error {
 // isCommand reports whether text is a chat command answered by a single
 // standalone message rather than a turn.
 func isCommand(text string) bool {
-	t := strings.TrimSpace(text)
-	if !strings.HasPrefix(t, "/") {
-		return false
-	}
-	name, _, _ := strings.Cut(strings.ToLower(t[1:]), " ")
-	switch name {
-	case "new", "stop", "help", "status", "model", "whoami":
-		return true
-	}
-	return false
+	_, _, ok := commands.Parse(text)
+	return ok
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/commands"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -457,10 +458,18 @@ func TestE2ESlashCommands(t *testing.T) {
 		before: func(f *discordfake.Server) { alice = f.NewUser("alice") },
 		cfg:    func(c *config.DiscordConfig) { c.AllowFrom = []string{alice.ID} },
 	})
-	e.fake.WaitFor(t, "commands registered", func() bool { return len(e.fake.Commands()) == len(channels.Commands()) })
+	// The slash commands are the command table's menu rows, in order, word
+	// for word, with the argument as a string option.
+	menu := commands.Menu()
+	e.fake.WaitFor(t, "commands registered", func() bool { return len(e.fake.Commands()) == len(menu) })
 	for i, c := range e.fake.Commands() {
-		if c["name"] != channels.Commands()[i].Name || c["description"] == "" {
-			t.Errorf("command %d = %v", i, c)
+		want := menu[i]
+		if c["name"] != want.Name || c["description"] != want.Description {
+			t.Errorf("command %d = %v, want /%s %q", i, c, want.Name, want.Description)
+		}
+		opts, _ := c["options"].([]any)
+		if want.Arg == nil && len(opts) != 0 || want.Arg != nil && (len(opts) != 1 || opts[0].(map[string]any)["name"] != want.Arg.Name) {
+			t.Errorf("command /%s options = %v, want %v", want.Name, opts, want.Arg)
 		}
 	}
 

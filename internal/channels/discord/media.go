@@ -16,7 +16,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 
-	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
@@ -46,7 +46,7 @@ func (c *Channel) fetchMedia(ctx context.Context, m *discordgo.Message) media {
 		mimeType := attachmentMIME(a)
 		if int64(a.Size) > c.cfg.MaxMediaBytes {
 			out.notes = append(out.notes, fmt.Sprintf("[attachment %s (%s) not downloaded: larger than the %s limit]",
-				name, channels.HumanBytes(int64(a.Size)), channels.HumanBytes(c.cfg.MaxMediaBytes)))
+				name, bytesize.Format(int64(a.Size)), bytesize.Format(c.cfg.MaxMediaBytes)))
 			continue
 		}
 		data, err := c.download(ctx, a.URL)
@@ -206,7 +206,7 @@ func (c *Channel) workspaceFile(p, name, mimeType string) (*discordgo.File, erro
 		return nil, fmt.Errorf("file %s: not a regular file", p)
 	}
 	if st.Size() > c.cfg.MaxMediaBytes {
-		return nil, fmt.Errorf("file %s: %s is over the %s upload limit", p, channels.HumanBytes(st.Size()), channels.HumanBytes(c.cfg.MaxMediaBytes))
+		return nil, fmt.Errorf("file %s: %s is over the %s upload limit", p, bytesize.Format(st.Size()), bytesize.Format(c.cfg.MaxMediaBytes))
 	}
 	data, err := root.ReadFile(rel)
 	if errors.Is(err, os.ErrNotExist) {

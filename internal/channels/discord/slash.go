@@ -12,22 +12,23 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/commands"
 )
 
 // interactionDeadline is how long the intake may take before the
 // interaction is answered; Discord gives up on an answer after 3 s.
 const interactionDeadline = 2 * time.Second
 
-// slashCommands are the chat commands (README.md#commands) as Discord
+// slashCommands are the menu's chat commands (internal/commands) as Discord
 // application commands, so they show up in Discord's command picker. Running
 // one is the same as typing it.
 func slashCommands() []*discordgo.ApplicationCommand {
 	var out []*discordgo.ApplicationCommand
-	for _, cmd := range channels.Commands() {
+	for _, cmd := range commands.Menu() {
 		ac := &discordgo.ApplicationCommand{Type: discordgo.ChatApplicationCommand, Name: cmd.Name, Description: cmd.Description}
-		if cmd.Name == "model" {
+		if cmd.Arg != nil {
 			ac.Options = []*discordgo.ApplicationCommandOption{{Type: discordgo.ApplicationCommandOptionString,
-				Name: "name", Description: "Model or route to switch this chat to (empty: show the current one)"}}
+				Name: cmd.Arg.Name, Description: cmd.Arg.Description}}
 		}
 		out = append(out, ac)
 	}

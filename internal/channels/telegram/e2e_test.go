@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
+	"github.com/nanobot-go/nanobot/internal/commands"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -239,8 +241,13 @@ func TestDMRoundTrip(t *testing.T) {
 	if len(e.srv.Calls("sendChatAction")) == 0 {
 		t.Error("no typing indicator")
 	}
-	if cmds := e.srv.Commands(); len(cmds) != len(channels.Commands()) || cmds[0].Command != "new" {
-		t.Errorf("setMyCommands = %+v", cmds)
+	// The menu is the command table's menu rows, in order, word for word.
+	var menu []models.BotCommand
+	for _, c := range commands.Menu() {
+		menu = append(menu, models.BotCommand{Command: c.Name, Description: c.Description})
+	}
+	if cmds := e.srv.Commands(); !slices.Equal(cmds, menu) {
+		t.Errorf("setMyCommands = %+v, want %+v", cmds, menu)
 	}
 	got := e.agent.received()
 	if len(got) != 1 || got[0].SenderID != "100" || got[0].SessionKey != "" || got[0].Key() != "telegram:100" {

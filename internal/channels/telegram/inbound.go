@@ -3,7 +3,6 @@ package telegram
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -241,10 +240,3 @@ func (a *albums) flush() {
 
 // errNothing drops a message with nothing the agent could use.
 var errNothing = errors.New("message has no text or usable attachment")
-
-func describeBytes(n int64) string {
-	if n >= 1<<20 {
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%d KB", (n+1023)/1024)
-}

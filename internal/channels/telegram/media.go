@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
@@ -69,7 +70,7 @@ func (c *Channel) prepareMedia(ctx context.Context, msgs []*models.Message, in *
 // in its place, so it can tell the user.
 func (c *Channel) mediaNote(what string, err error) string {
 	if errors.Is(err, errTooLarge) {
-		return fmt.Sprintf("[the %s was not downloaded: it is larger than the %s limit]", what, describeBytes(c.cfg.MaxMediaBytes))
+		return fmt.Sprintf("[the %s was not downloaded: it is larger than the %s limit]", what, bytesize.Format(c.cfg.MaxMediaBytes))
 	}
 	c.log.Warn("attachment not downloaded", zap.String("what", what), zap.String("error", c.scrub(err.Error())))
 	return fmt.Sprintf("[the %s could not be downloaded]", what)

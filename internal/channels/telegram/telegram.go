@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/commands"
 	"github.com/nanobot-go/nanobot/internal/config"
 )
 
@@ -299,7 +300,7 @@ func (c *Channel) connect(ctx context.Context) (*models.User, error) {
 
 func (c *Channel) setCommands(ctx context.Context) {
 	var cmds []models.BotCommand
-	for _, cmd := range channels.Commands() {
+	for _, cmd := range commands.Menu() {
 		cmds = append(cmds, models.BotCommand{Command: cmd.Name, Description: cmd.Description})
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.deps.CallTimeout)

@@ -60,7 +60,7 @@ func TestFileNote(t *testing.T) {
 	}{
 		{llm.FileRef{Path: "media/report.pdf", MIME: "application/pdf", Size: 2 << 20, Name: "Q3 report.pdf"}, "[file: Q3 report.pdf (application/pdf, 2.0 MiB) at media/report.pdf]"},
 		{llm.FileRef{Path: "media/a.txt", Size: 1536}, "[file: a.txt (1.5 KiB) at media/a.txt]"},
-		{llm.FileRef{Path: "media/b.bin", MIME: "application/octet-stream", Size: 12}, "[file: b.bin (application/octet-stream, 12 bytes) at media/b.bin]"},
+		{llm.FileRef{Path: "media/b.bin", MIME: "application/octet-stream", Size: 12}, "[file: b.bin (application/octet-stream, 12 B) at media/b.bin]"},
 		{llm.FileRef{Path: "media/c"}, "[file: c at media/c]"},
 	}
 	for _, tc := range cases {

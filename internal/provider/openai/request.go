@@ -11,6 +11,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -301,20 +302,10 @@ func fileNote(f llm.FileRef) string {
 		info = append(info, f.MIME)
 	}
 	if f.Size > 0 {
-		info = append(info, humanSize(f.Size))
+		info = append(info, bytesize.Format(f.Size))
 	}
 	if len(info) == 0 {
 		return fmt.Sprintf("[file: %s at %s]", name, f.Path)
 	}
 	return fmt.Sprintf("[file: %s (%s) at %s]", name, strings.Join(info, ", "), f.Path)
-}
-
-func humanSize(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
