@@ -60,7 +60,7 @@ REFS = {
     "S-A1": "README.md#how-it-works",
     "S-A2": "docs/routing.md#what-happens-when-a-call-fails",
     "S-A3": "docs/reliability.md#every-turn-ends-with-something-to-read",
-    "S-A4": "README.md#commands",
+    "S-A4": "docs/channels.md#chat-commands-internalcommands",
     "S-A5": "docs/reliability.md#every-turn-ends-with-something-to-read",
     # Memory and skills
     "S-M1": "docs/memory.md",
@@ -124,7 +124,6 @@ OVERRIDES = {
     ("internal/memory/consolidate.go", "S-M2"): "docs/memory.md#the-model-call",
     ("internal/agent/memory.go", "S-M2"): "docs/memory.md#when",
     ("internal/session/bench_test.go", "S-S2"): "docs/sessions.md#cost-of-a-turn",
-    ("internal/channels/commands.go", "S-A4"): "README.md#commands",
 }
 
 ID = r"S-[A-Z]+[0-9]+[a-z]?"
