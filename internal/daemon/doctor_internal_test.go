@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -17,16 +17,16 @@ func TestProviderFix(t *testing.T) {
 		name   string
 		pc     config.ProviderConfig
 		err    error
-		status status
+		status Verdict
 		fix    string
 	}{
-		{"no key", config.ProviderConfig{}, &llm.APIError{Status: 401}, statusFail, "set providers.p.api_key (e.g. api_key: ${P_API_KEY}"},
-		{"key refused", withKey, &llm.APIError{Status: 401}, statusFail, "the key was refused"},
-		{"quota", withKey, &llm.APIError{Status: 429, Type: "insufficient_quota"}, statusFail, "quota or billing"},
-		{"no model list", withKey, &llm.APIError{Status: 404}, statusWarn, "no model list at http://localhost:11434/v1/models"},
-		{"down", withKey, &llm.APIError{Status: 0, Type: "transport", Message: "connection refused"}, statusFail, "cannot reach http://localhost:11434/v1"},
-		{"slow", withKey, fmt.Errorf("list models: %w", context.DeadlineExceeded), statusFail, "cannot reach"},
-		{"other", withKey, errors.New("strange"), statusFail, "check providers.p (base_url, api_key, extra_headers)"},
+		{"no key", config.ProviderConfig{}, &llm.APIError{Status: 401}, VerdictFail, "set providers.p.api_key (e.g. api_key: ${P_API_KEY}"},
+		{"key refused", withKey, &llm.APIError{Status: 401}, VerdictFail, "the key was refused"},
+		{"quota", withKey, &llm.APIError{Status: 429, Type: "insufficient_quota"}, VerdictFail, "quota or billing"},
+		{"no model list", withKey, &llm.APIError{Status: 404}, VerdictWarn, "no model list at http://localhost:11434/v1/models"},
+		{"down", withKey, &llm.APIError{Status: 0, Type: "transport", Message: "connection refused"}, VerdictFail, "cannot reach http://localhost:11434/v1"},
+		{"slow", withKey, fmt.Errorf("list models: %w", context.DeadlineExceeded), VerdictFail, "cannot reach"},
+		{"other", withKey, errors.New("strange"), VerdictFail, "check providers.p (base_url, api_key, extra_headers)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
