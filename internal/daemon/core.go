@@ -1,7 +1,10 @@
 // Package daemon wires nanobot together: it builds every component from the
 // configuration, runs them under one errgroup, and shuts them down in order
 // (stop intake, drain turns within the grace period, flush replies, close
-// channels and files). It is the only package that imports everything.
+// channels and files). It is the only package that imports everything, and
+// the only composition root: every command, doctor, status and pairing
+// included, takes its parts from here, so what they check is what the
+// gateway runs (arch_test.go keeps cmd/nanobot to flags and printing).
 package daemon
 
 import (

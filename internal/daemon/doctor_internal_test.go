@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -50,5 +54,23 @@ func TestUsedModels(t *testing.T) {
 	want := "map[anthropic:[claude-haiku-4-5] ollama:[qwen2.5:14b] openai:[gpt-4.1] openrouter:[anthropic/claude-sonnet-4.5]]"
 	if got != want {
 		t.Errorf("usedModels = %s, want %s", got, want)
+	}
+}
+
+// TestNewProviderCoversEveryKind: newProvider is the one place a kind maps
+// to an adapter, for the router and for doctor; every kind the config
+// accepts must build one that lists models, and any other kind is refused.
+func TestNewProviderCoversEveryKind(t *testing.T) {
+	for _, kind := range append(slices.Clone(config.ProviderKinds), "ollama-native") {
+		t.Run(kind, func(t *testing.T) {
+			p, err := newProvider("p", config.ProviderConfig{Kind: kind, APIKey: "k"}, http.DefaultClient, zap.NewNop())
+			known := slices.Contains(config.ProviderKinds, kind)
+			switch {
+			case known && (err != nil || p == nil):
+				t.Errorf("kind %q: %v, %v; want an adapter", kind, p, err)
+			case !known && (err == nil || !strings.Contains(err.Error(), "providers.p.kind")):
+				t.Errorf("kind %q: err %v; want it refused naming providers.p.kind", kind, err)
+			}
+		})
 	}
 }
