@@ -52,6 +52,13 @@ var allowed = []struct {
 	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config", "internal/inbox"}},
 	{"internal/web", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/session", "internal/history", "internal/logging", "internal/workspace", "internal/inbox", "internal/bytesize"}},
 	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/channels/clock"}},
+	// The daemon is the only composition root: the command parses flags,
+	// loads the config and prints what the daemon built or found (doctor,
+	// status, pairing included), so no command builds a provider, a channel
+	// or a store of its own and checks something the gateway does not run.
+	// It keeps the sandbox, a leaf: the hidden launcher must run first in
+	// main, and hardening is of the process itself.
+	{"cmd/nanobot", []string{"internal/daemon", "internal/config", "internal/logging", "internal/sandbox"}},
 }
 
 // forbidden are imports no package but the daemon and the commands may make.

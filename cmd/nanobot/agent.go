@@ -9,11 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/nanobot-go/nanobot/internal/channels/cli"
 	"github.com/nanobot-go/nanobot/internal/daemon"
-	"github.com/nanobot-go/nanobot/internal/mcp"
 )
 
 // defaultMCPWait bounds how long `nanobot agent` waits for the MCP servers
@@ -47,25 +44,13 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 			defer stopMCP()
 			reportMCP(cmd.ErrOrStderr(), notReady, mcpWait, message != "")
 
-			term := cli.New(core.Bus, cmd.OutOrStdout())
-			term.Stream = !noStream && isTerminal(os.Stdout)
-			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
-			eg, ctx := errgroup.WithContext(ctx)
-			eg.Go(func() error { return core.RunAgent(ctx) })
-			eg.Go(func() error {
-				// Closing intake lets the agent finish and return.
-				defer core.Bus.CloseInbound()
-				if message != "" {
-					return term.Ask(ctx, message)
-				}
-				return term.REPL(ctx, cmd.InOrStdin(), "you> ")
+			err = core.RunTerminal(cmd.Context(), daemon.TerminalOptions{
+				In: cmd.InOrStdin(), Out: cmd.OutOrStdout(), Message: message, Stream: !noStream && isTerminal(os.Stdout),
 			})
-			err = eg.Wait()
 			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
 				return nil // interrupted by the user
 			}
-			var replyErr *cli.ReplyError
+			var replyErr *daemon.ReplyError
 			if errors.As(err, &replyErr) {
 				return exitError{code: 1} // the agent's message was printed already
 			}
@@ -80,14 +65,14 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 
 // reportMCP tells the user, on stderr, which MCP servers are not ready, so
 // a missing tool is not a mystery.
-func reportMCP(w io.Writer, notReady []mcp.Status, wait time.Duration, oneShot bool) {
+func reportMCP(w io.Writer, notReady []daemon.MCPStatus, wait time.Duration, oneShot bool) {
 	missing := "its tools are missing until it connects (/status shows it)"
 	if oneShot {
 		missing = "its tools are not available for this message"
 	}
 	for _, st := range notReady {
 		switch st.State {
-		case mcp.StateConnecting:
+		case daemon.MCPConnecting:
 			fmt.Fprintf(w, "MCP server %s (%s) is still starting after %s: %s.\n", st.Name, st.Transport, wait, missing)
 		default:
 			fmt.Fprintf(w, "MCP server %s (%s) did not start: %s; %s.\n", st.Name, st.Transport, clip(st.LastError, 200), missing)

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,10 +12,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/daemon"
 	"github.com/nanobot-go/nanobot/internal/logging"
 )
-
-// doctorTimeout bounds each network check: a provider or platform that
-// takes longer is as good as unreachable for a chat bot.
-const doctorTimeout = 15 * time.Second
 
 func newDoctorCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
@@ -37,10 +28,9 @@ func newDoctorCmd(g *globalFlags) *cobra.Command {
 			if path == "" {
 				path = config.DefaultPath()
 			}
-			r := &report{}
-			runDoctor(cmd.Context(), r, path)
-			r.print(cmd.OutOrStdout())
-			if r.failures() > 0 {
+			r := daemon.Doctor(cmd.Context(), path, buildVersion())
+			printReport(cmd.OutOrStdout(), r)
+			if r.Count(daemon.VerdictFail) > 0 {
 				return exitError{code: 1}
 			}
 			return nil
@@ -48,65 +38,21 @@ func newDoctorCmd(g *globalFlags) *cobra.Command {
 	}
 }
 
-// status is a finding's verdict.
-type status int
-
-const (
-	statusOK status = iota
-	statusSkip
-	statusWarn
-	statusFail
-)
-
-func (s status) String() string {
-	return [...]string{"ok", "skip", "warn", "FAIL"}[s]
-}
-
-// finding is the result of one check: what was checked, what was found and,
-// when something is wrong, how to fix it.
-type finding struct {
-	name   string
-	status status
-	detail string
-	fix    string
-}
-
-// report collects findings; secrets are redacted from every line.
-type report struct {
-	findings []finding
-	secrets  []string
-}
-
-func (r *report) add(name string, s status, detail, fix string) {
-	r.findings = append(r.findings, finding{name, s, detail, fix})
-}
-
-func (r *report) failures() int {
-	n := 0
-	for _, f := range r.findings {
-		if f.status == statusFail {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *report) print(out io.Writer) {
+// printReport prints the findings, redacted, with the fix of each warning
+// and failure, and a closing count.
+func printReport(out io.Writer, r *daemon.Report) {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "nanobot doctor (%s)\n\n", buildVersion())
-	warnings := 0
-	for _, f := range r.findings {
-		detail := strings.TrimSpace(logging.Redact(f.detail, r.secrets))
-		fmt.Fprintf(w, "[%s]\t%s\t%s\n", f.status, f.name, strings.ReplaceAll(detail, "\n", "\n\t\t"))
-		if f.fix != "" && f.status >= statusWarn {
-			fmt.Fprintf(w, "\t\tfix: %s\n", logging.Redact(f.fix, r.secrets))
-		}
-		if f.status == statusWarn {
-			warnings++
+	for _, f := range r.Findings {
+		detail := strings.TrimSpace(logging.Redact(f.Detail, r.Secrets))
+		fmt.Fprintf(w, "[%s]\t%s\t%s\n", f.Verdict, f.Name, strings.ReplaceAll(detail, "\n", "\n\t\t"))
+		if f.Fix != "" && f.Verdict >= daemon.VerdictWarn {
+			fmt.Fprintf(w, "\t\tfix: %s\n", logging.Redact(f.Fix, r.Secrets))
 		}
 	}
 	_ = w.Flush()
-	switch n := r.failures(); {
+	warnings := r.Count(daemon.VerdictWarn)
+	switch n := r.Count(daemon.VerdictFail); {
 	case n > 0:
 		fmt.Fprintf(out, "\n%d problem(s) to fix, %d warning(s).\n", n, warnings)
 	case warnings > 0:
@@ -114,33 +60,4 @@ func (r *report) print(out io.Writer) {
 	default:
 		fmt.Fprintln(out, "\nEverything looks good.")
 	}
-}
-
-// runDoctor runs every check in order. Checks after the config need a valid
-// config, so an invalid one ends the run.
-func runDoctor(ctx context.Context, r *report, path string) {
-	cfg, err := config.Load(path)
-	if err == nil {
-		err = cfg.Validate()
-	}
-	if err != nil {
-		fix := "correct the keys named above; config.example.yaml documents every key"
-		if errors.Is(err, fs.ErrNotExist) {
-			fix = "run `nanobot onboard` to write a starter config, or pass --config PATH"
-		}
-		r.add("config", statusFail, err.Error(), fix)
-		return
-	}
-	r.secrets = daemon.Secrets(cfg, filepath.Dir(path))
-	r.add("config", statusOK, path+" is valid", "")
-	if err := config.CheckPermissions(path); err != nil {
-		r.add("config mode", statusWarn, err.Error(), "chmod 600 "+path)
-	}
-	checkDirs(r, cfg, filepath.Dir(path))
-	checkListen(ctx, r, cfg.Gateway.Listen)
-	checkProviders(ctx, r, cfg)
-	checkChannels(ctx, r, cfg, filepath.Dir(path))
-	checkMCP(ctx, r, cfg)
-	checkBus(ctx, r, cfg)
-	checkSandbox(r, cfg)
 }

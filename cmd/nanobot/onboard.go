@@ -8,11 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	nanobot "github.com/nanobot-go/nanobot"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
-	"github.com/nanobot-go/nanobot/internal/web"
-	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 func newOnboardCmd(g *globalFlags) *cobra.Command {
@@ -42,8 +39,8 @@ func newOnboardCmd(g *globalFlags) *cobra.Command {
 			default:
 				fmt.Fprintf(out, "config:    %s (created)\n", path)
 			}
-			tokenPath := filepath.Join(filepath.Dir(path), daemon.WebTokenFile)
-			switch made, err := web.EnsureTokenFile(tokenPath); {
+			tokenPath := daemon.WebTokenPath(filepath.Dir(path))
+			switch made, err := daemon.EnsureWebToken(filepath.Dir(path)); {
 			case err != nil:
 				return err
 			case made:
@@ -51,9 +48,9 @@ func newOnboardCmd(g *globalFlags) *cobra.Command {
 			default:
 				fmt.Fprintf(out, "web token: %s (exists, left as is)\n", tokenPath)
 			}
-			created, err := workspace.Install(nanobot.WorkspaceTemplate(), abs)
+			created, err := daemon.InstallWorkspace(abs)
 			if err != nil {
-				return fmt.Errorf("create workspace: %w", err)
+				return err
 			}
 			fmt.Fprintf(out, "workspace: %s (%d files created)\n", abs, len(created))
 			for _, c := range created {

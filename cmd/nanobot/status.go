@@ -4,21 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
-	"github.com/nanobot-go/nanobot/internal/provider/openai"
-	"github.com/nanobot-go/nanobot/internal/session"
-	"github.com/nanobot-go/nanobot/internal/session/jsstore"
-	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 func newStatusCmd(g *globalFlags) *cobra.Command {
@@ -40,29 +34,6 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 	}
 }
 
-// execSandboxLine says how the exec tool's commands run: the mode in
-// effect, the kernel's Landlock ABI and the network rule.
-func execSandboxLine(cfg *config.Config) string {
-	e := cfg.Tools.Exec
-	if !e.Enabled {
-		return "exec tool disabled"
-	}
-	st := daemon.SandboxState(cfg)
-	line := st.Describe()
-	switch {
-	case st.Confined && !e.Network && st.NetworkUnenforced:
-		line += ", network off requested but not enforceable (Landlock ABI < 4)"
-	case st.Confined && !e.Network:
-		line += ", network off"
-	case st.Confined:
-		line += ", network on"
-	}
-	if n := len(e.Expose); n > 0 && st.Confined {
-		line += fmt.Sprintf(", %d exposed path(s)", n)
-	}
-	return line
-}
-
 // printStatus writes the summary. It never prints a secret: keys and tokens
 // show only whether they are set.
 func printStatus(out io.Writer, path string, cfg *config.Config) error {
@@ -73,12 +44,13 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 		}
 		return "set"
 	}
+	sum := daemon.Summarize(cfg)
 	fmt.Fprintf(w, "nanobot %s\n\n", buildVersion())
 	fmt.Fprintf(w, "Config\t%s\n", path)
 	fmt.Fprintf(w, "Workspace\t%s\n", cfg.Agents.Workspace)
 	fmt.Fprintf(w, "Sessions dir\t%s\n", cfg.Agents.SessionsDir)
-	if old := filepath.Join(cfg.Agents.Workspace, workspace.SessionsDir); isDir(old) {
-		fmt.Fprintf(w, "\t%s still exists: the gateway moves its session files to the sessions dir at start\n", old)
+	if sum.OldSessions != "" {
+		fmt.Fprintf(w, "\t%s still exists: the gateway moves its session files to the sessions dir at start\n", sum.OldSessions)
 	}
 	fmt.Fprintf(w, "Gateway\t%s, %s\n", cfg.Gateway.Listen, gatewayState(cfg.Gateway.Listen))
 	fmt.Fprintf(w, "Model\t%s\n", cfg.Agents.Model)
@@ -97,11 +69,7 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	for _, name := range sortedKeys(cfg.Providers) {
 		p := cfg.Providers[name]
 		fmt.Fprintf(w, "Provider %s\t%s at %s, api key %s", name, p.Kind, p.BaseURL, set(p.APIKey))
-		if p.Kind == openai.ResponsesAPI {
-			store := "off"
-			if p.Store {
-				store = "on"
-			}
+		if store, ok := sum.ResponsesStore[name]; ok {
 			fmt.Fprintf(w, ", store %s", store)
 		}
 		fmt.Fprintln(w)
@@ -126,7 +94,7 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 		fmt.Fprintf(w, "Channel web	disabled\n")
 	}
 	printMCP(w, cfg)
-	fmt.Fprintf(w, "Exec sandbox\t%s\n", execSandboxLine(cfg))
+	fmt.Fprintf(w, "Exec sandbox\t%s\n", sum.ExecSandbox)
 	if names := sortedKeys(cfg.API.Keys); len(names) > 0 {
 		fmt.Fprintf(w, "API	/v1/chat/completions on %s, keys: %s\n", cfg.Gateway.Listen, strings.Join(names, ", "))
 	} else {
@@ -138,24 +106,21 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 		fmt.Fprintf(w, "Bus\tmemory (one process)\n")
 	}
 	fmt.Fprintln(w)
-	if cfg.Bus.Backend == config.BusNATS && cfg.Bus.NATS.Sessions == config.SessionsJetStream {
+	if sum.SessionsStream != "" {
 		// status does not connect to NATS; doctor does.
 		fmt.Fprintf(w, "Sessions\tagent workers keep them in the %s stream (nanobot doctor checks it); files in the sessions dir:\n",
-			jsstore.StreamName(cfg.Bus.NATS.Prefix))
+			sum.SessionsStream)
 	}
-	store := session.NewStore(cfg.Agents.SessionsDir, session.Options{}, zap.NewNop())
-	defer store.Close()
-	infos, err := store.List()
-	if err != nil {
-		fmt.Fprintf(w, "Sessions\tunreadable: %v\n", err)
+	if sum.SessionsErr != nil {
+		fmt.Fprintf(w, "Sessions\tunreadable: %v\n", sum.SessionsErr)
 		return w.Flush()
 	}
+	infos := sum.Sessions
 	var total int64
 	for _, in := range infos {
 		total += in.Size
 	}
 	fmt.Fprintf(w, "Sessions\t%d, %.1f KiB in total\n", len(infos), float64(total)/1024)
-	slices.SortFunc(infos, func(a, b session.Info) int { return b.ModTime.Compare(a.ModTime) })
 	for _, in := range infos[:min(len(infos), 5)] {
 		fmt.Fprintf(w, "  %s\t%.1f KiB, last active %s\n", in.Key, float64(in.Size)/1024, in.ModTime.Format("2006-01-02 15:04"))
 	}
@@ -192,10 +157,10 @@ func printMCP(w io.Writer, cfg *config.Config) {
 func gatewayState(listen string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if _, err := probe(ctx, listen, "/healthz"); err != nil {
+	if _, err := daemon.Probe(ctx, listen, "/healthz"); err != nil {
 		return "not running"
 	}
-	if _, err := probe(ctx, listen, "/readyz"); err != nil {
+	if _, err := daemon.Probe(ctx, listen, "/readyz"); err != nil {
 		return "running, not ready (`nanobot healthcheck --ready` says why)"
 	}
 	return "running, ready"

@@ -2,12 +2,10 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nanobot-go/nanobot/internal/daemon"
-	"github.com/nanobot-go/nanobot/internal/web"
 )
 
 // newWebCmd manages the web page's login token
@@ -25,20 +23,16 @@ func newWebCmd(g *globalFlags) *cobra.Command {
 			"browsers already logged in stay so until their session ends or the gateway restarts.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := filepath.Join(dataDir(g), daemon.WebTokenFile)
 			if rotate {
-				t, err := web.NewToken()
+				t, err := daemon.RotateWebToken(dataDir(g))
 				if err != nil {
 					return err
 				}
-				if err := web.WriteTokenFile(path, t); err != nil {
-					return err
-				}
 				fmt.Fprintln(cmd.OutOrStdout(), t)
-				fmt.Fprintf(cmd.ErrOrStderr(), "new token written to %s; the old one no longer logs in\n", path)
+				fmt.Fprintf(cmd.ErrOrStderr(), "new token written to %s; the old one no longer logs in\n", daemon.WebTokenPath(dataDir(g)))
 				return nil
 			}
-			t, err := web.ReadTokenFile(path)
+			t, err := daemon.WebToken(dataDir(g))
 			if err != nil {
 				return fmt.Errorf("%w (the gateway also creates it when it first starts)", err)
 			}

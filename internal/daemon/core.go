@@ -1,7 +1,10 @@
 // Package daemon wires nanobot together: it builds every component from the
 // configuration, runs them under one errgroup, and shuts them down in order
 // (stop intake, drain turns within the grace period, flush replies, close
-// channels and files). It is the only package that imports everything.
+// channels and files). It is the only package that imports everything, and
+// the only composition root: every command, doctor, status and pairing
+// included, takes its parts from here, so what they check is what the
+// gateway runs (arch_test.go keeps cmd/nanobot to flags and printing).
 package daemon
 
 import (
@@ -12,11 +15,11 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
-	nanobot "github.com/nanobot-go/nanobot"
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
@@ -160,18 +163,11 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	}
 	providers := make(map[string]provider.Streamer, len(cfg.Providers))
 	for name, pc := range cfg.Providers {
-		switch pc.Kind {
-		case openai.API:
-			providers[name] = openai.New(name, pc, hc, log.Named("provider"))
-		case openai.ResponsesAPI:
-			providers[name] = openai.NewResponses(name, pc, hc, log.Named("provider"))
-		case anthropic.API:
-			providers[name] = anthropic.New(name, pc, hc, log.Named("provider"))
-		case gemini.API:
-			providers[name] = gemini.New(name, pc, hc, log.Named("provider"))
-		default:
-			return nil, fmt.Errorf("providers.%s.kind: %q is not supported", name, pc.Kind)
+		p, err := newProvider(name, pc, hc, log.Named("provider"))
+		if err != nil {
+			return nil, err
 		}
+		providers[name] = p
 	}
 	routes := make(map[string]provider.RouteSpec, len(cfg.Routes))
 	for name, r := range cfg.Routes {
@@ -187,8 +183,8 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	}, log.Named("router"))
 
 	ws := cfg.Agents.Workspace
-	if _, err := workspace.Install(nanobot.WorkspaceTemplate(), ws); err != nil {
-		return nil, fmt.Errorf("prepare workspace %s: %w", ws, err)
+	if _, err := InstallWorkspace(ws); err != nil {
+		return nil, err
 	}
 	// Sessions live outside the workspace (docs/sessions.md); an old one's
 	// move is finished before anything opens a session file or runs a tool.
@@ -260,6 +256,30 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	}
 	return &Core{Config: cfg, Bus: b, Pub: pub, NATS: nb, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
 		Metrics: m, ModelHealth: modelHealth, usage: usage, root: root, log: log}, nil
+}
+
+// modelProvider is a provider adapter: it streams turns for the router and
+// lists its models for doctor (the cheapest call that proves the key).
+type modelProvider interface {
+	provider.Streamer
+	Models(ctx context.Context) ([]string, error)
+}
+
+// newProvider builds the adapter of providers.<name> for its kind. It is
+// the one place a kind maps to an adapter, so doctor calls what the
+// gateway's router calls.
+func newProvider(name string, pc config.ProviderConfig, hc *http.Client, log *zap.Logger) (modelProvider, error) {
+	switch pc.Kind {
+	case openai.API:
+		return openai.New(name, pc, hc, log), nil
+	case openai.ResponsesAPI:
+		return openai.NewResponses(name, pc, hc, log), nil
+	case anthropic.API:
+		return anthropic.New(name, pc, hc, log), nil
+	case gemini.API:
+		return gemini.New(name, pc, hc, log), nil
+	}
+	return nil, fmt.Errorf("providers.%s.kind: %q is not supported (one of %s)", name, pc.Kind, strings.Join(config.ProviderKinds, ", "))
 }
 
 // newSessions builds the session store: the <PREFIX>_SESSIONS stream with

@@ -227,17 +227,11 @@ func (g *Gateway) announce(addr string) {
 }
 
 func (g *Gateway) buildChannels() error {
-	cfg, ws := g.cfg, g.cfg.Agents.Workspace
 	pairing := g.newPairing()
 	g.pairing = pairing
-	limits := func(a config.Access) channels.IntakeConfig {
-		return channels.IntakeConfig{MaxChars: cfg.Agents.MaxInputChars, RatePerMinute: a.RatePerMinute}
-	}
-	if tc := cfg.Channels.Telegram; tc.Enabled {
-		tg, err := telegram.New(tc, telegram.Deps{
-			Bus: g.core.Pub, Pairing: pairing, DataDir: g.opts.DataDir, Workspace: ws,
-			Transcription: cfg.Channels.Transcription, Limits: limits(tc.Access), StallGrace: tc.StallGrace,
-		}, g.log.Named("telegram"))
+	parts := channelParts{pub: g.core.Pub, pairing: pairing, dataDir: g.opts.DataDir}
+	if tc := g.cfg.Channels.Telegram; tc.Enabled {
+		tg, err := newTelegram(g.cfg, parts, g.log.Named("telegram"))
 		if err != nil {
 			return fmt.Errorf("channels.telegram: %w", err)
 		}
@@ -250,12 +244,9 @@ func (g *Gateway) buildChannels() error {
 		}
 		g.channels = append(g.channels, tg)
 	}
-	if dc := cfg.Channels.Discord; dc.Enabled {
-		d, err := discord.New(dc, discord.Deps{
-			Bus: g.core.Pub, Pairing: pairing, Workspace: ws, DataDir: g.opts.DataDir,
-			Cursors:       g.discordCursors(),
-			Transcription: cfg.Channels.Transcription, Limits: limits(dc.Access),
-		}, g.log.Named("discord"))
+	if dc := g.cfg.Channels.Discord; dc.Enabled {
+		parts.cursors = g.discordCursors()
+		d, err := newDiscord(g.cfg, parts, g.log.Named("discord"))
 		if err != nil {
 			return fmt.Errorf("channels.discord: %w", err)
 		}
@@ -265,6 +256,41 @@ func (g *Gateway) buildChannels() error {
 		g.channels = append(g.channels, d)
 	}
 	return nil
+}
+
+// channelParts are what a chat adapter gets from the daemon beside its
+// config section.
+type channelParts struct {
+	pub     channels.Publisher
+	pairing channels.Pairing
+	dataDir string
+	// cursors is Discord's cursor store; nil: the data dir's file.
+	cursors discord.CursorStore
+}
+
+// intakeLimits are the intake's bounds for a channel with access a.
+func intakeLimits(cfg *config.Config, a config.Access) channels.IntakeConfig {
+	return channels.IntakeConfig{MaxChars: cfg.Agents.MaxInputChars, RatePerMinute: a.RatePerMinute}
+}
+
+// newTelegram builds the Telegram adapter of channels.telegram: the one
+// place it is built, for the gateway and for doctor's token check.
+func newTelegram(cfg *config.Config, p channelParts, log *zap.Logger) (*telegram.Channel, error) {
+	tc := cfg.Channels.Telegram
+	return telegram.New(tc, telegram.Deps{
+		Bus: p.pub, Pairing: p.pairing, DataDir: p.dataDir, Workspace: cfg.Agents.Workspace,
+		Transcription: cfg.Channels.Transcription, Limits: intakeLimits(cfg, tc.Access), StallGrace: tc.StallGrace,
+	}, log)
+}
+
+// newDiscord builds the Discord adapter of channels.discord: the one place
+// it is built, for the gateway and for doctor's token check.
+func newDiscord(cfg *config.Config, p channelParts, log *zap.Logger) (*discord.Channel, error) {
+	dc := cfg.Channels.Discord
+	return discord.New(dc, discord.Deps{
+		Bus: p.pub, Pairing: p.pairing, Workspace: cfg.Agents.Workspace, DataDir: p.dataDir, Cursors: p.cursors,
+		Transcription: cfg.Channels.Transcription, Limits: intakeLimits(cfg, dc.Access),
+	}, log)
 }
 
 // newPairing builds the pairing store: with the NATS bus, the KV bucket

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,4 +115,27 @@ func SecretFiles(cfg *config.Config, dataDir string) []string {
 // of SecretFiles as they are now.
 func Secrets(cfg *config.Config, dataDir string) []string {
 	return logging.NewSecrets(cfg.Secrets(), SecretFiles(cfg, dataDir)).Values()
+}
+
+// ExecSandboxLine says how the exec tool's commands run: the mode in
+// effect, the kernel's Landlock ABI and the network rule (status, doctor).
+func ExecSandboxLine(cfg *config.Config) string {
+	e := cfg.Tools.Exec
+	if !e.Enabled {
+		return "exec tool disabled"
+	}
+	st := SandboxState(cfg)
+	line := st.Describe()
+	switch {
+	case st.Confined && !e.Network && st.NetworkUnenforced:
+		line += ", network off requested but not enforceable (Landlock ABI < 4)"
+	case st.Confined && !e.Network:
+		line += ", network off"
+	case st.Confined:
+		line += ", network on"
+	}
+	if n := len(e.Expose); n > 0 && st.Confined {
+		line += fmt.Sprintf(", %d exposed path(s)", n)
+	}
+	return line
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -17,15 +17,9 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
-	"github.com/nanobot-go/nanobot/internal/channels/discord"
-	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/daemon"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/mcp"
-	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
-	"github.com/nanobot-go/nanobot/internal/provider/gemini"
-	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session/jsstore"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -33,39 +27,39 @@ import (
 // checkDirs checks that the workspace, the sessions dir and the data dir
 // (pairing store, Telegram update journal) are writable by this user, and
 // that no old sessions/ is left in the workspace.
-func checkDirs(r *report, cfg *config.Config, data string) {
+func checkDirs(r *Report, cfg *config.Config, data string) {
 	ws := cfg.Agents.Workspace
 	switch fi, err := os.Stat(ws); {
 	case errors.Is(err, os.ErrNotExist):
-		r.add("workspace", statusWarn, ws+" does not exist yet; the gateway creates it from the template on start",
+		r.add("workspace", VerdictWarn, ws+" does not exist yet; the gateway creates it from the template on start",
 			"run `nanobot onboard` to create it now")
 	case err != nil:
-		r.add("workspace", statusFail, err.Error(), "fix the path in agents.workspace")
+		r.add("workspace", VerdictFail, err.Error(), "fix the path in agents.workspace")
 	case !fi.IsDir():
-		r.add("workspace", statusFail, ws+" is not a directory", "point agents.workspace at a directory")
+		r.add("workspace", VerdictFail, ws+" is not a directory", "point agents.workspace at a directory")
 	default:
 		if err := writable(ws); err != nil {
-			r.add("workspace", statusFail, err.Error(), ownFix(ws))
+			r.add("workspace", VerdictFail, err.Error(), ownFix(ws))
 		} else {
-			r.add("workspace", statusOK, ws+" is writable", "")
+			r.add("workspace", VerdictOK, ws+" is writable", "")
 		}
 	}
 	checkSessionsDir(r, cfg)
 	if err := writable(data); err != nil {
-		s := statusWarn
+		s := VerdictWarn
 		if cfg.Channels.Telegram.Enabled || cfg.Channels.Discord.Enabled {
-			s = statusFail // the update journal and pairing store live there
+			s = VerdictFail // the update journal and pairing store live there
 		}
 		r.add("data dir", s, err.Error(), ownFix(data))
 	} else {
-		r.add("data dir", statusOK, data+" is writable", "")
+		r.add("data dir", VerdictOK, data+" is writable", "")
 	}
 }
 
 // checkSessionsDir checks that agents.sessions_dir is (or can be created)
 // writable, and warns about an old <workspace>/sessions/ the gateway has not
 // moved yet, or could not move whole: there the tools can reach it.
-func checkSessionsDir(r *report, cfg *config.Config) {
+func checkSessionsDir(r *Report, cfg *config.Config) {
 	dir := cfg.Agents.SessionsDir
 	// The store creates the directory on the first write: what must be
 	// writable is the directory or, before then, its nearest parent.
@@ -75,11 +69,11 @@ func checkSessionsDir(r *report, cfg *config.Config) {
 	}
 	switch err := writable(probe); {
 	case err != nil:
-		r.add("sessions dir", statusFail, err.Error(), ownFix(probe))
+		r.add("sessions dir", VerdictFail, err.Error(), ownFix(probe))
 	case probe != dir:
-		r.add("sessions dir", statusOK, dir+" does not exist yet; it is created on the first message", "")
+		r.add("sessions dir", VerdictOK, dir+" does not exist yet; it is created on the first message", "")
 	default:
-		r.add("sessions dir", statusOK, dir+" is writable", "")
+		r.add("sessions dir", VerdictOK, dir+" is writable", "")
 	}
 	old := filepath.Join(cfg.Agents.Workspace, workspace.SessionsDir)
 	if fi, err := os.Lstat(old); err == nil {
@@ -87,7 +81,7 @@ func checkSessionsDir(r *report, cfg *config.Config) {
 		if fi.Mode()&os.ModeSymlink != 0 {
 			what = "a link"
 		}
-		r.add("old sessions", statusWarn, old+" is still "+what+" in the workspace, where tools may reach it",
+		r.add("old sessions", VerdictWarn, old+" is still "+what+" in the workspace, where tools may reach it",
 			"start the gateway: it moves the session files to "+dir+" at start (its log says what it left; move or delete that by hand)")
 	}
 }
@@ -119,30 +113,30 @@ func ownFix(dir string) string {
 
 // checkListen reports whether gateway.listen is free, or already served by
 // a running gateway (which is fine).
-func checkListen(ctx context.Context, r *report, addr string) {
+func checkListen(ctx context.Context, r *Report, addr string) {
 	ln, err := net.Listen("tcp", addr)
 	if err == nil {
 		_ = ln.Close()
-		r.add("gateway.listen", statusOK, addr+" is free", "")
+		r.add("gateway.listen", VerdictOK, addr+" is free", "")
 		return
 	}
 	if probeHealthz(ctx, addr) {
-		r.add("gateway.listen", statusOK, addr+" is served by a running nanobot gateway", "")
+		r.add("gateway.listen", VerdictOK, addr+" is served by a running nanobot gateway", "")
 		return
 	}
-	r.add("gateway.listen", statusFail, fmt.Sprintf("cannot listen on %s: %v", addr, err),
+	r.add("gateway.listen", VerdictFail, fmt.Sprintf("cannot listen on %s: %v", addr, err),
 		"stop the program using that port, or choose another address in gateway.listen")
 }
 
 // checkBus reaches the NATS server of bus.backend: nats and looks for the
 // streams (docs/scale-out.md).
-func checkBus(ctx context.Context, r *report, cfg *config.Config) {
+func checkBus(ctx context.Context, r *Report, cfg *config.Config) {
 	if cfg.Bus.Backend != config.BusNATS {
 		return
 	}
 	nc, err := natsbus.Dial(cfg.Bus.NATS, "nanobot doctor")
 	if err != nil {
-		r.add("bus.nats", statusFail, fmt.Sprintf("cannot reach NATS at %s: %v", cfg.Bus.NATS.URL, err),
+		r.add("bus.nats", VerdictFail, fmt.Sprintf("cannot reach NATS at %s: %v", cfg.Bus.NATS.URL, err),
 			"start a NATS server with JetStream (nats-server -js), or fix bus.nats.url, creds_file and tls")
 		return
 	}
@@ -154,7 +148,7 @@ func checkBus(ctx context.Context, r *report, cfg *config.Config) {
 		more = append(more, jsstore.StreamName(cfg.Bus.NATS.Prefix))
 	}
 	if err := natsbus.Check(ctx, nc, cfg.Bus.NATS, more...); err != nil {
-		r.add("bus.nats", statusWarn, fmt.Sprintf("connected to %s, but: %v", nc.ConnectedUrlRedacted(), err),
+		r.add("bus.nats", VerdictWarn, fmt.Sprintf("connected to %s, but: %v", nc.ConnectedUrlRedacted(), err),
 			"the first gateway process creates the streams (the sessions stream: the first agent worker's first turn); "+
 				"if one runs, check that JetStream is enabled (nats-server -js)")
 		return
@@ -166,25 +160,18 @@ func checkBus(ctx context.Context, r *report, cfg *config.Config) {
 	case holder != "":
 		leader = "cron and heartbeat run on " + holder
 	}
-	r.add("bus.nats", statusOK, "connected to "+nc.ConnectedUrlRedacted()+"; streams present; "+leader, "")
+	r.add("bus.nats", VerdictOK, "connected to "+nc.ConnectedUrlRedacted()+"; streams present; "+leader, "")
 }
 
 func probeHealthz(ctx context.Context, addr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	body, err := probe(ctx, addr, "/healthz")
+	body, err := Probe(ctx, addr, "/healthz")
 	return err == nil && strings.TrimSpace(body) == "ok"
 }
 
-// modelLister is what doctor needs from a provider adapter: the model list
-// (GET /v1/models; GET /v1beta/models for Gemini), the cheapest call that
-// proves the key is accepted.
-type modelLister interface {
-	Models(ctx context.Context) ([]string, error)
-}
-
 // checkProviders calls every provider a route uses once.
-func checkProviders(ctx context.Context, r *report, cfg *config.Config) {
+func checkProviders(ctx context.Context, r *Report, cfg *config.Config) {
 	used := usedModels(cfg)
 	hc := &http.Client{}
 	defer hc.CloseIdleConnections()
@@ -193,20 +180,12 @@ func checkProviders(ctx context.Context, r *report, cfg *config.Config) {
 		label := "provider " + name
 		models, isUsed := used[name]
 		if !isUsed {
-			r.add(label, statusSkip, "not used by agents.model, agents.fallbacks or any route", "")
+			r.add(label, VerdictSkip, "not used by agents.model, agents.fallbacks or any route", "")
 			continue
 		}
-		var p modelLister
-		switch pc.Kind {
-		case openai.API, openai.ResponsesAPI:
-			// The same key lists the same models: GET /models is the cheap check.
-			p = openai.New(name, pc, hc, zap.NewNop())
-		case anthropic.API:
-			p = anthropic.New(name, pc, hc, zap.NewNop())
-		case gemini.API:
-			p = gemini.New(name, pc, hc, zap.NewNop())
-		default:
-			r.add(label, statusFail, fmt.Sprintf("kind %q is not supported", pc.Kind), "set providers."+name+".kind to one of "+strings.Join(config.ProviderKinds, ", "))
+		p, err := newProvider(name, pc, hc, zap.NewNop())
+		if err != nil {
+			r.add(label, VerdictFail, err.Error(), "set providers."+name+".kind to one of "+strings.Join(config.ProviderKinds, ", "))
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
@@ -217,10 +196,10 @@ func checkProviders(ctx context.Context, r *report, cfg *config.Config) {
 			r.add(label, s, err.Error(), fix)
 			continue
 		}
-		r.add(label, statusOK, fmt.Sprintf("reachable, key accepted (%d models listed)", len(ids)), "")
+		r.add(label, VerdictOK, fmt.Sprintf("reachable, key accepted (%d models listed)", len(ids)), "")
 		for _, m := range models {
 			if !slices.Contains(ids, m) {
-				r.add(label, statusWarn, fmt.Sprintf("model %q is not in the list the server returned", m),
+				r.add(label, VerdictWarn, fmt.Sprintf("model %q is not in the list the server returned", m),
 					fmt.Sprintf("check the spelling of %s/%s (for Ollama: `ollama pull %s`); some servers list only part of what they serve", name, m, m))
 			}
 		}
@@ -229,27 +208,27 @@ func checkProviders(ctx context.Context, r *report, cfg *config.Config) {
 
 // providerFix chooses the verdict and advice for a failed model listing,
 // by the failure's kind (llm.Policies).
-func providerFix(name string, pc config.ProviderConfig, err error) (status, string) {
+func providerFix(name string, pc config.ProviderConfig, err error) (Verdict, string) {
 	key := "providers." + name + ".api_key"
 	f := llm.Classify(err)
 	var api *llm.APIError
 	switch {
 	case f.Kind == llm.KindAuth:
 		if pc.APIKey == "" {
-			return statusFail, "set " + key + " (e.g. api_key: ${" + strings.ToUpper(name) + "_API_KEY} and export the variable)"
+			return VerdictFail, "set " + key + " (e.g. api_key: ${" + strings.ToUpper(name) + "_API_KEY} and export the variable)"
 		}
-		return statusFail, "the key was refused: put a valid key in " + key + " (or the variable it names)"
+		return VerdictFail, "the key was refused: put a valid key in " + key + " (or the variable it names)"
 	case f.Kind == llm.KindQuota:
-		return statusFail, "the account's quota or billing is exhausted: check it on the provider's website"
+		return VerdictFail, "the account's quota or billing is exhausted: check it on the provider's website"
 	case f.Kind == llm.KindRateLimit:
-		return statusFail, "the provider is rate-limiting this key: try again in a minute"
+		return VerdictFail, "the provider is rate-limiting this key: try again in a minute"
 	case errors.As(err, &api) && api.Status == http.StatusNotFound:
-		return statusWarn, "the server has no model list at " + pc.BaseURL + "/models, so the key could not be checked; " +
+		return VerdictWarn, "the server has no model list at " + pc.BaseURL + "/models, so the key could not be checked; " +
 			"if chats fail, check providers." + name + ".base_url"
 	case f.Health == llm.SignalDown, f.Kind == llm.KindDeadline:
-		return statusFail, "cannot reach " + orDefaultURL(pc) + ": check providers." + name + ".base_url, the network and any proxy"
+		return VerdictFail, "cannot reach " + orDefaultURL(pc) + ": check providers." + name + ".base_url, the network and any proxy"
 	}
-	return statusFail, "check providers." + name + " (base_url, api_key, extra_headers)"
+	return VerdictFail, "check providers." + name + " (base_url, api_key, extra_headers)"
 }
 
 func orDefaultURL(pc config.ProviderConfig) string {
@@ -293,10 +272,11 @@ type tokenChecker interface {
 	Check(ctx context.Context) (string, error)
 }
 
-// checkChannels calls each enabled channel's "who am I" once with its token.
-func checkChannels(ctx context.Context, r *report, cfg *config.Config, data string) {
-	scratch := bus.New(1) // the adapters need one; nothing is published in a check
-	pairing := channels.NewPairingStore(filepath.Join(data, daemon.PairingFile))
+// checkChannels calls each enabled channel's "who am I" once with its
+// token, on the adapter the gateway would run.
+func checkChannels(ctx context.Context, r *Report, cfg *config.Config, data string) {
+	// The adapters need a bus; nothing is published in a check.
+	parts := channelParts{pub: bus.New(1), pairing: channels.NewPairingStore(filepath.Join(data, PairingFile)), dataDir: data}
 	type entry struct {
 		name    string
 		enabled bool
@@ -305,20 +285,20 @@ func checkChannels(ctx context.Context, r *report, cfg *config.Config, data stri
 	}
 	for _, e := range []entry{
 		{"telegram", cfg.Channels.Telegram.Enabled, func() (tokenChecker, error) {
-			return telegram.New(cfg.Channels.Telegram, telegram.Deps{Bus: scratch, Pairing: pairing}, zap.NewNop())
+			return newTelegram(cfg, parts, zap.NewNop())
 		}, "get the token from @BotFather (/mybots → API Token) and set channels.telegram.token"},
 		{"discord", cfg.Channels.Discord.Enabled, func() (tokenChecker, error) {
-			return discord.New(cfg.Channels.Discord, discord.Deps{Bus: scratch, Pairing: pairing}, zap.NewNop())
+			return newDiscord(cfg, parts, zap.NewNop())
 		}, "reset the bot token in the Discord developer portal (Bot → Reset Token) and set channels.discord.token"},
 	} {
 		label := "channel " + e.name
 		if !e.enabled {
-			r.add(label, statusSkip, "disabled", "")
+			r.add(label, VerdictSkip, "disabled", "")
 			continue
 		}
 		c, err := e.build()
 		if err != nil {
-			r.add(label, statusFail, err.Error(), "fix channels."+e.name+" in the config")
+			r.add(label, VerdictFail, err.Error(), "fix channels."+e.name+" in the config")
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
@@ -326,11 +306,11 @@ func checkChannels(ctx context.Context, r *report, cfg *config.Config, data stri
 		cancel()
 		switch {
 		case err == nil:
-			r.add(label, statusOK, "token accepted: "+who, "")
+			r.add(label, VerdictOK, "token accepted: "+who, "")
 		case errors.Is(err, channels.ErrTokenRefused):
-			r.add(label, statusFail, err.Error(), e.fix)
+			r.add(label, VerdictFail, err.Error(), e.fix)
 		default:
-			r.add(label, statusFail, err.Error(),
+			r.add(label, VerdictFail, err.Error(),
 				"cannot reach the platform: check channels."+e.name+".api_url, the network and any proxy")
 		}
 	}
@@ -339,13 +319,13 @@ func checkChannels(ctx context.Context, r *report, cfg *config.Config, data stri
 // checkMCP starts each enabled MCP server as the gateway would (a stdio
 // server as a child process, stopped and reaped afterwards), lists its tools
 // and disconnects.
-func checkMCP(ctx context.Context, r *report, cfg *config.Config) {
-	opts := mcp.Options{ConnectTimeout: doctorTimeout, Workspace: cfg.Agents.Workspace, Secrets: cfg.Secrets(), Version: buildVersion()}
+func checkMCP(ctx context.Context, r *Report, cfg *config.Config, version string) {
+	opts := mcp.Options{ConnectTimeout: doctorTimeout, Workspace: cfg.Agents.Workspace, Secrets: cfg.Secrets(), Version: version}
 	for _, name := range sortedKeys(cfg.Tools.MCPServers) {
 		sc := cfg.Tools.MCPServers[name]
 		label := "mcp " + name
 		if sc.Disabled {
-			r.add(label, statusSkip, "disabled", "")
+			r.add(label, VerdictSkip, "disabled", "")
 			continue
 		}
 		key := "tools.mcp_servers." + name
@@ -357,13 +337,13 @@ func checkMCP(ctx context.Context, r *report, cfg *config.Config) {
 		names, skipped, err := mcp.Probe(ctx, name, sc, opts, zap.NewNop())
 		switch {
 		case err != nil:
-			r.add(label, statusFail, kind+": "+err.Error(), fix)
+			r.add(label, VerdictFail, kind+": "+err.Error(), fix)
 		case len(names) == 0:
-			r.add(label, statusWarn, kind+": connected, but it offers no tools nanobot can use", "check "+key+".enabled_tools against the server's tool names")
+			r.add(label, VerdictWarn, kind+": connected, but it offers no tools nanobot can use", "check "+key+".enabled_tools against the server's tool names")
 		case skipped > 0:
-			r.add(label, statusWarn, fmt.Sprintf("%s: %d tools, %d skipped (see the gateway log)", kind, len(names), skipped), "")
+			r.add(label, VerdictWarn, fmt.Sprintf("%s: %d tools, %d skipped (see the gateway log)", kind, len(names), skipped), "")
 		default:
-			r.add(label, statusOK, fmt.Sprintf("%s: %d tools: %s", kind, len(names), firstNames(names, 5)), "")
+			r.add(label, VerdictOK, fmt.Sprintf("%s: %d tools: %s", kind, len(names), firstNames(names, 5)), "")
 		}
 	}
 }
@@ -378,22 +358,22 @@ func firstNames(names []string, n int) string {
 
 // checkSandbox says whether the exec tool's commands will be confined by
 // Landlock (docs/tools.md#sandbox), and what to do when they will not.
-func checkSandbox(r *report, cfg *config.Config) {
+func checkSandbox(r *Report, cfg *config.Config) {
 	const name = "exec sandbox"
 	if !cfg.Tools.Exec.Enabled {
-		r.add(name, statusSkip, "the exec tool is disabled", "")
+		r.add(name, VerdictSkip, "the exec tool is disabled", "")
 		return
 	}
-	st := daemon.SandboxState(cfg)
+	st := SandboxState(cfg)
 	switch {
 	case st.Refuse != "":
-		r.add(name, statusFail, st.Refuse, st.Fix)
+		r.add(name, VerdictFail, st.Refuse, st.Fix)
 	case !st.Confined:
-		r.add(name, statusWarn, st.Warning, st.Fix)
+		r.add(name, VerdictWarn, st.Warning, st.Fix)
 	case st.NetworkUnenforced:
-		r.add(name, statusWarn, fmt.Sprintf("Landlock ABI %d confines commands, but tools.exec.network: false needs ABI 4 (Linux 6.7): commands keep the network", st.ABI),
+		r.add(name, VerdictWarn, fmt.Sprintf("Landlock ABI %d confines commands, but tools.exec.network: false needs ABI 4 (Linux 6.7): commands keep the network", st.ABI),
 			"run a newer kernel, or accept that commands may reach the network")
 	default:
-		r.add(name, statusOK, "commands run confined by Landlock: "+execSandboxLine(cfg), "")
+		r.add(name, VerdictOK, "commands run confined by Landlock: "+ExecSandboxLine(cfg), "")
 	}
 }

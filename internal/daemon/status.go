@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"path/filepath"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/provider/openai"
+	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/session/jsstore"
+	"github.com/nanobot-go/nanobot/internal/workspace"
+)
+
+// Summary is what `nanobot status` shows beyond the config's own fields:
+// what the daemon's parts make of them. Building it connects to nothing.
+type Summary struct {
+	// OldSessions is <workspace>/sessions when it still exists (the gateway
+	// moves it to agents.sessions_dir at start); else "".
+	OldSessions string
+	// ResponsesStore maps each provider of kind openai-responses to its
+	// store setting ("on" or "off").
+	ResponsesStore map[string]string
+	// ExecSandbox is ExecSandboxLine.
+	ExecSandbox string
+	// SessionsStream names the JetStream stream that holds the sessions of
+	// agent workers (bus.nats.sessions: jetstream); else "".
+	SessionsStream string
+	// Sessions are the session files in agents.sessions_dir, the most
+	// recently active first; SessionsErr says why they could not be listed.
+	Sessions    []session.Info
+	SessionsErr error
+}
+
+// Summarize builds the Summary of cfg.
+func Summarize(cfg *config.Config) Summary {
+	s := Summary{ResponsesStore: map[string]string{}, ExecSandbox: ExecSandboxLine(cfg)}
+	if old := filepath.Join(cfg.Agents.Workspace, workspace.SessionsDir); isDir(old) {
+		s.OldSessions = old
+	}
+	for name, p := range cfg.Providers {
+		if p.Kind == openai.ResponsesAPI {
+			s.ResponsesStore[name] = map[bool]string{true: "on", false: "off"}[p.Store]
+		}
+	}
+	if cfg.Bus.Backend == config.BusNATS && cfg.Bus.NATS.Sessions == config.SessionsJetStream {
+		s.SessionsStream = jsstore.StreamName(cfg.Bus.NATS.Prefix)
+	}
+	store := session.NewStore(cfg.Agents.SessionsDir, session.Options{}, zap.NewNop())
+	defer store.Close()
+	s.Sessions, s.SessionsErr = store.List()
+	slices.SortFunc(s.Sessions, func(a, b session.Info) int { return b.ModTime.Compare(a.ModTime) })
+	return s
+}
