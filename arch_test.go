@@ -13,9 +13,9 @@ const module = "github.com/nanobot-go/nanobot/"
 
 // allowed lists, for each package (by prefix of its path inside the module),
 // which packages of this module it may import. It encodes the layering
-// (README.md#how-it-works): the vocabulary packages are leaves, channels and
-// the agent meet only on the bus, and only the daemon wires everything
-// together.
+// (docs/architecture.md#the-rooms): the vocabulary packages are leaves,
+// channels and the agent meet only on the bus, and only the daemon wires
+// everything together.
 var allowed = []struct {
 	pkg     string
 	imports []string

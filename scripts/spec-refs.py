@@ -36,8 +36,8 @@ import sys
 # is meant. Each target is checked to exist when the script runs.
 REFS = {
     # Flow and concurrency
-    "S-F1": "README.md#how-it-works",
-    "S-F2": "README.md#how-it-works",
+    "S-F1": "docs/architecture.md#one-message-end-to-end",
+    "S-F2": "docs/architecture.md#one-message-end-to-end",
     "S-F3": "docs/channels.md#outbound-manager",
     "S-F4": "docs/operations.md#shutdown",
     # Vocabulary: messages, deltas, levels of detail, projection
@@ -57,7 +57,7 @@ REFS = {
     "S-C1": "README.md#the-workspace",
     "S-C2": "docs/skills.md#in-the-system-prompt",
     # Agent loop and chat commands
-    "S-A1": "README.md#how-it-works",
+    "S-A1": "docs/architecture.md#one-message-end-to-end",
     "S-A2": "docs/routing.md#what-happens-when-a-call-fails",
     "S-A3": "docs/reliability.md#every-turn-ends-with-something-to-read",
     "S-A4": "docs/channels.md#chat-commands-internalcommands",
@@ -152,7 +152,7 @@ PHRASES = [
     (r"the timing-free check of S-S2:", "the timing-free check that a turn's cost does not grow with the session ({S-S2}):"),
     (r"After the memory \(S-C1\):", "After the memory (the order of the whole prompt: {S-C1}):"),
     # The specification by name, without an id.
-    (r"the layering of\n(\s*//\s*)SPEC §1:", "the layering\n\\1(README.md#how-it-works):"),
+    (r"the layering of\n(\s*//\s*)SPEC §1:", "the layering\n\\1(docs/architecture.md#the-rooms):"),
     (r"Each is a feature SPEC\.md asks for or a library\n(\s*)the brief prefers\.",
      "Each is a feature the README documents or a library\n\\1the project prefers."),
     # "(SPEC\n// S-API1, S-API2): POST …" (the id list opens the next line).

@@ -466,7 +466,7 @@ func (a *Agent) runSession(ctx context.Context, f func()) {
 
 // serve runs the session's queued work until the queue is empty. A burst of
 // messages queued during a turn becomes one follow-up turn
-// (README.md#how-it-works).
+// (docs/architecture.md#one-message-end-to-end).
 func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 	defer a.wg.Done()
 	for {
@@ -510,7 +510,7 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 }
 
 // stop cancels the session's running turn and drops what is queued
-// (README.md#how-it-works).
+// (docs/architecture.md#one-message-end-to-end).
 func (a *Agent) stop(ctx context.Context, m bus.InboundMessage) {
 	key := m.Key()
 	a.ack(m)

@@ -7,11 +7,12 @@ import (
 )
 
 // turnSlots shares the concurrent-turn budget between chats
-// (README.md#how-it-works). At most total turns run at once; turns of group
-// chats, all together, at most groupMax; turns of one group (its forum topics
-// or threads) at most perGroup. Direct messages are bound only by total, so
-// when groupMax is below total a busy group can never keep the owner's DM
-// waiting, and one group cannot take the whole group share from the others.
+// (docs/architecture.md#one-message-end-to-end). At most total turns run at
+// once; turns of group chats, all together, at most groupMax; turns of one
+// group (its forum topics or threads) at most perGroup. Direct messages are
+// bound only by total, so when groupMax is below total a busy group can never
+// keep the owner's DM waiting, and one group cannot take the whole group share
+// from the others.
 //
 // A session runs one turn at a time already (its serve goroutine), so a
 // plain group without topics never holds more than one slot.

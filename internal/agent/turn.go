@@ -41,10 +41,10 @@ type turn struct {
 
 // runTurn answers one user turn (one message, or several that arrived while
 // the session was busy) with the model-and-tools loop
-// (README.md#how-it-works). The batch is acknowledged once the turn's final
-// message is delivered; a turn cut short by shutdown is not, so a channel that
-// redelivers brings it back after the restart, and the turn resumes (see
-// replay.go).
+// (docs/architecture.md#one-message-end-to-end). The batch is acknowledged
+// once the turn's final message is delivered; a turn cut short by shutdown is
+// not, so a channel that redelivers brings it back after the restart, and the
+// turn resumes (see replay.go).
 func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMessage) {
 	origin := batch[len(batch)-1]
 	t := &turn{id: newTurnID(), key: key, origin: origin, store: a.store, callIDs: map[string]bool{}}

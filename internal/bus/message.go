@@ -7,7 +7,7 @@ import (
 )
 
 // InboundMessage is one thing a user (or the scheduler) said to the agent
-// (README.md#how-it-works).
+// (docs/architecture.md#one-message-end-to-end).
 type InboundMessage struct {
 	// Channel is the channel's name: "telegram", "discord", "cli", "system".
 	Channel string
