@@ -200,10 +200,16 @@ func TestEmptyFinalDeletesDraft(t *testing.T) {
 // (docs/reliability.md#every-turn-ends-with-something-to-read).
 func TestMessageMidTurnSettlesTheDraft(t *testing.T) {
 	start := bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"}
-	draft := func(s string) bus.OutboundMessage { return bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: s} }
-	status := func(s string) bus.OutboundMessage { return bus.OutboundMessage{Kind: bus.KindStatus, TurnID: "t", Content: s} }
+	draft := func(s string) bus.OutboundMessage {
+		return bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: s}
+	}
+	status := func(s string) bus.OutboundMessage {
+		return bus.OutboundMessage{Kind: bus.KindStatus, TurnID: "t", Content: s}
+	}
 	note := bus.OutboundMessage{Kind: bus.KindMessage, TurnID: "t", Content: "working on it"}
-	final := func(s string) bus.OutboundMessage { return bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: s} }
+	final := func(s string) bus.OutboundMessage {
+		return bus.OutboundMessage{Kind: bus.KindFinal, TurnID: "t", Content: s}
+	}
 	tests := []struct {
 		name    string
 		steps   [][]bus.OutboundMessage // each step is sent, then the clock moves past the edit interval
