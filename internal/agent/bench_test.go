@@ -62,7 +62,7 @@ func benchTurn(b *testing.B, prior int) {
 	}
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": cannedModel{}},
 		provider.Options{Default: "openai/gpt-4o-mini", MaxRetries: map[string]int{"openai": 0}}, log)
-	ag := New(Config{Workspace: ws, MaxTokens: 8192, Version: "bench"},
+	ag := New(defaultConfig(ws, "bench"),
 		Deps{Model: router, Sessions: store, Tools: reg, Out: out, Prompt: &PromptBuilder{Workspace: ws, Version: "bench"}}, log)
 
 	ctx, cancel := context.WithCancel(context.Background())

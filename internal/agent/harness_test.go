@@ -12,6 +12,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bus/bustest"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/provider"
@@ -84,7 +85,8 @@ func newHarnessDeps(t *testing.T, deps func(*Deps), tweak ...func(*Config)) *har
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: h.script}},
 		provider.Options{Default: "openai/gpt-4o-mini", Routes: map[string]provider.RouteSpec{"smart": {Model: "openai/gpt-4.1"}},
 			MaxRetries: map[string]int{"openai": 0}}, log)
-	cfg := Config{Workspace: ws, MaxTokens: 1000, Version: "test", DraftInterval: time.Nanosecond}
+	cfg := defaultConfig(ws, "test")
+	cfg.MaxTokens, cfg.DraftInterval = 1000, time.Nanosecond
 	for _, f := range tweak {
 		f(&cfg)
 	}
@@ -172,5 +174,27 @@ func (h *harness) writeFile(rel, content string) {
 	}
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// defaultConfig is the agent config of an empty config file, with workspace
+// ws: what agentconfig.Defaults returns, which this package's own tests cannot
+// import (it imports the agent). The agent defaults none of these fields.
+func defaultConfig(ws, version string) Config {
+	d := config.Defaults()
+	return Config{
+		Workspace:          ws,
+		MaxToolIterations:  d.Agents.MaxToolIterations,
+		MaxConcurrentTurns: d.Agents.MaxConcurrentTurns,
+		MaxGroupTurns:      d.Agents.MaxGroupTurns,
+		MaxTurnsPerGroup:   d.Agents.MaxTurnsPerGroup,
+		MaxQueue:           d.Agents.MaxQueue,
+		MaxTokens:          d.Agents.MaxTokens,
+		MaxInputChars:      d.Agents.MaxInputChars,
+		MemoryWindow:       d.Agents.MemoryWindow,
+		HistoryBudget:      d.History.Budget,
+		HistoryHighWater:   d.History.HighWater,
+		HistoryLowWater:    d.History.LowWater,
+		Version:            version,
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nanobot-go/nanobot/internal/agent"
+	"github.com/nanobot-go/nanobot/internal/agent/agentconfig"
 	"github.com/nanobot-go/nanobot/internal/api"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
@@ -107,7 +108,9 @@ func newHarness(t *testing.T, tweak ...func(*config.APIConfig)) *harness {
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: h.script}},
 		provider.Options{Default: "openai/gpt-4o-mini", Routes: map[string]provider.RouteSpec{"smart": {Model: "openai/gpt-4.1"}},
 			MaxRetries: map[string]int{"openai": 0}}, log.Named("router"))
-	ag := agent.New(agent.Config{Workspace: ws, MaxTokens: 1000, Version: "test", DraftInterval: time.Nanosecond},
+	acfg := agentconfig.Defaults(ws, "test")
+	acfg.MaxTokens, acfg.DraftInterval = 1000, time.Nanosecond
+	ag := agent.New(acfg,
 		agent.Deps{Model: router, Sessions: h.store, Tools: reg, Out: b,
 			Prompt: &agent.PromptBuilder{Workspace: ws, Version: "test", Skills: skills.Loader{}}}, log.Named("agent"))
 	h.srv = api.New(cfg, api.Deps{Bus: b, Routes: []string{"smart"}, Now: h.clock}, log.Named("api"))

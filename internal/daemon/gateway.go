@@ -233,13 +233,11 @@ func (g *Gateway) buildChannels() error {
 	cfg, ws := g.cfg, g.cfg.Agents.Workspace
 	pairing := g.newPairing()
 	g.pairing = pairing
-	limits := func(a config.Access) channels.IntakeConfig {
-		return channels.IntakeConfig{MaxChars: cfg.Agents.MaxInputChars, RatePerMinute: a.RatePerMinute}
-	}
+	limits := func(a config.Access) channels.IntakeConfig { return channels.IntakeLimits(cfg.Agents, a) }
 	if tc := cfg.Channels.Telegram; tc.Enabled {
 		tg, err := telegram.New(tc, telegram.Deps{
 			Bus: g.core.Pub, Pairing: pairing, DataDir: g.opts.DataDir, Workspace: ws,
-			Transcription: cfg.Channels.Transcription, Limits: limits(tc.Access), StallGrace: tc.StallGrace,
+			Transcription: cfg.Channels.Transcription, Limits: limits(tc.Access),
 		}, g.log.Named("telegram"))
 		if err != nil {
 			return fmt.Errorf("channels.telegram: %w", err)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/agent"
+	"github.com/nanobot-go/nanobot/internal/agent/agentconfig"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
@@ -76,7 +77,9 @@ func startAgent(t *testing.T, servers map[string]config.MCPServerConfig) *agentR
 	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, log)
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": r.model},
 		provider.Options{Default: "openai/gpt-4o-mini", MaxRetries: map[string]int{"openai": 0}}, log)
-	ag := agent.New(agent.Config{Workspace: ws, MaxTokens: 1000, Version: "test", DraftInterval: time.Nanosecond},
+	acfg := agentconfig.Defaults(ws, "test")
+	acfg.MaxTokens, acfg.DraftInterval = 1000, time.Nanosecond
+	ag := agent.New(acfg,
 		agent.Deps{Model: router, Sessions: store, Tools: r.reg, Out: r.bus, StatusLines: r.mgr.StatusLines,
 			Prompt: &agent.PromptBuilder{Workspace: ws, Version: "test"}}, log.Named("agent"))
 

@@ -20,6 +20,7 @@ import (
 
 	nanobot "github.com/nanobot-go/nanobot"
 	"github.com/nanobot-go/nanobot/internal/agent"
+	"github.com/nanobot-go/nanobot/internal/agent/agentconfig"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bus/bustest"
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
@@ -54,7 +55,9 @@ func newWorld(t *testing.T) *world {
 	w.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, w.log)
 	w.router = provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: w.script}},
 		provider.Options{Default: "openai/gpt-4o-mini", MaxRetries: map[string]int{"openai": 0}}, w.log)
-	ag := agent.New(agent.Config{Workspace: w.ws, MaxTokens: 1000, Version: "test", DraftInterval: time.Nanosecond},
+	acfg := agentconfig.Defaults(w.ws, "test")
+	acfg.MaxTokens, acfg.DraftInterval = 1000, time.Nanosecond
+	ag := agent.New(acfg,
 		agent.Deps{Model: w.router, Sessions: w.store, Tools: w.reg, Out: w.bus,
 			Prompt: &agent.PromptBuilder{Workspace: w.ws, Version: "test"}, Now: w.clock.Now}, w.log)
 
