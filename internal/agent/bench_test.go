@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -53,7 +54,7 @@ func benchTurn(b *testing.B, prior int) {
 	}
 	defer root.Close()
 	out := bus.New(64)
-	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, log)
+	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second, MaxOutput: config.Defaults().Agents.MaxToolOutput}, log)
 	for _, tool := range []tools.Tool{tools.NewReadFile(root), tools.NewWriteFile(root), tools.NewEditFile(root),
 		tools.NewListDir(root), tools.NewMessage(out, func(string, string) bool { return false }, root)} {
 		if err := reg.Register(tool); err != nil {

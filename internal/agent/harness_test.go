@@ -75,7 +75,7 @@ func newHarnessDeps(t *testing.T, deps func(*Deps), tweak ...func(*Config)) *har
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, log)
+	h.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second, MaxOutput: config.Defaults().Agents.MaxToolOutput}, log)
 	for _, tool := range []tools.Tool{tools.NewReadFile(root, tools.WithMount(skills.BuiltinScheme, builtin.FS())), tools.NewWriteFile(root), tools.NewListDir(root),
 		tools.NewMessage(h.bus, func(string, string) bool { return false }, root)} {
 		if err := h.reg.Register(tool); err != nil {

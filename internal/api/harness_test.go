@@ -98,7 +98,7 @@ func newHarness(t *testing.T, tweak ...func(*config.APIConfig)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, log)
+	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second, MaxOutput: config.Defaults().Agents.MaxToolOutput}, log)
 	for _, tool := range []tools.Tool{tools.NewReadFile(root), tools.NewListDir(root),
 		tools.NewMessage(b, func(string, string) bool { return false }, root)} {
 		if err := reg.Register(tool); err != nil {

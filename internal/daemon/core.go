@@ -219,9 +219,9 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	m.WatchSessions(store.Cached, store.CachedBytes)
 	modelHealth := &health.ModelHealth{}
 	usage := newUsageTally(time.Now)
-	reg := tools.NewRegistry(tools.RegistryOptions{
-		Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput, Redact: redact, Observer: m,
-	}, log.Named("tools"))
+	regOpts := tools.RegistryLimits(cfg.Agents)
+	regOpts.Redact, regOpts.Observer = redact, m
+	reg := tools.NewRegistry(regOpts, log.Named("tools"))
 	if err := registerBuiltins(reg, cfg, opts.DataDir, root, pub, log.Named("tools")); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bus/bustest"
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider"
@@ -52,7 +53,7 @@ func newWorld(t *testing.T) *world {
 	w := &world{t: t, ws: t.TempDir(), log: zaptest.NewLogger(t), clock: clock.NewFake(), script: &fakellm.Script{},
 		bus: bus.New(64)}
 	w.store = session.NewStore(filepath.Join(w.ws, "sessions"), session.Options{}, w.log)
-	w.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, w.log)
+	w.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second, MaxOutput: config.Defaults().Agents.MaxToolOutput}, w.log)
 	w.router = provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: w.script}},
 		provider.Options{Default: "openai/gpt-4o-mini", MaxRetries: map[string]int{"openai": 0}}, w.log)
 	acfg := agentconfig.Defaults(w.ws, "test")
