@@ -64,7 +64,7 @@ func benchTurn(b *testing.B, prior int) {
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": cannedModel{}},
 		provider.Options{Default: "openai/gpt-4o-mini", MaxRetries: map[string]int{"openai": 0}}, log)
 	ag := New(defaultConfig(ws, "bench"),
-		Deps{Model: router, Sessions: store, Tools: reg, Out: out, Prompt: &PromptBuilder{Workspace: ws, Version: "bench"}}, log)
+		Deps{Model: router, Sessions: store, Tools: reg, Out: out, Prompt: &PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "bench"}}, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	agentDone := make(chan struct{})
@@ -126,7 +126,7 @@ func BenchmarkPromptBuild(b *testing.B) {
 		writeWS(b, ws, "skills/s"+strconv.Itoa(i)+"/SKILL.md", skillMD("skill number "+strconv.Itoa(i)))
 	}
 	age(b, ws)
-	pb := &PromptBuilder{Workspace: ws, Version: "bench", Skills: skills.Loader{Builtin: builtin.FS()}}
+	pb := &PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "bench", Skills: skills.Loader{Builtin: builtin.FS()}}
 	if _, _, err := pb.BuildEstimated(); err != nil {
 		b.Fatal(err)
 	}

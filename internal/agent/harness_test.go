@@ -92,7 +92,7 @@ func newHarnessDeps(t *testing.T, deps func(*Deps), tweak ...func(*Config)) *har
 	}
 	h.memory = memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: 1000}, log.Named("memory"))
 	d := Deps{Model: router, Sessions: h.store, Tools: h.reg, Out: h.bus,
-		Prompt: &PromptBuilder{Workspace: ws, Version: "test", Skills: skills.Loader{Builtin: builtin.FS()}},
+		Prompt: &PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{Builtin: builtin.FS()}},
 		Memory: h.memory, SubagentTools: h.reg.Without("message", SpawnToolName, "cron"), In: h.bus, Observer: h}
 	if deps != nil {
 		deps(&d)
