@@ -70,7 +70,7 @@ func newHarnessDeps(t *testing.T, deps func(*Deps), tweak ...func(*Config)) *har
 	ws := t.TempDir()
 	h := &harness{t: t, ws: ws, script: &fakellm.Script{}, bus: bus.New(64), acked: map[string]int{}}
 	log := zaptest.NewLogger(t)
-	h.store = session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, log)
+	h.store = session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, log)
 	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: true})
 	if err != nil {
 		t.Fatal(err)

@@ -93,7 +93,7 @@ func newHarness(t *testing.T, tweak ...func(*config.APIConfig)) *harness {
 		return zapcore.NewTee(c, core)
 	})), zaptest.Level(zap.DebugLevel))
 	b := bus.New(64)
-	h.store = session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, log)
+	h.store = session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, log)
 	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: true})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +178,7 @@ func (h *harness) client(token string) *openai.Client {
 // session reads key's session as a restarted store would.
 func (h *harness) session(key string) []llm.Message {
 	h.t.Helper()
-	store := session.NewStore(filepath.Join(h.ws, "sessions"), session.Options{}, zaptest.NewLogger(h.t))
+	store := session.NewStore(filepath.Join(h.ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(h.t))
 	defer store.Close()
 	snap, err := store.Get(key)
 	if err != nil {

@@ -74,7 +74,7 @@ func startAgent(t *testing.T, servers map[string]config.MCPServerConfig) *agentR
 	ws := t.TempDir()
 	r := &agentRig{testRig: startManager(t, servers), script: &fakellm.Script{}, bus: bus.New(64)}
 	r.model = &recorder{Streamer: fakellm.Streamer{Name: "openai", Script: r.script}}
-	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, log)
+	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, log)
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": r.model},
 		provider.Options{Default: "openai/gpt-4o-mini", MaxRetries: map[string]int{"openai": 0}}, log)
 	acfg := agentconfig.Defaults(ws, "test")

@@ -52,7 +52,7 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, ws: t.TempDir(), log: zaptest.NewLogger(t), clock: clock.NewFake(), script: &fakellm.Script{},
 		bus: bus.New(64)}
-	w.store = session.NewStore(filepath.Join(w.ws, "sessions"), session.Options{}, w.log)
+	w.store = session.NewStore(filepath.Join(w.ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, w.log)
 	w.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second, MaxOutput: config.Defaults().Agents.MaxToolOutput}, w.log)
 	w.router = provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: w.script}},
 		provider.Options{Default: "openai/gpt-4o-mini", MaxRetries: map[string]int{"openai": 0}}, w.log)
