@@ -58,6 +58,9 @@ type chatState struct {
 	calls      atomic.Int64 // model calls seen for this chat
 	reqBytes   atomic.Int64 // size of the last request body
 	firstToken atomic.Int64 // unix ns when the first token was written, stream scenario
+	// hold (a chan struct{}), in the stream scenario, holds the model's
+	// stream after its first token until the turn's first message shows.
+	hold atomic.Value
 }
 
 func newDriver(h *harness, chats int) *driver {
@@ -269,7 +272,7 @@ func (d *driver) run(ctx context.Context, warmup, window time.Duration) (loadRes
 }
 
 // measure reads the gateway's CPU time at from and to and its memory every
-// 100 ms between them.
+// 100 ms between them and at to.
 func (d *driver) measure(ctx context.Context, from, to time.Time, res *loadResult) ([]memory, error) {
 	var m meter
 	select {
@@ -294,7 +297,14 @@ func (d *driver) measure(ctx context.Context, from, to time.Time, res *loadResul
 			}
 			rss = append(rss, mem)
 		case <-end.C:
-			return rss, m.end(d.h.pid(), res)
+			// One more sample at the end: a window the ticker never
+			// fired in (this goroutine starved on a loaded machine)
+			// still has a reading.
+			mem, err := readMemory(d.h.pid())
+			if err != nil {
+				return rss, err
+			}
+			return append(rss, mem), m.end(d.h.pid(), res)
 		case <-ctx.Done():
 			return rss, nil
 		}
