@@ -299,6 +299,9 @@ func drive(ctx context.Context, o options, s setup, chats int, name string) (loa
 		defer cancel()
 		profiled := make(chan error, 1)
 		if o.profileDir != "" {
+			// The window opens at the warm-up's end unless a chat is
+			// still waiting for its first reply then (a slow start): the
+			// profile may then begin before the window.
 			from := time.Now().Add(o.warmup)
 			go func() { profiled <- profiler{addr: o.pprofAddr, dir: o.profileDir}.capture(pctx, name, from, o.window) }()
 		} else {
