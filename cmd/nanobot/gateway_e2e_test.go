@@ -233,14 +233,13 @@ func TestGatewaySecondSignalExitsAtOnce(t *testing.T) {
 		_, ok := p.logLine("shutting down: taking no new messages, finishing running turns")
 		return ok
 	})
-	second := time.Now()
 	p.signal(syscall.SIGTERM)
-	code := p.wait(10 * time.Second)
+	// The turn's model call takes a minute and the grace period is 60 s:
+	// an exit within 30 s is one that waited for neither, whatever the
+	// machine's load (a tighter bound would measure the load).
+	code := p.wait(30 * time.Second)
 	if code != 128+int(syscall.SIGTERM) {
 		t.Errorf("exit code after a second SIGTERM = %d, want %d", code, 128+int(syscall.SIGTERM))
-	}
-	if d := time.Since(second); d > 5*time.Second {
-		t.Errorf("exit took %s after the second signal; the 60s grace period must not apply", d)
 	}
 	if !strings.Contains(p.stderr.String(), "second signal") {
 		t.Errorf("stderr does not say why it exited:\n%s", p.stderr.String())
