@@ -49,6 +49,11 @@ func TestConsumerLookupWaitsOutANATSRestart(t *testing.T) {
 		done <- found{ins, out, err}
 	}()
 	waitFor(t, "a lookup to fail while NATS is down", func() bool {
+		select {
+		case f := <-done:
+			t.Fatalf("the lookup gave up while NATS was down: %v", f.err)
+		default:
+		}
 		return logs.FilterMessage("nats: cannot look up the consumers yet; retrying").Len() > 0
 	})
 	srv.Restart()
