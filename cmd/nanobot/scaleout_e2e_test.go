@@ -20,13 +20,10 @@ import (
 )
 
 // natsServer is built once, from the nats-server module this one requires,
-// for the scale-out end-to-end test.
+// for the scale-out end-to-end test, next to the nanobot binary: TestMain
+// removes both once every test (and every -count repetition) has run.
 var natsServer = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "nanobot-nats")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "nats-server")
+	bin := filepath.Join(filepath.Dir(binary), "nats-server")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build nats-server: %v\n%s", err, out)
@@ -44,7 +41,6 @@ func startNATS(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
 	portsDir := t.TempDir()
 	cmd := exec.Command(bin, "-js", "-sd", t.TempDir(), "-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", portsDir)
 	stderr := &lockedBuffer{}
