@@ -58,6 +58,9 @@ type chatState struct {
 	calls      atomic.Int64 // model calls seen for this chat
 	reqBytes   atomic.Int64 // size of the last request body
 	firstToken atomic.Int64 // unix ns when the first token was written, stream scenario
+	// hold (a chan struct{}), in the stream scenario, holds the model's
+	// stream after its first token until the turn's first message shows.
+	hold atomic.Value
 }
 
 func newDriver(h *harness, chats int) *driver {
@@ -189,18 +192,24 @@ func (r loadResult) CPUPerTurn() time.Duration {
 }
 
 // run drives every chat in a closed loop (send, wait for the reply, wait
-// think, send again) for warmup+window, and measures the window.
+// think, send again) and measures a window of that length. The window opens
+// once warmup has passed and every chat has had a reply: on a slow start
+// (worker processes still starting, a loaded machine) a window opened by
+// the clock alone would measure the start, or nothing at all.
 func (d *driver) run(ctx context.Context, warmup, window time.Duration) (loadResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	start := time.Now()
-	from, to := start.Add(warmup), start.Add(warmup+window)
 
 	var (
 		mu      sync.Mutex
 		samples []sample
 		firstEr error
 		wg      sync.WaitGroup
+		// answered counts the chats that had a reply; warm closes when
+		// all have, closed ends the chats' loops after the window.
+		answered atomic.Int64
+		warm     = make(chan struct{})
+		closed   = make(chan struct{})
 	)
 	for _, st := range d.chats {
 		turn := func(n int) (sample, error) { return d.api.turn(ctx, d, st, n) }
@@ -209,7 +218,12 @@ func (d *driver) run(ctx context.Context, warmup, window time.Duration) (loadRes
 			turn = func(n int) (sample, error) { return d.turn(ctx, st, n, replies) }
 		}
 		wg.Go(func() {
-			for n := 0; time.Now().Before(to); n++ {
+			for n := 0; ; n++ {
+				select {
+				case <-closed:
+					return
+				default:
+				}
 				s, err := turn(n)
 				if err != nil {
 					mu.Lock()
@@ -220,10 +234,11 @@ func (d *driver) run(ctx context.Context, warmup, window time.Duration) (loadRes
 					cancel()
 					return
 				}
-				if !s.replied.Before(from) && !s.replied.After(to) {
-					mu.Lock()
-					samples = append(samples, s)
-					mu.Unlock()
+				mu.Lock()
+				samples = append(samples, s)
+				mu.Unlock()
+				if n == 0 && answered.Add(1) == int64(len(d.chats)) {
+					close(warm)
 				}
 				if d.think > 0 {
 					select {
@@ -237,7 +252,8 @@ func (d *driver) run(ctx context.Context, warmup, window time.Duration) (loadRes
 	}
 
 	res := loadResult{Chats: len(d.chats), Window: window}
-	rss, err := d.measure(ctx, from, to, &res)
+	from, to, rss, err := d.measure(ctx, warmup, warm, window, &res)
+	close(closed)
 	if err != nil {
 		cancel()
 	}
@@ -248,17 +264,20 @@ func (d *driver) run(ctx context.Context, warmup, window time.Duration) (loadRes
 	if err != nil {
 		return res, err
 	}
-	res.Turns = len(samples)
-	res.TurnsPerS = float64(res.Turns) / window.Seconds()
 	var added, e2e, model []time.Duration
 	var reqBytes []int64
 	for _, s := range samples {
+		if s.replied.Before(from) || s.replied.After(to) {
+			continue
+		}
+		res.Turns++
 		added = append(added, s.added())
 		e2e = append(e2e, s.replied.Sub(s.pushed))
 		model = append(model, s.model)
 		reqBytes = append(reqBytes, s.reqBytes)
 		res.ModelCalls = max(res.ModelCalls, s.calls)
 	}
+	res.TurnsPerS = float64(res.Turns) / window.Seconds()
 	res.Added, res.EndToEnd, res.Model = summarise(added), summarise(e2e), summarise(model)
 	res.ReqBytes = median(reqBytes)
 	res.RSS = medianMemory(rss)
@@ -268,35 +287,49 @@ func (d *driver) run(ctx context.Context, warmup, window time.Duration) (loadRes
 	return res, nil
 }
 
-// measure reads the gateway's CPU time at from and to and its memory every
-// 100 ms between them.
-func (d *driver) measure(ctx context.Context, from, to time.Time, res *loadResult) ([]memory, error) {
+// measure waits for warmup and warm, then reads the gateway's CPU time at
+// both ends of a window of the given length and its memory every 100 ms in
+// it and at its end; it returns the window.
+func (d *driver) measure(ctx context.Context, warmup time.Duration, warm <-chan struct{}, window time.Duration, res *loadResult) (from, to time.Time, rss []memory, err error) {
 	var m meter
 	select {
-	case <-time.After(time.Until(from)):
+	case <-time.After(warmup):
 	case <-ctx.Done():
-		return nil, nil // a chat failed; its error is reported
+		return from, to, nil, nil // a chat failed; its error is reported
+	}
+	select {
+	case <-warm:
+	case <-ctx.Done():
+		return from, to, nil, nil
 	}
 	if err := m.begin(d.h.pid()); err != nil {
-		return nil, err
+		return from, to, nil, err
 	}
+	from = time.Now()
+	to = from.Add(window)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	end := time.NewTimer(time.Until(to))
+	end := time.NewTimer(window)
 	defer end.Stop()
-	var rss []memory
 	for {
 		select {
 		case <-tick.C:
 			mem, err := readMemory(d.h.pid())
 			if err != nil {
-				return rss, err
+				return from, to, rss, err
 			}
 			rss = append(rss, mem)
 		case <-end.C:
-			return rss, m.end(d.h.pid(), res)
+			// One more sample at the end: a window the ticker never
+			// fired in (this goroutine starved on a loaded machine)
+			// still has a reading.
+			mem, err := readMemory(d.h.pid())
+			if err != nil {
+				return from, to, rss, err
+			}
+			return from, to, append(rss, mem), m.end(d.h.pid(), res)
 		case <-ctx.Done():
-			return rss, nil
+			return from, to, rss, nil
 		}
 	}
 }

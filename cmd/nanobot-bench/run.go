@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.bin, "nanobot", "", "nanobot binary to measure [built from ./cmd/nanobot, stripped]")
 	fs.IntVar(&o.runs, "runs", 5, "runs of each scenario; the report gives their median")
 	fs.StringVar(&chats, "chats", "1,100,1000", "load: concurrent chats, one load run per value")
-	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "load and history: time driven before measuring")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "load, api and scale: time driven before measuring (longer if a chat has had no reply yet)")
 	fs.DurationVar(&o.window, "window", 10*time.Second, "load and history: measured time")
 	fs.StringVar(&apiClients, "api-clients", "1,100", "api: concurrent API clients (each its own session), one run per value")
 	fs.StringVar(&prior, "prior", "10,10000", "history: prior messages in each session, one run per value")

@@ -45,7 +45,11 @@ func TestMain(m *testing.M) {
 
 // TestEveryScenarioAgainstTheRealGateway runs each scenario once, briefly,
 // against the real binary and checks the figures are measurements: turns
-// happened, latencies and CPU are positive, memory was read.
+// happened, latencies are positive, memory was read. CPU times are checked
+// for shape only (not negative, not absurd): /proc counts them in 10 ms
+// ticks, and a few fast turns may fall within one, so a positive CPU time
+// is not certain here; TestReadCPUCountsTheWorkDone shows the meter counts
+// CPU where the work is certain to be counted.
 func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -66,7 +70,7 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	if len(rep.Idle) != 1 || len(rep.Load) != 1 || len(rep.History) != 2 || len(rep.Stream) != 1 || len(rep.API) != 1 {
 		t.Fatalf("runs recorded: idle %d load %d history %d stream %d api %d", len(rep.Idle), len(rep.Load), len(rep.History), len(rep.Stream), len(rep.API))
 	}
-	if a := rep.API[0]; a.Chats != 2 || a.Turns == 0 || a.Added.P50 <= 0 || a.Model.P50 <= 0 || a.CPU <= 0 || a.ModelCalls != 1 || a.Added.P50 > a.EndToEnd.P50 {
+	if a := rep.API[0]; a.Chats != 2 || a.Turns == 0 || a.Added.P50 <= 0 || a.Model.P50 <= 0 || a.CPU < 0 || a.ModelCalls != 1 || a.Added.P50 > a.EndToEnd.P50 {
 		t.Errorf("api = %+v", a)
 	}
 	idle := rep.Idle[0]
@@ -77,7 +81,7 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 		t.Errorf("idle working set neither measured nor explained: %+v", idle)
 	}
 	load := rep.Load[0]
-	if load.Chats != 3 || load.Turns == 0 || load.Added.P50 <= 0 || load.Model.P50 <= 0 || load.CPU <= 0 || load.RSS.RSS <= 0 || load.ModelCalls != 1 {
+	if load.Chats != 3 || load.Turns == 0 || load.Added.P50 <= 0 || load.Model.P50 <= 0 || load.CPU < 0 || load.RSS.RSS <= 0 || load.ModelCalls != 1 {
 		t.Errorf("load = %+v", load)
 	}
 	if load.Added.P50 > load.EndToEnd.P50 {
@@ -91,21 +95,24 @@ func TestEveryScenarioAgainstTheRealGateway(t *testing.T) {
 	if small, big := rep.History[0], rep.History[1]; big.ReqBytes <= small.ReqBytes {
 		t.Errorf("request with 300 prior messages (%d bytes) not larger than with 10 (%d)", big.ReqBytes, small.ReqBytes)
 	}
-	if s := rep.Stream[0]; s.N != 2 || s.P50 <= 0 || s.Max >= streamChunkDelay*30 {
-		t.Errorf("stream = %+v: the first message should come at the first token, not the end", s)
+	// That the first message comes at the first token, not at the end, is
+	// the scenario's own check (it holds the stream until the first message
+	// shows); no latency bound is asserted here: a loaded machine may take
+	// any time.
+	if s := rep.Stream[0]; s.N != 2 || s.P50 <= 0 {
+		t.Errorf("stream = %+v", s)
 	}
 	if len(rep.Web) != 1 {
 		t.Fatalf("web runs recorded: %d", len(rep.Web))
 	}
-	if w := rep.Web[0]; w.FirstVisible.N != 2 || w.FirstVisible.P50 <= 0 || w.FirstVisible.Max >= streamChunkDelay*30 ||
+	if w := rep.Web[0]; w.FirstVisible.N != 2 || w.FirstVisible.P50 <= 0 ||
 		w.PageGzip <= 0 || w.PageGzip > 150_000 || w.PanelGzip <= 0 || w.Clients != 3 || w.Turns != 2 {
 		t.Errorf("web = %+v", w)
 	}
 	// The concurrency phases: every client finished every turn, and the
-	// turns cost the gateway some CPU, but not a second each. (The lone
-	// client's two turns may fall within one 10 ms tick of /proc: 0 is
-	// possible there.)
-	if w := rep.Web[0]; w.ClientTurns != 2 || w.ManyTurns != 3*2 || w.CPUOne < 0 || w.CPUMany <= 0 || w.CPUOne > time.Second || w.CPUMany > time.Second {
+	// turns cost the gateway no negative CPU and not a second each. (Six
+	// fast turns may fall within one 10 ms tick of /proc: 0 is possible.)
+	if w := rep.Web[0]; w.ClientTurns != 2 || w.ManyTurns != 3*2 || w.CPUOne < 0 || w.CPUMany < 0 || w.CPUOne > time.Second || w.CPUMany > time.Second {
 		t.Errorf("web concurrency = %+v", w)
 	}
 	if !strings.Contains(stdout.String(), "3 clients chatting at once") {
@@ -177,8 +184,8 @@ func TestFloorUnderLoad(t *testing.T) {
 		t.Fatalf("load runs recorded: %d", len(rep.Load))
 	}
 	// A request as long as nanobot's: the system prompt and ten tools are
-	// ~20 KiB before any history.
-	if l := rep.Load[0]; l.Turns == 0 || l.CPU <= 0 || l.ModelCalls != 1 || l.ReqBytes < 20<<10 {
+	// ~20 KiB before any history. (CPU in 10 ms ticks: 0 is possible.)
+	if l := rep.Load[0]; l.Turns == 0 || l.CPU < 0 || l.ModelCalls != 1 || l.ReqBytes < 20<<10 {
 		t.Errorf("floor load = %+v", l)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -298,6 +299,9 @@ func drive(ctx context.Context, o options, s setup, chats int, name string) (loa
 		defer cancel()
 		profiled := make(chan error, 1)
 		if o.profileDir != "" {
+			// The window opens at the warm-up's end unless a chat is
+			// still waiting for its first reply then (a slow start): the
+			// profile may then begin before the window.
 			from := time.Now().Add(o.warmup)
 			go func() { profiled <- profiler{addr: o.pprofAddr, dir: o.profileDir}.capture(pctx, name, from, o.window) }()
 		} else {
@@ -320,8 +324,10 @@ func drive(ctx context.Context, o options, s setup, chats int, name string) (loa
 // streamText is the streamed reply: 30 chunks of 8 bytes.
 var streamText = strings.TrimSpace(strings.Repeat("stream! ", 30))
 
-// streamChunkDelay separates the streamed chunks, so the first edit clearly
-// follows the first token rather than the end of the stream.
+// streamChunkDelay separates the streamed chunks once the first message is
+// shown (until then the stream is held after its first token, so the first
+// message shows the first token rather than the end of the stream however
+// slow the machine).
 const streamChunkDelay = 20 * time.Millisecond
 
 // runStream measures, with streaming on, the time from the model writing
@@ -333,7 +339,8 @@ func runStream(ctx context.Context, o options) ([]time.Duration, error) {
 		d := newDriver(h, 1)
 		d.reply = func(st *chatState) fakellm.Reply {
 			st.firstToken.Store(time.Now().UnixNano())
-			return fakellm.Reply{Text: streamText, ChunkDelay: streamChunkDelay}
+			hold, _ := st.hold.Load().(chan struct{})
+			return fakellm.Reply{Text: streamText, ChunkDelay: streamChunkDelay, HoldAfterFirst: hold}
 		}
 		st := d.chats[chatID(0)]
 		replies := h.replies.listen(st.id)
@@ -351,8 +358,14 @@ func runStream(ctx context.Context, o options) ([]time.Duration, error) {
 
 // streamTurn sends one message and returns the time from the first token
 // to the first message shown; it returns once the whole reply is shown.
+// The model's stream is held after its first token until that first
+// message shows, so the message cannot wait for the end of the stream.
 func (d *driver) streamTurn(ctx context.Context, st *chatState, n int, replies <-chan sent) (time.Duration, error) {
 	st.firstToken.Store(0)
+	hold := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release()
+	st.hold.Store(hold)
 	d.h.tg.PushMessage(d.message(st, n))
 	var first time.Duration
 	timeout := time.NewTimer(60 * time.Second)
@@ -366,6 +379,7 @@ func (d *driver) streamTurn(ctx context.Context, st *chatState, n int, replies <
 					return 0, fmt.Errorf("chat %d: a message was shown before the model answered: %q", st.id, r.Text)
 				}
 				first = r.At.Sub(time.Unix(0, ft))
+				release()
 			}
 			if r.Text == streamText {
 				if first == 0 {
@@ -374,6 +388,9 @@ func (d *driver) streamTurn(ctx context.Context, st *chatState, n int, replies <
 				return first, nil
 			}
 		case <-timeout.C:
+			if first == 0 {
+				return 0, fmt.Errorf("chat %d: no draft shown within 60s of the first token (log: %s)", st.id, d.h.logf.Name())
+			}
 			return 0, fmt.Errorf("chat %d: reply not complete within 60s (log: %s)", st.id, d.h.logf.Name())
 		case <-d.h.exited:
 			return 0, d.h.exitError()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -97,5 +98,31 @@ func TestParseStat(t *testing.T) {
 		if _, err := parseStat([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+// readCPU counts the CPU a process used. /proc/<pid>/stat floors user and
+// system time to 10 ms ticks each, so after 100 ms of work (by getrusage,
+// which counts in nanoseconds) it must show at least 80 ms more; enough
+// work makes the figure certain where a few fast turns would not be.
+func TestReadCPUCountsTheWorkDone(t *testing.T) {
+	const work = 100 * time.Millisecond
+	before, err := readCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := selfCPU()
+	sink := 0
+	for selfCPU()-from < work {
+		for i := range 100_000 {
+			sink += i
+		}
+	}
+	after, err := readCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after - before; d < work-2*clockTick {
+		t.Errorf("readCPU grew by %v over %v of work (sink %d)", d, work, sink)
 	}
 }

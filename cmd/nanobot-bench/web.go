@@ -408,10 +408,16 @@ func awaitFinal(ctx context.Context, h *harness, events <-chan string) error {
 // messages; for each, the page records (MutationObserver) when the first
 // draft's text appears, and the fake model when it wrote the first token.
 func firstVisible(ctx context.Context, h *harness, base string, n int) (latencies, error) {
-	var firstToken sync.Map // turn text → time
+	// The model's stream is held after its first token until the page
+	// shows it, so the first draft cannot wait for the end of the stream
+	// however slow the machine.
+	var firstToken, holds sync.Map // turn text → time, and → chan struct{}
 	h.script.Func = func(r fakellm.Request) fakellm.Reply {
-		firstToken.Store(lastLine(r.LastUserText()), time.Now())
-		return fakellm.Reply{Text: streamText, ChunkDelay: streamChunkDelay}
+		text := lastLine(r.LastUserText())
+		firstToken.Store(text, time.Now())
+		hold, _ := holds.Load(text)
+		ch, _ := hold.(chan struct{})
+		return fakellm.Reply{Text: streamText, ChunkDelay: streamChunkDelay, HoldAfterFirst: ch}
 	}
 	path, err := findBrowser()
 	if err != nil {
@@ -452,12 +458,20 @@ func firstVisible(ctx context.Context, h *harness, base string, n int) (latencie
 	var samples []time.Duration
 	for i := range n {
 		text := fmt.Sprint("visible ", i)
-		if err := chromedp.Do(bctx,
+		hold := make(chan struct{})
+		release := sync.OnceFunc(func() { close(hold) })
+		holds.Store(text, hold)
+		err := chromedp.Do(bctx,
 			chromedp.Evaluate[chromedp.Void](`window.seen = null`),
 			chromedp.SendKeys(chromedp.CSS("#input"), text),
 			chromedp.Click(chromedp.CSS("#send")),
-			poll(`window.seen !== null && !document.querySelector('#transcript .msg.draft')`),
-		); err != nil {
+			poll(`window.seen !== null`),
+		)
+		release()
+		if err == nil {
+			err = chromedp.Do(bctx, poll(`!document.querySelector('#transcript .msg.draft')`))
+		}
+		if err != nil {
 			return latencies{}, fmt.Errorf("turn %d: %w", i, err)
 		}
 		seen, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`window.seen`))

@@ -233,14 +233,13 @@ func TestGatewaySecondSignalExitsAtOnce(t *testing.T) {
 		_, ok := p.logLine("shutting down: taking no new messages, finishing running turns")
 		return ok
 	})
-	second := time.Now()
 	p.signal(syscall.SIGTERM)
-	code := p.wait(10 * time.Second)
+	// The turn's model call takes a minute and the grace period is 60 s:
+	// an exit within 30 s is one that waited for neither, whatever the
+	// machine's load (a tighter bound would measure the load).
+	code := p.wait(30 * time.Second)
 	if code != 128+int(syscall.SIGTERM) {
 		t.Errorf("exit code after a second SIGTERM = %d, want %d", code, 128+int(syscall.SIGTERM))
-	}
-	if d := time.Since(second); d > 5*time.Second {
-		t.Errorf("exit took %s after the second signal; the 60s grace period must not apply", d)
 	}
 	if !strings.Contains(p.stderr.String(), "second signal") {
 		t.Errorf("stderr does not say why it exited:\n%s", p.stderr.String())
@@ -250,10 +249,14 @@ func TestGatewaySecondSignalExitsAtOnce(t *testing.T) {
 func TestHealthcheckCommand(t *testing.T) {
 	e := newEnv(t)
 	tg := telegramfake.New(t)
-	vars := append(telegramEnv(tg, 7), "NANOBOT_GATEWAY_LISTEN="+freeAddr(t))
+	vars := telegramEnv(tg, 7) // the gateway listens on a port of its choosing
+	// The commands find the gateway at gateway.listen: the address it
+	// chose, or one where nothing listens. (A port chosen before the start
+	// could be taken by another process meanwhile.)
+	listen := freeAddr(t)
 	healthcheck := func(args ...string) (string, error) {
 		cmd := exec.Command(binary, append([]string{"healthcheck"}, args...)...)
-		cmd.Env = e.environ(vars...)
+		cmd.Env = e.environ(append(vars, "NANOBOT_GATEWAY_LISTEN="+listen)...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -262,6 +265,7 @@ func TestHealthcheckCommand(t *testing.T) {
 	}
 	p := e.startGateway(vars)
 	p.waitReady()
+	listen = strings.TrimPrefix(p.base, "http://")
 	if out, err := healthcheck(); err != nil || out != "ok\n" {
 		t.Errorf("healthcheck = %q, %v", out, err)
 	}
@@ -269,7 +273,7 @@ func TestHealthcheckCommand(t *testing.T) {
 		t.Errorf("healthcheck --ready = %q, %v", out, err)
 	}
 	status := exec.Command(binary, "status")
-	status.Env = e.environ(vars...)
+	status.Env = e.environ(append(vars, "NANOBOT_GATEWAY_LISTEN="+listen)...)
 	if out, err := status.Output(); err != nil || !strings.Contains(string(out), "running, ready") {
 		t.Errorf("status does not show the running gateway: %v\n%s", err, out)
 	}

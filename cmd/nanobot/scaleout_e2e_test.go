@@ -1,8 +1,8 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,13 +20,10 @@ import (
 )
 
 // natsServer is built once, from the nats-server module this one requires,
-// for the scale-out end-to-end test.
+// for the scale-out end-to-end test, next to the nanobot binary: TestMain
+// removes both once every test (and every -count repetition) has run.
 var natsServer = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "nanobot-nats")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "nats-server")
+	bin := filepath.Join(filepath.Dir(binary), "nats-server")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build nats-server: %v\n%s", err, out)
@@ -35,16 +32,17 @@ var natsServer = sync.OnceValues(func() (string, error) {
 })
 
 // startNATS runs a nats-server process with JetStream until the test ends.
+// The server picks its own port (-p -1: a port chosen beforehand may be
+// taken by someone else before the server binds it) and writes it to a
+// ports file once it listens; the test waits for that file.
 func startNATS(t *testing.T) string {
 	t.Helper()
 	bin, err := natsServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
-	addr := freeAddr(t)
-	host, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "-js", "-sd", t.TempDir(), "-a", host, "-p", port)
+	portsDir := t.TempDir()
+	cmd := exec.Command(bin, "-js", "-sd", t.TempDir(), "-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", portsDir)
 	stderr := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
@@ -56,17 +54,23 @@ func startNATS(t *testing.T) string {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	deadline := time.Now().Add(15 * time.Second)
+	portsFile := filepath.Join(portsDir, fmt.Sprintf("%s_%d.ports", filepath.Base(bin), cmd.Process.Pid))
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return "nats://" + addr
+		// The file is written in one go but not atomically: a partial
+		// one does not parse yet.
+		var ports struct{ Nats []string }
+		if data, err := os.ReadFile(portsFile); err == nil && json.Unmarshal(data, &ports) == nil && len(ports.Nats) > 0 {
+			return ports.Nats[0]
+		}
+		select {
+		case <-exited:
+			t.Fatalf("nats-server exited before it listened:\n%s", stderr)
+		case <-time.After(20 * time.Millisecond): // polling for the file
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nats-server did not listen on %s:\n%s", addr, stderr)
+			t.Fatalf("nats-server wrote no ports file in 30s:\n%s", stderr)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
@@ -60,6 +61,14 @@ func TestMemoryAndGoroutinesStayFlat(t *testing.T) {
 	heap1, gor1, conn1 := measure()
 	runRounds()
 	heap2, gor2, conn2 := measure()
+	// A turn's own goroutines and buffers may still be on their way out
+	// when its reply is seen (more so on a loaded machine); what a turn
+	// leaks stays. So the second look is repeated for a while until it is
+	// within bounds: only growth that lasts fails the test.
+	for deadline := time.Now().Add(10 * time.Second); (gor2 > gor1+3 || int64(heap2)-int64(heap1) > 1<<20) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		heap2, gor2, conn2 = measure()
+	}
 	growth := int64(heap2) - int64(heap1)
 	t.Logf("after %d turns: heap in use %.1f MiB, %d goroutines (+%d of HTTP connections); after %d: %.1f MiB (%+d KiB), %d goroutines (+%d)",
 		chats*rounds, float64(heap1)/(1<<20), gor1, conn1, 2*chats*rounds, float64(heap2)/(1<<20), growth/1024, gor2, conn2)

@@ -25,6 +25,9 @@ const (
 	DefaultMinBackoff     = time.Second
 	DefaultMaxBackoff     = 5 * time.Minute
 	DefaultStopGrace      = 2 * time.Second
+	// DefaultMaxMessageBytes is the SDK's bound on one message from a
+	// stdio server: 16 MiB.
+	DefaultMaxMessageBytes = sdk.DefaultMaxLineLength
 )
 
 // Registry is where server tools are offered to the model; the agent's
@@ -47,6 +50,11 @@ type Options struct {
 	// StopGrace is how long a stdio server gets to exit after its stdin is
 	// closed, and again after SIGTERM, before SIGKILL [2s].
 	StopGrace time.Duration
+	// MaxMessageBytes bounds one JSON-RPC message a stdio server sends; a
+	// larger one breaks the connection, which is then remade
+	// [DefaultMaxMessageBytes]. Tests lower it so that an oversized message
+	// is cheap to send (17 MiB of JSON takes the race detector 20 s).
+	MaxMessageBytes int
 	// Workspace is where stdio servers run when their cwd is empty, and
 	// what a relative cwd is relative to [the daemon's working directory].
 	Workspace string
@@ -64,6 +72,7 @@ func (o Options) withDefaults() Options {
 	o.MinBackoff = cmp.Or(o.MinBackoff, DefaultMinBackoff)
 	o.MaxBackoff = max(cmp.Or(o.MaxBackoff, DefaultMaxBackoff), o.MinBackoff)
 	o.StopGrace = cmp.Or(o.StopGrace, DefaultStopGrace)
+	o.MaxMessageBytes = cmp.Or(o.MaxMessageBytes, DefaultMaxMessageBytes)
 	o.Version = cmp.Or(o.Version, "dev")
 	return o
 }

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -22,17 +23,21 @@ func TestProbeConnectsListsAndLetsGo(t *testing.T) {
 		wantTool  string // one name that must be listed
 		wantCount int    // 0: any
 		wantErr   string
+		// timeout is the connect timeout: one that must pass is the
+		// only short one; the others start a race-built child, which a
+		// loaded machine may take seconds to do [1m].
+		timeout time.Duration
 	}{
 		{name: "stdio", cfg: stdioServer("stdio"), wantTool: "mcp_probe_echo"},
 		{name: "http", cfg: config.MCPServerConfig{URL: h.URL}, wantTool: "mcp_probe_add"},
 		{name: "enabled_tools applies", cfg: limited, wantTool: "mcp_probe_add", wantCount: 2},
 		{name: "a server that dies at start", cfg: stdioServer("broken"), wantErr: "cannot open database"},
-		{name: "a server that never answers", cfg: stdioServer("mute"), wantErr: "connect"},
+		{name: "a server that never answers", cfg: stdioServer("mute"), wantErr: "connect", timeout: time.Second},
 		{name: "nothing listening", cfg: config.MCPServerConfig{URL: "http://127.0.0.1:1/mcp"}, wantErr: "connect"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts := Options{ConnectTimeout: 3 * time.Second, StopGrace: 200 * time.Millisecond, Workspace: t.TempDir()}
+			opts := Options{ConnectTimeout: cmp.Or(tt.timeout, time.Minute), StopGrace: 200 * time.Millisecond, Workspace: t.TempDir()}
 			names, _, err := Probe(context.Background(), "probe", tt.cfg, opts, zaptest.NewLogger(t))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {

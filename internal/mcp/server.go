@@ -169,7 +169,7 @@ func (s *server) transport() (tr sdk.Transport, onConnect func() <-chan struct{}
 			return err
 		}
 	}
-	ct := &commandTransport{cfg: s.cfg, workspace: s.opts.Workspace, grace: s.opts.StopGrace, log: s.log}
+	ct := &commandTransport{cfg: s.cfg, workspace: s.opts.Workspace, grace: s.opts.StopGrace, maxMessage: s.opts.MaxMessageBytes, log: s.log}
 	onConnect = func() <-chan struct{} {
 		s.setPID(ct.pid())
 		return ct.exited()

@@ -74,6 +74,10 @@ type echoIn struct {
 	Text string `json:"text" jsonschema:"the text to echo"`
 }
 
+type hugeIn struct {
+	Bytes int `json:"bytes"`
+}
+
 type addIn struct {
 	A int `json:"a"`
 	B int `json:"b"`
@@ -120,9 +124,11 @@ func newTestServer(crash func(), done <-chan struct{}) *sdk.Server {
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "path must be relative"}
 		})
-	s.AddTool(&sdk.Tool{Name: "huge", Description: "A result over the SDK's 16 MiB message limit.", InputSchema: emptyObject},
-		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			return text(strings.Repeat("x", 17<<20)), nil
+	// A text result of the asked size, to go over (or stay under) the
+	// client's message limit.
+	sdk.AddTool(s, &sdk.Tool{Name: "huge", Description: "Answer with this many bytes of text."},
+		func(_ context.Context, _ *sdk.CallToolRequest, in hugeIn) (*sdk.CallToolResult, any, error) {
+			return text(strings.Repeat("x", in.Bytes)), nil, nil
 		})
 	s.AddTool(&sdk.Tool{Name: "image", Description: "Draw a dot.", InputSchema: emptyObject},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {

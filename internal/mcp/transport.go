@@ -35,7 +35,9 @@ type commandTransport struct {
 	cfg       config.MCPServerConfig
 	workspace string        // the working directory when cwd is unset, and the base of a relative one
 	grace     time.Duration // between closing stdin, SIGTERM and SIGKILL
-	log       *zap.Logger
+	// maxMessage bounds one message read from the server (0: the SDK's).
+	maxMessage int
+	log        *zap.Logger
 
 	mu   sync.Mutex
 	proc *process // set by Connect
@@ -83,7 +85,7 @@ func (t *commandTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 	t.log.Info("mcp server started", zap.Int("pid", cmd.Process.Pid), zap.String("command", t.cfg.Command))
 	// The SDK closes the connection by closing its writer, p: that closes
 	// stdin and stops the process.
-	return (&sdk.IOTransport{Reader: io.NopCloser(stdout), Writer: p}).Connect(ctx)
+	return (&sdk.IOTransport{Reader: io.NopCloser(stdout), Writer: p, MaxLineLength: t.maxMessage}).Connect(ctx)
 }
 
 // stop ends the process, if one was started, and returns how it ended.

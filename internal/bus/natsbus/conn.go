@@ -58,6 +58,50 @@ func (b *Bus) setupRetrying(ctx context.Context, js jetstream.JetStream) error {
 	}
 }
 
+// consumersRetrying looks up the consumers of the process's roles (Setup
+// made them): every partition's inbound one for an agent, the outbound one
+// for channels (nil otherwise). A lookup that fails, as while NATS restarts,
+// is tried again until it succeeds or ctx ends.
+func (b *Bus) consumersRetrying(ctx context.Context, js jetstream.JetStream) (ins []jetstream.Consumer, out jetstream.Consumer, err error) {
+	logged := false
+	for {
+		ins, out, err = b.consumers(ctx, js)
+		if err == nil {
+			return ins, out, nil
+		}
+		if !logged {
+			b.log.Warn("nats: cannot look up the consumers yet; retrying", zap.Error(err))
+			logged = true
+		}
+		if sleep(ctx, retryWait) != nil {
+			return nil, nil, fmt.Errorf("nats: look up consumers: %w", errors.Join(err, ctx.Err()))
+		}
+	}
+}
+
+// consumers looks them up once, within 5 s: a request sent as NATS went
+// away is never answered, and a caller without a deadline would wait for
+// ever.
+func (b *Bus) consumers(ctx context.Context, js jetstream.JetStream) (ins []jetstream.Consumer, out jetstream.Consumer, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if b.opts.Roles.Agent {
+		for p := range b.cfg.Partitions {
+			cons, err := js.Consumer(ctx, b.n.inStream(), b.n.inConsumer(p))
+			if err != nil {
+				return nil, nil, fmt.Errorf("consumer %s: %w", b.n.inConsumer(p), err)
+			}
+			ins = append(ins, cons)
+		}
+	}
+	if b.opts.Roles.Channels {
+		if out, err = js.Consumer(ctx, b.n.outStream(), b.n.outConsumer()); err != nil {
+			return nil, nil, fmt.Errorf("consumer %s: %w", b.n.outConsumer(), err)
+		}
+	}
+	return ins, out, nil
+}
+
 // ensureStream creates the stream of cfg when it is missing and updates it
 // only when a setting we choose differs. Every process runs this at start,
 // and updating a stream unchanged while another process creates a consumer

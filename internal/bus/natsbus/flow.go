@@ -159,7 +159,9 @@ func (b *Bus) confirm(msg jetstream.Msg) {
 		if err == nil || errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 			return
 		}
-		if time.Now().After(deadline) {
+		// Closed (Run has ended) is for good, unlike a reconnect: waiting
+		// publishFor for it held a stopping process two minutes.
+		if time.Now().After(deadline) || b.nc.IsClosed() {
 			b.log.Warn("nats: acknowledgement not confirmed; the message may come back", zap.String("subject", msg.Subject()), zap.Error(err))
 			return
 		}

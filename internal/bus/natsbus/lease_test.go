@@ -84,12 +84,18 @@ func twoContenders(t *testing.T, ttl time.Duration, all *leading) (leader, other
 	return b, a
 }
 
+// leaseTTL is the lease of the tests that hold one through renewals. The
+// holder renews every third of it and gives up when a renewal is two thirds
+// late; the other process takes over only after the whole ttl. 3 s leaves a
+// loaded machine's stalls a second of margin on each (1 s did not).
+const leaseTTL = 3 * time.Second
+
 func TestExactlyOneContenderLeads(t *testing.T) {
-	const ttl = time.Second
+	const ttl = leaseTTL
 	var all leading
 	leader, other := twoContenders(t, ttl, &all)
 	// Several renewals later the same process still leads, alone.
-	time.Sleep(4 * ttl)
+	time.Sleep(2 * ttl)
 	if !leader.leads() || other.leads() || other.starts.Load() != 0 {
 		t.Errorf("leader leads: %v; other leads: %v, started %d times", leader.leads(), other.leads(), other.starts.Load())
 	}
@@ -103,7 +109,7 @@ func TestExactlyOneContenderLeads(t *testing.T) {
 // cannot renew.
 func TestDeadLeaderIsReplacedAfterTheTTL(t *testing.T) {
 	var all leading
-	leader, other := twoContenders(t, time.Second, &all)
+	leader, other := twoContenders(t, leaseTTL, &all)
 	leader.node.kill()
 	waitFor(t, "the other process to lead", other.leads)
 	waitFor(t, "the dead leader to stop leading", func() bool { return !leader.leads() && leader.stops.Load() == 1 })

@@ -117,33 +117,33 @@ func (b *Bus) Run(ctx context.Context) error {
 	if err := b.setupRetrying(ctx, js); err != nil {
 		return err
 	}
+	// The consumers are looked up before anything runs, and again should
+	// NATS restart meanwhile: a lookup that failed once used to end Run
+	// (and left the goroutines already started running on a closed
+	// connection).
+	ins, out, err := b.consumersRetrying(ctx, js)
+	if err != nil {
+		return err
+	}
 	b.nc, b.js = nc, js
+	var sub *nats.Subscription
+	if b.opts.Roles.Agent {
+		if sub, err = nc.Subscribe(b.n.stopSubject(), b.onStop); err != nil {
+			return fmt.Errorf("nats: subscribe %s: %w", b.n.stopSubject(), err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
 	close(b.ready)
 	b.log.Info("nats bus ready", zap.String("url", nc.ConnectedUrlRedacted()), zap.Bool("agent", b.opts.Roles.Agent),
 		zap.Bool("channels", b.opts.Roles.Channels), zap.Int("partitions", b.cfg.Partitions))
 
 	var wg sync.WaitGroup
 	wg.Go(func() { b.heartbeat(ctx) })
-	if b.opts.Roles.Agent {
-		sub, err := nc.Subscribe(b.n.stopSubject(), b.onStop)
-		if err != nil {
-			return fmt.Errorf("nats: subscribe %s: %w", b.n.stopSubject(), err)
-		}
-		defer func() { _ = sub.Unsubscribe() }()
-		for p := range b.cfg.Partitions {
-			cons, err := js.Consumer(ctx, b.n.inStream(), b.n.inConsumer(p))
-			if err != nil {
-				return fmt.Errorf("nats: consumer %s: %w", b.n.inConsumer(p), err)
-			}
-			wg.Go(func() { b.takeInbound(ctx, cons) })
-		}
+	for _, cons := range ins {
+		wg.Go(func() { b.takeInbound(ctx, cons) })
 	}
-	if b.opts.Roles.Channels {
-		cons, err := js.Consumer(ctx, b.n.outStream(), b.n.outConsumer())
-		if err != nil {
-			return fmt.Errorf("nats: consumer %s: %w", b.n.outConsumer(), err)
-		}
-		wg.Go(func() { b.takeOutbound(ctx, cons) })
+	if out != nil {
+		wg.Go(func() { b.takeOutbound(ctx, out) })
 	}
 	<-ctx.Done()
 	wg.Wait()
@@ -259,7 +259,7 @@ func (b *Bus) publish(ctx context.Context, subject string, data []byte, opts ...
 		attempt, stop := context.WithTimeout(ctx, 5*time.Second)
 		_, err := b.js.Publish(attempt, subject, data, opts...)
 		stop()
-		if err == nil || !retryable(err) {
+		if err == nil || !retryable(err) || b.nc.IsClosed() { // closed: Run has ended, for good
 			return err
 		}
 		b.log.Debug("nats: publish failed; retrying", zap.String("subject", subject), zap.Error(err))

@@ -122,10 +122,17 @@ func TestCatchUpLooksBackOnlyAsFarAsConfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "long ago"})
+	// The fake stamps message ids with its real clock: this puts 300 ms
+	// between the two (a sleep of at least that, not a wait for anything).
 	time.Sleep(300 * time.Millisecond)
+	justNow := time.Now()
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "just now"})
 
-	e2 := start(t, setup{server: e.fake, dataDir: dir, agent: echo, cfg: window})
+	// The restarted adapter's clock stands 100 ms after "just now", however
+	// long the restart takes on a loaded machine: its 200 ms window holds
+	// "just now" and not "long ago".
+	frozen := func(d *discord.Deps) { d.Clock = frozenClock{at: justNow.Add(100 * time.Millisecond)} }
+	e2 := start(t, setup{server: e.fake, dataDir: dir, agent: echo, cfg: window, deps: frozen})
 	e2.receivedIs("just now")
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "live"})
 	e2.receivedIs("live")
@@ -266,3 +273,12 @@ func TestCatchUpIsPaced(t *testing.T) {
 		t.Errorf("%d history fetches, want 2", n)
 	}
 }
+
+// frozenClock is instantClock stopped at one instant, which the catch-up
+// window is measured from.
+type frozenClock struct {
+	instantClock
+	at time.Time
+}
+
+func (c frozenClock) Now() time.Time { return c.at }

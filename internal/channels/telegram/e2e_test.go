@@ -576,7 +576,10 @@ func TestPhotoReachesTheAgentAsImage(t *testing.T) {
 }
 
 func TestAlbumMergedIntoOneMessage(t *testing.T) {
-	e := start(t, opts{})
+	// The parts may come in two polls, and a loaded machine may take more
+	// than the environment's 100 ms between them: the album waits as long
+	// as it does in production.
+	e := start(t, opts{deps: func(d *telegram.Deps) { d.AlbumWait = 1500 * time.Millisecond }})
 	a, b := e.srv.AddFile("photos/a.jpg", jpeg), e.srv.AddFile("photos/b.jpg", jpeg[:50])
 	for i, id := range []string{a, b} {
 		m := telegramfake.DM(owner, "")

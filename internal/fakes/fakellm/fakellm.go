@@ -68,6 +68,11 @@ type Reply struct {
 	// chunk) reaches the client after the stream's end, as it may over a
 	// real network. The OpenAI fake's Chat Completions stream honours it.
 	HoldEnd <-chan struct{}
+	// HoldAfterFirst, when set, holds the stream after its first content
+	// chunk until the channel is closed, so a test can see what the first
+	// token set off before the rest arrives, however slow the machine. The
+	// OpenAI fake's Chat Completions stream honours it.
+	HoldAfterFirst <-chan struct{}
 
 	// RedactedThinking, when set, is sent (Anthropic) as one redacted_thinking
 	// block carrying this opaque data, before any thinking.

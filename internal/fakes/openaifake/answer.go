@@ -177,7 +177,20 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, id, model s
 	// content chunk go out together, so a test can act on the first delta
 	// while the rest of the stream is still pending.
 	contentSent := 0
+	held := false
 	send := func(data []byte) bool {
+		if contentSent > 1 && !held && reply.HoldAfterFirst != nil {
+			held = true
+			select {
+			case <-reply.HoldAfterFirst:
+			case <-r.Context().Done():
+				s.abandon()
+				return false
+			case <-s.closing:
+				s.abandon()
+				return false
+			}
+		}
 		if contentSent > 1 && !s.wait(r, reply.ChunkDelay) {
 			s.abandon()
 			return false

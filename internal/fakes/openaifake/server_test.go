@@ -676,3 +676,65 @@ func TestStrictArguments(t *testing.T) {
 		})
 	}
 }
+
+// HoldAfterFirst keeps the rest of the stream back until it is closed:
+// the first content chunk is readable, the second is not (checked for a
+// while: a failure here is never by chance, a pass might miss a race), and
+// closing the hold lets the stream finish.
+func TestHoldAfterFirst(t *testing.T) {
+	script := &fakellm.Script{}
+	hold := make(chan struct{})
+	script.Push(fakellm.Reply{Text: "first second", Chunk: 6, HoldAfterFirst: hold})
+	fake := openaifake.New(t, script)
+	req, err := http.NewRequest(http.MethodPost, fake.URL()+"/chat/completions",
+		strings.NewReader(`{"model":"gpt-4o-mini","stream":true,`+userHi+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+fake.APIKey())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := testClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 64) // the whole stream fits: the reader never blocks
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				lines <- data
+			}
+		}
+	}()
+	content := func(data string) string {
+		var c struct {
+			Choices []struct {
+				Delta struct{ Content string }
+			}
+		}
+		if json.Unmarshal([]byte(data), &c) != nil || len(c.Choices) == 0 {
+			return ""
+		}
+		return c.Choices[0].Delta.Content
+	}
+	for data := range lines {
+		if content(data) == "first " {
+			break
+		}
+	}
+	select {
+	case data := <-lines:
+		t.Fatalf("the stream went on while held: %s", data)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(hold)
+	var rest strings.Builder
+	for data := range lines {
+		rest.WriteString(content(data))
+	}
+	if rest.String() != "second" {
+		t.Fatalf("after the hold: %q, want %q", rest.String(), "second")
+	}
+}
