@@ -24,8 +24,16 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	nanobot, floor = filepath.Join(dir, "nanobot"), filepath.Join(dir, "nanobot-floor")
-	for bin, pkg := range map[string]string{nanobot: "github.com/nanobot-go/nanobot/cmd/nanobot", floor: "../nanobot-floor"} {
+	// nanobot is built in the product module, with its go.mod, as run does;
+	// the floor here, in the bench module.
+	product, err := productDir(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	for _, b := range []struct{ bin, pkg, dir string }{{nanobot, "./cmd/nanobot", product}, {floor, "../nanobot-floor", ""}} {
+		bin, pkg := b.bin, b.pkg
 		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Dir = b.dir
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		build.Stderr = os.Stderr
 		if err := build.Run(); err != nil {
