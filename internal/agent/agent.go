@@ -92,10 +92,18 @@ type Publisher interface {
 	PublishOutbound(ctx context.Context, m bus.OutboundMessage) error
 }
 
-// Config is the agent's part of the configuration.
+// Config is the agent's part of the configuration. The fields that mirror a
+// key (named on each, or in agentconfig.From) are taken as given: the agent
+// defaults none of them, so build a Config with agentconfig.From, or
+// agentconfig.Defaults in tests. The rest are internal bounds no key carries;
+// zero takes the constant named in brackets.
 type Config struct {
-	Workspace          string
-	MaxToolIterations  int
+	Workspace string
+	// MaxToolIterations caps the model calls of one turn
+	// (agents.max_tool_iterations).
+	MaxToolIterations int
+	// MaxConcurrentTurns caps the turns running at once
+	// (agents.max_concurrent_turns).
 	MaxConcurrentTurns int
 	// MaxGroupTurns caps the turns of group chats, all together (0:
 	// MaxConcurrentTurns-1, at least 1); MaxTurnsPerGroup caps one group's
@@ -104,13 +112,14 @@ type Config struct {
 	MaxTurnsPerGroup int
 	MaxTokens        int
 	Temperature      *float64
-	// MaxInputChars cuts longer inbound messages, with a note to the model.
+	// MaxInputChars cuts longer inbound messages, with a note to the model
+	// (agents.max_input_chars).
 	MaxInputChars int
 	// MaxQueue is how many messages may wait for a busy session; beyond it
-	// the oldest are dropped and the user told so.
+	// the oldest are dropped and the user told so (agents.max_queue).
 	MaxQueue int
 	// DraftInterval is the minimum time between two streamed drafts of one
-	// turn published on the bus [250ms]; channels throttle edits further.
+	// turn published on the bus [DefaultDraftInterval].
 	DraftInterval time.Duration
 	Version       string
 
@@ -124,31 +133,64 @@ type Config struct {
 	HistoryHighWater, HistoryLowWater float64
 
 	// MemoryWindow is how many unconsolidated messages trigger a memory
-	// consolidation [100] (agents.memory_window).
+	// consolidation (agents.memory_window).
 	MemoryWindow int
 	// MemoryShare is the share of the route's context window the
-	// unconsolidated messages may fill before they are consolidated [0.5].
+	// unconsolidated messages may fill before they are consolidated
+	// [DefaultMemoryShare].
 	MemoryShare float64
 	// MemoryRetry is the wait after a failed consolidation, doubled per
-	// further failure [1m].
+	// further failure [DefaultMemoryRetry].
 	MemoryRetry time.Duration
 	// MemoryMaxFailures is how many consecutive failures make the part be
-	// saved to HISTORY.md as a raw transcript instead [3].
+	// saved to HISTORY.md as a raw transcript instead
+	// [DefaultMemoryMaxFailures].
 	MemoryMaxFailures int
 
-	// SubagentIterations caps a subagent's model calls [15].
+	// SubagentIterations caps a subagent's model calls
+	// [DefaultSubagentIterations].
 	SubagentIterations int
-	// SubagentTimeout bounds a subagent's whole run [15m].
+	// SubagentTimeout bounds a subagent's whole run [DefaultSubagentTimeout].
 	SubagentTimeout time.Duration
-	// MaxSubagents caps the subagents running at once in total [8].
+	// MaxSubagents caps the subagents running at once in total
+	// [DefaultMaxSubagents].
 	MaxSubagents int
-	// MaxSubagentsPerSession caps them per session [3].
+	// MaxSubagentsPerSession caps them per session
+	// [DefaultMaxSubagentsPerSession].
 	MaxSubagentsPerSession int
 
 	// publishWait bounds the publish of a best-effort message (draft,
-	// status, turn start) on a full bus [5s]; tests shorten it.
+	// status, turn start) on a full bus [defaultPublishWait]; tests shorten
+	// it.
 	publishWait time.Duration
 }
+
+// The agent's internal bounds: values no config key carries, because they
+// protect the daemon rather than express a user's choice. Tests shorten some
+// through Config; zero there takes these.
+const (
+	// DefaultDraftInterval spaces the drafts a turn publishes on the bus;
+	// the channels throttle their edits further (channels.*.edit_interval).
+	DefaultDraftInterval = 250 * time.Millisecond
+	// DefaultMemoryShare is the share of the context window unconsolidated
+	// messages may fill before consolidation runs, whatever memory_window.
+	DefaultMemoryShare = 0.5
+	// DefaultMemoryRetry is the first wait after a failed consolidation.
+	DefaultMemoryRetry = time.Minute
+	// DefaultMemoryMaxFailures is how many failures in a row save the part
+	// as a raw transcript, so a broken model cannot grow a session forever.
+	DefaultMemoryMaxFailures = 3
+	// DefaultSubagentIterations caps a subagent's model calls.
+	DefaultSubagentIterations = 15
+	// DefaultSubagentTimeout bounds a subagent's whole run.
+	DefaultSubagentTimeout = 15 * time.Minute
+	// DefaultMaxSubagents caps the subagents running at once in total.
+	DefaultMaxSubagents = 8
+	// DefaultMaxSubagentsPerSession caps them per session.
+	DefaultMaxSubagentsPerSession = 3
+	// defaultPublishWait bounds a best-effort publish on a full bus.
+	defaultPublishWait = 5 * time.Second
+)
 
 // projection returns the options of a model call's projection, given the
 // budget the route leaves (its window less the reply and the tool list):
@@ -160,48 +202,35 @@ func (a *Agent) projection(budget, systemTokens int) history.Options {
 	return history.Options{Budget: budget, SystemTokens: systemTokens, HighWater: a.cfg.HistoryHighWater, LowWater: a.cfg.HistoryLowWater}
 }
 
+// withDefaults fills the internal bounds left zero. It leaves alone the
+// fields config carries: those are the caller's (agentconfig.From).
 func (c Config) withDefaults() Config {
-	if c.MaxToolIterations <= 0 {
-		c.MaxToolIterations = 40
-	}
-	if c.MaxConcurrentTurns <= 0 {
-		c.MaxConcurrentTurns = 4
-	}
-	if c.MaxInputChars <= 0 {
-		c.MaxInputChars = 32000
-	}
-	if c.MaxQueue <= 0 {
-		c.MaxQueue = 20
-	}
 	if c.DraftInterval <= 0 {
-		c.DraftInterval = 250 * time.Millisecond
+		c.DraftInterval = DefaultDraftInterval
 	}
 	if c.publishWait <= 0 {
-		c.publishWait = 5 * time.Second
-	}
-	if c.MemoryWindow <= 0 {
-		c.MemoryWindow = 100
+		c.publishWait = defaultPublishWait
 	}
 	if c.MemoryShare <= 0 || c.MemoryShare > 1 {
-		c.MemoryShare = 0.5
+		c.MemoryShare = DefaultMemoryShare
 	}
 	if c.MemoryRetry <= 0 {
-		c.MemoryRetry = time.Minute
+		c.MemoryRetry = DefaultMemoryRetry
 	}
 	if c.MemoryMaxFailures <= 0 {
-		c.MemoryMaxFailures = 3
+		c.MemoryMaxFailures = DefaultMemoryMaxFailures
 	}
 	if c.SubagentIterations <= 0 {
-		c.SubagentIterations = 15
+		c.SubagentIterations = DefaultSubagentIterations
 	}
 	if c.SubagentTimeout <= 0 {
-		c.SubagentTimeout = 15 * time.Minute
+		c.SubagentTimeout = DefaultSubagentTimeout
 	}
 	if c.MaxSubagents <= 0 {
-		c.MaxSubagents = 8
+		c.MaxSubagents = DefaultMaxSubagents
 	}
 	if c.MaxSubagentsPerSession <= 0 {
-		c.MaxSubagentsPerSession = 3
+		c.MaxSubagentsPerSession = DefaultMaxSubagentsPerSession
 	}
 	return c
 }

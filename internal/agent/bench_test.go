@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -44,7 +45,7 @@ func BenchmarkTurn(b *testing.B) {
 func benchTurn(b *testing.B, prior int) {
 	ws := b.TempDir()
 	log := zap.NewNop()
-	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, log)
+	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, log)
 	defer store.Close()
 	history := benchHistory(prior)
 	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: true})
@@ -53,7 +54,7 @@ func benchTurn(b *testing.B, prior int) {
 	}
 	defer root.Close()
 	out := bus.New(64)
-	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, log)
+	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second, MaxOutput: config.Defaults().Agents.MaxToolOutput}, log)
 	for _, tool := range []tools.Tool{tools.NewReadFile(root), tools.NewWriteFile(root), tools.NewEditFile(root),
 		tools.NewListDir(root), tools.NewMessage(out, func(string, string) bool { return false }, root)} {
 		if err := reg.Register(tool); err != nil {
@@ -62,8 +63,8 @@ func benchTurn(b *testing.B, prior int) {
 	}
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": cannedModel{}},
 		provider.Options{Default: "openai/gpt-4o-mini", MaxRetries: map[string]int{"openai": 0}}, log)
-	ag := New(Config{Workspace: ws, MaxTokens: 8192, Version: "bench"},
-		Deps{Model: router, Sessions: store, Tools: reg, Out: out, Prompt: &PromptBuilder{Workspace: ws, Version: "bench"}}, log)
+	ag := New(defaultConfig(ws, "bench"),
+		Deps{Model: router, Sessions: store, Tools: reg, Out: out, Prompt: &PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "bench"}}, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	agentDone := make(chan struct{})
@@ -125,7 +126,7 @@ func BenchmarkPromptBuild(b *testing.B) {
 		writeWS(b, ws, "skills/s"+strconv.Itoa(i)+"/SKILL.md", skillMD("skill number "+strconv.Itoa(i)))
 	}
 	age(b, ws)
-	pb := &PromptBuilder{Workspace: ws, Version: "bench", Skills: skills.Loader{Builtin: builtin.FS()}}
+	pb := &PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "bench", Skills: skills.Loader{Builtin: builtin.FS()}}
 	if _, _, err := pb.BuildEstimated(); err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -69,12 +70,12 @@ func newHarnessDeps(t *testing.T, deps func(*Deps), tweak ...func(*Config)) *har
 	ws := t.TempDir()
 	h := &harness{t: t, ws: ws, script: &fakellm.Script{}, bus: bus.New(64), acked: map[string]int{}}
 	log := zaptest.NewLogger(t)
-	h.store = session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, log)
+	h.store = session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, log)
 	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, log)
+	h.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second, MaxOutput: config.Defaults().Agents.MaxToolOutput}, log)
 	for _, tool := range []tools.Tool{tools.NewReadFile(root, tools.WithMount(skills.BuiltinScheme, builtin.FS())), tools.NewWriteFile(root), tools.NewListDir(root),
 		tools.NewMessage(h.bus, func(string, string) bool { return false }, root)} {
 		if err := h.reg.Register(tool); err != nil {
@@ -84,13 +85,14 @@ func newHarnessDeps(t *testing.T, deps func(*Deps), tweak ...func(*Config)) *har
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: h.script}},
 		provider.Options{Default: "openai/gpt-4o-mini", Routes: map[string]provider.RouteSpec{"smart": {Model: "openai/gpt-4.1"}},
 			MaxRetries: map[string]int{"openai": 0}}, log)
-	cfg := Config{Workspace: ws, MaxTokens: 1000, Version: "test", DraftInterval: time.Nanosecond}
+	cfg := defaultConfig(ws, "test")
+	cfg.MaxTokens, cfg.DraftInterval = 1000, time.Nanosecond
 	for _, f := range tweak {
 		f(&cfg)
 	}
 	h.memory = memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: 1000}, log.Named("memory"))
 	d := Deps{Model: router, Sessions: h.store, Tools: h.reg, Out: h.bus,
-		Prompt: &PromptBuilder{Workspace: ws, Version: "test", Skills: skills.Loader{Builtin: builtin.FS()}},
+		Prompt: &PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{Builtin: builtin.FS()}},
 		Memory: h.memory, SubagentTools: h.reg.Without("message", SpawnToolName, "cron"), In: h.bus, Observer: h}
 	if deps != nil {
 		deps(&d)
@@ -172,5 +174,27 @@ func (h *harness) writeFile(rel, content string) {
 	}
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// defaultConfig is the agent config of an empty config file, with workspace
+// ws: what agentconfig.Defaults returns, which this package's own tests cannot
+// import (it imports the agent). The agent defaults none of these fields.
+func defaultConfig(ws, version string) Config {
+	d := config.Defaults()
+	return Config{
+		Workspace:          ws,
+		MaxToolIterations:  d.Agents.MaxToolIterations,
+		MaxConcurrentTurns: d.Agents.MaxConcurrentTurns,
+		MaxGroupTurns:      d.Agents.MaxGroupTurns,
+		MaxTurnsPerGroup:   d.Agents.MaxTurnsPerGroup,
+		MaxQueue:           d.Agents.MaxQueue,
+		MaxTokens:          d.Agents.MaxTokens,
+		MaxInputChars:      d.Agents.MaxInputChars,
+		MemoryWindow:       d.Agents.MemoryWindow,
+		HistoryBudget:      d.History.Budget,
+		HistoryHighWater:   d.History.HighWater,
+		HistoryLowWater:    d.History.LowWater,
+		Version:            version,
 	}
 }

@@ -46,7 +46,7 @@ func window100() []llm.Message {
 func BenchmarkNeedsConsolidation(b *testing.B) {
 	msgs := window100()
 	b.Run("cold", func(b *testing.B) {
-		a := New(Config{}, Deps{Model: windowModel{}}, nil)
+		a := New(defaultConfig("", "bench"), Deps{Model: windowModel{}}, nil)
 		snap := session.Snapshot{Key: "k", Messages: msgs}
 		b.ReportAllocs()
 		for b.Loop() {
@@ -57,7 +57,7 @@ func BenchmarkNeedsConsolidation(b *testing.B) {
 		}
 	})
 	b.Run("turn", func(b *testing.B) {
-		a := New(Config{}, Deps{Model: windowModel{}}, nil)
+		a := New(defaultConfig("", "bench"), Deps{Model: windowModel{}}, nil)
 		tallied := a.tallies.tokens(session.Snapshot{Key: "k", Messages: msgs[:96]})
 		after := session.Snapshot{Key: "k", Messages: msgs}
 		b.ReportAllocs()

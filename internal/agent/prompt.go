@@ -274,9 +274,6 @@ func (b *PromptBuilder) readCapped(rel string) (string, error) {
 		return "", fmt.Errorf("read %s: %w", rel, err)
 	}
 	limit := b.MaxFileChars
-	if limit <= 0 {
-		limit = 20000
-	}
 	text := string(data)
 	if utf8.RuneCountInString(text) <= limit {
 		return text, nil

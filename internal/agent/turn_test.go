@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/tools"
@@ -27,7 +28,7 @@ func (specTool) Run(context.Context, tools.Invocation) (tools.Result, error) {
 // is always the estimate of the list given, as tools come and go and as
 // other lists (a one-off turn's copy) are asked for in between.
 func TestSpecMemoFollowsTheRegistry(t *testing.T) {
-	reg := tools.NewRegistry(tools.RegistryOptions{}, zaptest.NewLogger(t))
+	reg := tools.NewRegistry(tools.RegistryLimits(config.Defaults().Agents), zaptest.NewLogger(t))
 	register := func(name, desc string) func() {
 		return func() {
 			err := reg.Register(specTool{llm.ToolSpec{Name: name, Description: desc, Parameters: json.RawMessage(`{"type":"object"}`)}})

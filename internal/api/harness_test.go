@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nanobot-go/nanobot/internal/agent"
+	"github.com/nanobot-go/nanobot/internal/agent/agentconfig"
 	"github.com/nanobot-go/nanobot/internal/api"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
@@ -92,12 +93,12 @@ func newHarness(t *testing.T, tweak ...func(*config.APIConfig)) *harness {
 		return zapcore.NewTee(c, core)
 	})), zaptest.Level(zap.DebugLevel))
 	b := bus.New(64)
-	h.store = session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, log)
+	h.store = session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, log)
 	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, log)
+	reg := tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second, MaxOutput: config.Defaults().Agents.MaxToolOutput}, log)
 	for _, tool := range []tools.Tool{tools.NewReadFile(root), tools.NewListDir(root),
 		tools.NewMessage(b, func(string, string) bool { return false }, root)} {
 		if err := reg.Register(tool); err != nil {
@@ -107,9 +108,11 @@ func newHarness(t *testing.T, tweak ...func(*config.APIConfig)) *harness {
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: h.script}},
 		provider.Options{Default: "openai/gpt-4o-mini", Routes: map[string]provider.RouteSpec{"smart": {Model: "openai/gpt-4.1"}},
 			MaxRetries: map[string]int{"openai": 0}}, log.Named("router"))
-	ag := agent.New(agent.Config{Workspace: ws, MaxTokens: 1000, Version: "test", DraftInterval: time.Nanosecond},
+	acfg := agentconfig.Defaults(ws, "test")
+	acfg.MaxTokens, acfg.DraftInterval = 1000, time.Nanosecond
+	ag := agent.New(acfg,
 		agent.Deps{Model: router, Sessions: h.store, Tools: reg, Out: b,
-			Prompt: &agent.PromptBuilder{Workspace: ws, Version: "test", Skills: skills.Loader{}}}, log.Named("agent"))
+			Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{}}}, log.Named("agent"))
 	h.srv = api.New(cfg, api.Deps{Bus: b, Routes: []string{"smart"}, Now: h.clock}, log.Named("api"))
 	mgr := channels.NewManager(b.Outbound(), channels.ManagerConfig{}, log.Named("channels"))
 	if err := mgr.RegisterReceiver(api.Channel, h.srv); err != nil {
@@ -175,7 +178,7 @@ func (h *harness) client(token string) *openai.Client {
 // session reads key's session as a restarted store would.
 func (h *harness) session(key string) []llm.Message {
 	h.t.Helper()
-	store := session.NewStore(filepath.Join(h.ws, "sessions"), session.Options{}, zaptest.NewLogger(h.t))
+	store := session.NewStore(filepath.Join(h.ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(h.t))
 	defer store.Close()
 	snap, err := store.Get(key)
 	if err != nil {

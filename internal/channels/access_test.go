@@ -135,6 +135,15 @@ func newTestIntake(t *testing.T, cfg config.Access, ic IntakeConfig) (*Intake, *
 		t.Fatal(err)
 	}
 	b := &recordingBus{}
+	// Limits the test leaves zero are the defaults, as the daemon maps them.
+	d := config.Defaults()
+	def := IntakeLimits(d.Agents, d.Channels.Telegram.Access)
+	if ic.MaxChars == 0 {
+		ic.MaxChars = def.MaxChars
+	}
+	if ic.RatePerMinute == 0 {
+		ic.RatePerMinute = def.RatePerMinute
+	}
 	ic.Channel = "test"
 	return NewIntake(ic, a, b, zaptest.NewLogger(t)), b, store
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/commands"
+	"github.com/nanobot-go/nanobot/internal/config"
 )
 
 // Publisher is the part of the bus the intake needs: inbound messages for
@@ -22,22 +23,43 @@ type Publisher interface {
 	PublishOutbound(ctx context.Context, m bus.OutboundMessage) error
 }
 
-// IntakeConfig bounds what a sender can push onto the bus. Zero fields take
-// the defaults in brackets.
+// IntakeConfig bounds what a sender can push onto the bus. MaxChars and
+// RatePerMinute come from config (IntakeLimits maps them) and are taken as
+// given; the other fields are internal bounds no key carries, and zero takes
+// the constant named on each.
 type IntakeConfig struct {
 	// Channel is the channel's name on the bus.
 	Channel string
-	// MaxChars caps one message's text in runes; longer text is cut with a
-	// note [16000].
+	// MaxChars caps one message's text in runes (agents.max_input_chars);
+	// longer text is cut with a note.
 	MaxChars int
-	// RatePerMinute caps messages per sender per minute [30].
+	// RatePerMinute caps messages per sender per minute
+	// (channels.<name>.rate_per_minute).
 	RatePerMinute int
-	// DedupeSize is how many recent message ids are remembered [4096].
+	// DedupeSize is how many recent message ids are remembered
+	// [DefaultDedupeSize].
 	DedupeSize int
-	// Senders is how many senders' rate counters are kept [4096].
+	// Senders is how many senders' rate counters are kept [DefaultSenders].
 	Senders int
 	Clock   clock.Clock
 }
+
+// IntakeLimits is the intake config of a channel with access a under the
+// agent settings agents: the one mapping from config to the gate, used by
+// the daemon and by tests (with config.Defaults()).
+func IntakeLimits(agents config.AgentsConfig, a config.Access) IntakeConfig {
+	return IntakeConfig{MaxChars: agents.MaxInputChars, RatePerMinute: a.RatePerMinute}
+}
+
+// DefaultDedupeSize is how many recent message ids the intake remembers to
+// drop a platform's redelivery. Not a config key: it only has to cover the
+// redelivery window of a reconnect, which a few thousand ids do.
+const DefaultDedupeSize = 4096
+
+// DefaultSenders is how many senders' rate windows are kept (least recently
+// seen evicted). Not a config key: it bounds memory against a flood of
+// distinct senders, whose windows a real deployment never needs all of.
+const DefaultSenders = 4096
 
 // Arrival is a platform message on its way in, with the facts the gate
 // needs that the bus message does not carry.
@@ -103,17 +125,11 @@ type rateWindow struct {
 
 // NewIntake returns the gate for one channel.
 func NewIntake(cfg IntakeConfig, access *Access, pub Publisher, log *zap.Logger) *Intake {
-	if cfg.MaxChars <= 0 {
-		cfg.MaxChars = 16000
-	}
-	if cfg.RatePerMinute <= 0 {
-		cfg.RatePerMinute = 30
-	}
 	if cfg.DedupeSize <= 0 {
-		cfg.DedupeSize = 4096
+		cfg.DedupeSize = DefaultDedupeSize
 	}
 	if cfg.Senders <= 0 {
-		cfg.Senders = 4096
+		cfg.Senders = DefaultSenders
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System{}

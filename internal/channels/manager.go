@@ -192,8 +192,10 @@ func NewManager(src <-chan bus.OutboundMessage, cfg ManagerConfig, log *zap.Logg
 }
 
 // Register adds a channel. r renders its Markdown (and chunks it); out says
-// whether to stream drafts and show tool hints. Streaming needs the channel
-// to implement Editor. Register must be called before Run.
+// whether to stream drafts and show tool hints, and is taken as config gives
+// it (channels.<name>.edit_interval is validated positive there; zero would
+// edit on every draft). Streaming needs the channel to implement Editor.
+// Register must be called before Run.
 func (m *Manager) Register(ch Channel, r Renderer, out config.OutputConfig) error {
 	if _, dup := m.receivers[ch.Name()]; dup {
 		return fmt.Errorf("channels: register %s: already registered", ch.Name())
@@ -203,9 +205,6 @@ func (m *Manager) Register(ch Channel, r Renderer, out config.OutputConfig) erro
 	}
 	if r == nil {
 		return fmt.Errorf("channels: register %s: no renderer", ch.Name())
-	}
-	if out.EditInterval <= 0 {
-		out.EditInterval = time.Second
 	}
 	rt := &route{ch: ch, r: r, out: out}
 	rt.chunks, _ = r.(ChunkRenderer)

@@ -3,6 +3,23 @@
 // environment with viper, and validation that names the offending key.
 //
 // viper is used here and nowhere else; components receive plain structs.
+//
+// # One owner per default
+//
+// This package is the only source of the values a user can set. Every key's
+// default is in defaults (defaults.go), config.example.yaml shows it and
+// docs/configuration.md lists it; TestDefaultsAgreeWithExampleAndDocs keeps
+// the three equal, and Validate rejects values a component cannot run with.
+// Constructors therefore default nothing that this package carries: they
+// take the value they are given, and a zero there is either a programming
+// error (a caller that skipped Load or Defaults) or a deliberate "off"
+// documented on the field. Code that builds a component without a file
+// (tests, the bench) starts from Defaults().
+//
+// A component keeps a fallback only for a value config does not carry (a
+// test seam such as a shorter wait, or an internal bound no user tunes), and
+// names it as a constant beside its consumer with a doc comment saying why it
+// is not a key.
 package config
 
 import (

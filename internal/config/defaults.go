@@ -1,9 +1,32 @@
 package config
 
+import (
+	"errors"
+	"fmt"
+)
+
+// Defaults returns the configuration an empty file yields with no
+// environment: every key at its default, the built-in openai and anthropic
+// providers present, paths not yet resolved against a config directory.
+//
+// It is how code that builds a component without loading a file (tests, the
+// bench) gets the values config carries, so that no constructor needs a
+// fallback of its own for them (see the package doc).
+func Defaults() Config {
+	cfg, errs := build(map[string]any{}, lineIndex{}, func(string) (string, bool) { return "", false }, false)
+	if len(errs) > 0 {
+		// defaults is a constant of this package; TestDefaultsValidate
+		// keeps it decodable.
+		panic(fmt.Sprintf("config: the defaults do not decode: %v", errors.Join(errs...)))
+	}
+	return *cfg
+}
+
 // defaults lists every key with its default value, as viper keys. It is the
 // single source of defaults: Load registers them (which also lets NANOBOT_*
 // environment variables override keys the file does not mention), together
-// with providerDefaults and mcpServerDefaults for every configured entry.
+// with providerDefaults and mcpServerDefaults for every configured entry, and
+// Defaults decodes them alone.
 var defaults = map[string]any{
 	"agents.workspace":            "~/.nanobot/workspace",
 	"agents.sessions_dir":         "sessions",

@@ -76,7 +76,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, errs := build(raw, lines, os.LookupEnv)
+	cfg, errs := build(raw, lines, os.LookupEnv, true)
 	if len(errs) > 0 {
 		return nil, problems("config "+path, errs)
 	}
@@ -204,26 +204,30 @@ func (l lineIndex) hint(path, suggestion string) string {
 
 // build layers the file over the defaults and the environment over both,
 // then expands, checks and decodes the result.
-func build(raw map[string]any, lines lineIndex, lookup lookupFunc) (*Config, []error) {
+func build(raw map[string]any, lines lineIndex, lookup lookupFunc, env bool) (*Config, []error) {
 	v := viper.New()
-	v.SetEnvPrefix(EnvPrefix)
-	v.SetEnvKeyReplacer(envReplacer)
-	v.AutomaticEnv()
+	if env {
+		v.SetEnvPrefix(EnvPrefix)
+		v.SetEnvKeyReplacer(envReplacer)
+		v.AutomaticEnv()
+	}
 	for k, val := range defaults {
 		v.SetDefault(k, val)
 	}
 	// AutomaticEnv only sees keys viper knows of; bind the rest so that
 	// NANOBOT_AGENTS_TEMPERATURE or NANOBOT_PROVIDERS_OLLAMA_API_KEY work even
 	// when the file does not mention them.
-	bindEnvs(v, "", reflect.TypeFor[Config]())
+	if env {
+		bindEnvs(v, "", reflect.TypeFor[Config]())
+	}
 	for _, name := range entryNames(raw, []string{"providers"}, "openai", "anthropic") {
-		registerEntry(v, "providers."+name, reflect.TypeFor[ProviderConfig](), providerDefaults)
+		registerEntry(v, "providers."+name, reflect.TypeFor[ProviderConfig](), providerDefaults, env)
 	}
 	for _, name := range entryNames(raw, []string{"tools", "mcp_servers"}) {
-		registerEntry(v, "tools.mcp_servers."+name, reflect.TypeFor[MCPServerConfig](), mcpServerDefaults)
+		registerEntry(v, "tools.mcp_servers."+name, reflect.TypeFor[MCPServerConfig](), mcpServerDefaults, env)
 	}
 	for _, name := range entryNames(raw, []string{"routes"}) {
-		registerEntry(v, "routes."+name, reflect.TypeFor[RouteConfig](), nil)
+		registerEntry(v, "routes."+name, reflect.TypeFor[RouteConfig](), nil, env)
 	}
 	if err := v.MergeConfigMap(normalize(raw).(map[string]any)); err != nil { // viper lower-cases a copy
 		return nil, []error{fmt.Errorf("merge: %w", err)}
@@ -277,13 +281,15 @@ func entryNames(raw map[string]any, path []string, always ...string) []string {
 	return names
 }
 
-// registerEntry gives one named entry its defaults and binds the environment
-// variable of each of its keys.
-func registerEntry(v *viper.Viper, prefix string, t reflect.Type, entryDefaults map[string]any) {
+// registerEntry gives one named entry its defaults and, with env, binds the
+// environment variable of each of its keys.
+func registerEntry(v *viper.Viper, prefix string, t reflect.Type, entryDefaults map[string]any, env bool) {
 	for k, val := range entryDefaults {
 		v.SetDefault(prefix+"."+k, val)
 	}
-	bindEnvs(v, prefix, t)
+	if env {
+		bindEnvs(v, prefix, t)
+	}
 }
 
 // restoreCase puts back the spelling of keys the file wrote in capitals,

@@ -82,9 +82,8 @@ func TestValidateAcceptsVariations(t *testing.T) {
 		}},
 		{"star allows everyone", func(c *Config) { c.Channels.Telegram.AllowFrom = []string{"*"} }},
 		{"disabled channel with empty allowlist and no token", func(c *Config) {
-			c.Channels.Telegram = TelegramConfig{Enabled: false, APIURL: "https://api.telegram.org",
-				Access: Access{Policy: "allowlist", GroupPolicy: "mention", RatePerMinute: 1}, OutputConfig: OutputConfig{EditInterval: time.Second},
-				Mode: "polling", PollTimeout: 30 * time.Second, StallGrace: time.Second, MaxMediaBytes: 1}
+			// The defaults, which a new key joins without this test changing.
+			c.Channels.Telegram = Defaults().Channels.Telegram
 		}},
 		{"webhook mode", func(c *Config) {
 			c.Channels.Telegram.Mode = "webhook"

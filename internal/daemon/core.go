@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/agent"
+	"github.com/nanobot-go/nanobot/internal/agent/agentconfig"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -214,9 +215,9 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	m.WatchSessions(store.Cached, store.CachedBytes)
 	modelHealth := &health.ModelHealth{}
 	usage := newUsageTally(time.Now)
-	reg := tools.NewRegistry(tools.RegistryOptions{
-		Timeout: cfg.Agents.ToolTimeout, MaxOutput: cfg.Agents.MaxToolOutput, Redact: redact, Observer: m,
-	}, log.Named("tools"))
+	regOpts := tools.RegistryLimits(cfg.Agents)
+	regOpts.Redact, regOpts.Observer = redact, m
+	reg := tools.NewRegistry(regOpts, log.Named("tools"))
 	if err := registerBuiltins(reg, cfg, opts.DataDir, root, pub, log.Named("tools")); err != nil {
 		return nil, err
 	}
@@ -224,22 +225,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	// /status ends with the provider's trouble, if any, and the MCP servers.
 	statusLines := func() []string { return append(modelStatus(modelHealth), mcpServers.StatusLines()...) }
 	consolidator := memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))
-	ag := agent.New(agent.Config{
-		Workspace:          ws,
-		MaxToolIterations:  cfg.Agents.MaxToolIterations,
-		MaxConcurrentTurns: cfg.Agents.MaxConcurrentTurns,
-		MaxGroupTurns:      cfg.Agents.MaxGroupTurns,
-		MaxTurnsPerGroup:   cfg.Agents.MaxTurnsPerGroup,
-		MaxQueue:           cfg.Agents.MaxQueue,
-		MaxTokens:          cfg.Agents.MaxTokens,
-		Temperature:        cfg.Agents.Temperature,
-		MaxInputChars:      cfg.Agents.MaxInputChars,
-		MemoryWindow:       cfg.Agents.MemoryWindow,
-		HistoryBudget:      cfg.History.Budget,
-		HistoryHighWater:   cfg.History.HighWater,
-		HistoryLowWater:    cfg.History.LowWater,
-		Version:            opts.Version,
-	}, agent.Deps{
+	ag := agent.New(agentconfig.From(cfg, opts.Version), agent.Deps{
 		Model:    observedModel{Model: router, metrics: m, health: modelHealth, usage: usage},
 		Sessions: store, Tools: reg, Out: pub, StatusLines: statusLines, Redact: redact, Observer: m,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,

@@ -270,7 +270,7 @@ type channelParts struct {
 
 // intakeLimits are the intake's bounds for a channel with access a.
 func intakeLimits(cfg *config.Config, a config.Access) channels.IntakeConfig {
-	return channels.IntakeConfig{MaxChars: cfg.Agents.MaxInputChars, RatePerMinute: a.RatePerMinute}
+	return channels.IntakeLimits(cfg.Agents, a)
 }
 
 // newTelegram builds the Telegram adapter of channels.telegram: the one
@@ -279,7 +279,7 @@ func newTelegram(cfg *config.Config, p channelParts, log *zap.Logger) (*telegram
 	tc := cfg.Channels.Telegram
 	return telegram.New(tc, telegram.Deps{
 		Bus: p.pub, Pairing: p.pairing, DataDir: p.dataDir, Workspace: cfg.Agents.Workspace,
-		Transcription: cfg.Channels.Transcription, Limits: intakeLimits(cfg, tc.Access), StallGrace: tc.StallGrace,
+		Transcription: cfg.Channels.Transcription, Limits: intakeLimits(cfg, tc.Access),
 	}, log)
 }
 

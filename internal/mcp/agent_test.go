@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/agent"
+	"github.com/nanobot-go/nanobot/internal/agent/agentconfig"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -73,12 +74,14 @@ func startAgent(t *testing.T, servers map[string]config.MCPServerConfig) *agentR
 	ws := t.TempDir()
 	r := &agentRig{testRig: startManager(t, servers), script: &fakellm.Script{}, bus: bus.New(64)}
 	r.model = &recorder{Streamer: fakellm.Streamer{Name: "openai", Script: r.script}}
-	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{}, log)
+	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, log)
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": r.model},
 		provider.Options{Default: "openai/gpt-4o-mini", MaxRetries: map[string]int{"openai": 0}}, log)
-	ag := agent.New(agent.Config{Workspace: ws, MaxTokens: 1000, Version: "test", DraftInterval: time.Nanosecond},
+	acfg := agentconfig.Defaults(ws, "test")
+	acfg.MaxTokens, acfg.DraftInterval = 1000, time.Nanosecond
+	ag := agent.New(acfg,
 		agent.Deps{Model: router, Sessions: store, Tools: r.reg, Out: r.bus, StatusLines: r.mgr.StatusLines,
-			Prompt: &agent.PromptBuilder{Workspace: ws, Version: "test"}}, log.Named("agent"))
+			Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test"}}, log.Named("agent"))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -27,7 +27,7 @@ func BenchmarkToolCall(b *testing.B) {
 		{"stdio", func(*testing.B) config.MCPServerConfig { return stdioServer("stdio") }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			reg := tools.NewRegistry(tools.RegistryOptions{}, zap.NewNop())
+			reg := tools.NewRegistry(tools.RegistryLimits(config.Defaults().Agents), zap.NewNop())
 			mgr := NewManager(map[string]config.MCPServerConfig{"srv": tc.cfg(b)}, reg, Options{}, zap.NewNop())
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)

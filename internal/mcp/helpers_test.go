@@ -38,7 +38,7 @@ func startManager(t *testing.T, servers map[string]config.MCPServerConfig, tweak
 	t.Helper()
 	log := zaptest.NewLogger(t)
 	r := &testRig{t: t, clock: clock.NewFake()}
-	r.reg = tools.NewRegistry(tools.RegistryOptions{}, log) // the 2m default: each server has its tool_timeout
+	r.reg = tools.NewRegistry(tools.RegistryLimits(config.Defaults().Agents), log) // the 2m default: each server has its tool_timeout
 	opts := Options{Clock: r.clock, ConnectTimeout: 10 * time.Second, StopGrace: 500 * time.Millisecond, Version: "test"}
 	for _, f := range tweak {
 		f(&opts)

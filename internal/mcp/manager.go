@@ -18,9 +18,9 @@ import (
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
-// Defaults for Options' zero values and an unset tool_timeout.
+// Defaults for Options' zero values: internal bounds no config key carries
+// (tools.mcp_servers.*.tool_timeout is config's, taken as given).
 const (
-	DefaultToolTimeout    = 60 * time.Second // as config's default
 	DefaultConnectTimeout = 30 * time.Second
 	DefaultMinBackoff     = time.Second
 	DefaultMaxBackoff     = 5 * time.Minute

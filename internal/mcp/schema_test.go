@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
@@ -53,7 +54,7 @@ func TestNormalizeSchema(t *testing.T) {
 		{"anyOf branches inside", `{"type":"object","properties":{"v":{"anyOf":[{"type":"array"},false]}}}`,
 			`{"properties":{"v":{"anyOf":[{"items":{},"type":"array"},{"not":{}}]}},"type":"object"}`},
 	}
-	reg := tools.NewRegistry(tools.RegistryOptions{}, zaptest.NewLogger(t))
+	reg := tools.NewRegistry(tools.RegistryLimits(config.Defaults().Agents), zaptest.NewLogger(t))
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var in any

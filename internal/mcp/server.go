@@ -60,10 +60,7 @@ func newServer(name string, cfg config.MCPServerConfig, reg Registry, opts Optio
 	if cfg.URL != "" {
 		kind = "http"
 	}
-	timeout := cfg.ToolTimeout
-	if timeout <= 0 {
-		timeout = DefaultToolTimeout
-	}
+	timeout := cfg.ToolTimeout // config's default (60s) and Validate own it
 	state := StateIdle
 	if cfg.Disabled {
 		state = StateDisabled

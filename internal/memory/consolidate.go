@@ -42,10 +42,10 @@ type Model interface {
 // Config tunes a Consolidator.
 type Config struct {
 	// MaxTokens caps the model's answer, which holds the whole new
-	// MEMORY.md [8192].
+	// MEMORY.md (agents.max_tokens, taken as given).
 	MaxTokens int
 	// MaxConflicts is how often one consolidation is redone because
-	// MEMORY.md changed while the model worked [3].
+	// MEMORY.md changed while the model worked [DefaultMaxConflicts].
 	MaxConflicts int
 	// Location is the time zone of HISTORY.md's timestamps [time.Local].
 	Location *time.Location
@@ -53,12 +53,14 @@ type Config struct {
 	Now func() time.Time
 }
 
+// DefaultMaxConflicts is how often one consolidation is redone because
+// MEMORY.md changed under it. Not a config key: a user editing the file
+// three times during one consolidation is rare, and the next turn retries.
+const DefaultMaxConflicts = 3
+
 func (c Config) withDefaults() Config {
-	if c.MaxTokens <= 0 {
-		c.MaxTokens = 8192
-	}
 	if c.MaxConflicts <= 0 {
-		c.MaxConflicts = 3
+		c.MaxConflicts = DefaultMaxConflicts
 	}
 	if c.Location == nil {
 		c.Location = time.Local

@@ -20,8 +20,10 @@ import (
 
 	nanobot "github.com/nanobot-go/nanobot"
 	"github.com/nanobot-go/nanobot/internal/agent"
+	"github.com/nanobot-go/nanobot/internal/agent/agentconfig"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/schedule"
@@ -50,13 +52,15 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, ws: t.TempDir(), log: zaptest.NewLogger(t), clock: clock.NewFake(), script: &fakellm.Script{},
 		bus: bus.New(64)}
-	w.store = session.NewStore(filepath.Join(w.ws, "sessions"), session.Options{}, w.log)
-	w.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second}, w.log)
+	w.store = session.NewStore(filepath.Join(w.ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, w.log)
+	w.reg = tools.NewRegistry(tools.RegistryOptions{Timeout: 5 * time.Second, MaxOutput: config.Defaults().Agents.MaxToolOutput}, w.log)
 	w.router = provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: w.script}},
 		provider.Options{Default: "openai/gpt-4o-mini", MaxRetries: map[string]int{"openai": 0}}, w.log)
-	ag := agent.New(agent.Config{Workspace: w.ws, MaxTokens: 1000, Version: "test", DraftInterval: time.Nanosecond},
+	acfg := agentconfig.Defaults(w.ws, "test")
+	acfg.MaxTokens, acfg.DraftInterval = 1000, time.Nanosecond
+	ag := agent.New(acfg,
 		agent.Deps{Model: w.router, Sessions: w.store, Tools: w.reg, Out: w.bus,
-			Prompt: &agent.PromptBuilder{Workspace: w.ws, Version: "test"}, Now: w.clock.Now}, w.log)
+			Prompt: &agent.PromptBuilder{Workspace: w.ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test"}, Now: w.clock.Now}, w.log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	agentDone := make(chan struct{})

@@ -43,18 +43,23 @@ func Scheduled(meta map[string]string) bool {
 	return s == SourceCron || s == SourceHeartbeat
 }
 
-// CronConfig configures the cron scheduler. Zero values take the defaults.
+// CronConfig configures the cron scheduler. No config key carries these
+// bounds (they protect the daemon from a model that schedules too much);
+// zero takes the constant in brackets, and tests set their own.
 type CronConfig struct {
 	// Path is the jobs file: <workspace>/cron/jobs.json.
 	Path string
-	// MaxJobsPerChat bounds the jobs one chat may have [20].
+	// MaxJobsPerChat bounds the jobs one chat may have
+	// [DefaultMaxJobsPerChat].
 	MaxJobsPerChat int
-	// MinInterval is the shortest "every" allowed [1m].
+	// MinInterval is the shortest "every" allowed [DefaultMinInterval].
 	MinInterval time.Duration
 	// LateAfter: a run that starts more than this after its due time (the
-	// daemon was down, the machine asleep) is flagged late [1m].
+	// daemon was down, the machine asleep) is flagged late
+	// [DefaultLateAfter].
 	LateAfter time.Duration
-	// MaxMessage caps a job's instruction in characters [4000].
+	// MaxMessage caps a job's instruction in characters
+	// [DefaultMaxJobMessage].
 	MaxMessage int
 	// Watch, when positive, is how often Run looks whether another process
 	// replaced the jobs file (an agent worker's cron tool, in split roles:
@@ -64,18 +69,31 @@ type CronConfig struct {
 	Watch time.Duration
 }
 
+// The cron scheduler's bounds: not config keys, because they guard against
+// a model that schedules without end rather than express a user's choice.
+const (
+	// DefaultMaxJobsPerChat bounds the jobs one chat may have.
+	DefaultMaxJobsPerChat = 20
+	// DefaultMinInterval is the shortest "every" a job may have.
+	DefaultMinInterval = time.Minute
+	// DefaultLateAfter is how far past its due time a run is flagged late.
+	DefaultLateAfter = time.Minute
+	// DefaultMaxJobMessage caps a job's instruction in characters.
+	DefaultMaxJobMessage = 4000
+)
+
 func (c CronConfig) withDefaults() CronConfig {
 	if c.MaxJobsPerChat <= 0 {
-		c.MaxJobsPerChat = 20
+		c.MaxJobsPerChat = DefaultMaxJobsPerChat
 	}
 	if c.MinInterval <= 0 {
-		c.MinInterval = time.Minute
+		c.MinInterval = DefaultMinInterval
 	}
 	if c.LateAfter <= 0 {
-		c.LateAfter = time.Minute
+		c.LateAfter = DefaultLateAfter
 	}
 	if c.MaxMessage <= 0 {
-		c.MaxMessage = 4000
+		c.MaxMessage = DefaultMaxJobMessage
 	}
 	return c
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
@@ -428,7 +429,7 @@ func TestCronTool(t *testing.T) {
 }
 
 func TestCronToolSpecIsAValidToolSchema(t *testing.T) {
-	reg := tools.NewRegistry(tools.RegistryOptions{}, zaptest.NewLogger(t))
+	reg := tools.NewRegistry(tools.RegistryLimits(config.Defaults().Agents), zaptest.NewLogger(t))
 	if err := reg.Register(newCronFixture(t).cron().Tool(nil)); err != nil {
 		t.Fatal(err)
 	}

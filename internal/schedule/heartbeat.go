@@ -57,7 +57,7 @@ func PlainTarget(key string) (Target, bool) {
 
 // HeartbeatConfig configures the heartbeat. Zero values take the defaults.
 type HeartbeatConfig struct {
-	// Interval between checks [30m].
+	// Interval between checks (gateway.heartbeat.interval), taken as given.
 	Interval time.Duration
 	// File is HEARTBEAT.md in the workspace.
 	File string
@@ -65,16 +65,19 @@ type HeartbeatConfig struct {
 	StatePath string
 	// Route is the model route for decisions ("" is the default route).
 	Route string
-	// Keep is how many past decisions are kept and shown to the model [8].
+	// Keep is how many past decisions are kept and shown to the model
+	// [DefaultHeartbeatKeep].
 	Keep int
 }
 
+// DefaultHeartbeatKeep is how many past heartbeat decisions are kept and
+// shown to the model. Not a config key: enough for the model to see a
+// pattern ("I told them yesterday"), few enough to stay a short prompt.
+const DefaultHeartbeatKeep = 8
+
 func (c HeartbeatConfig) withDefaults() HeartbeatConfig {
-	if c.Interval <= 0 {
-		c.Interval = 30 * time.Minute
-	}
 	if c.Keep <= 0 {
-		c.Keep = 8
+		c.Keep = DefaultHeartbeatKeep
 	}
 	return c
 }

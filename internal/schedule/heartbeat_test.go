@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
 )
@@ -67,7 +68,7 @@ func newHeartbeatFixture(t *testing.T, tasks string, sessions fakeSessions, repl
 			t.Fatal(err)
 		}
 	}
-	f.hb = NewHeartbeat(HeartbeatConfig{File: filepath.Join(f.ws, "HEARTBEAT.md"), StatePath: filepath.Join(f.ws, "heartbeat", "state.json")},
+	f.hb = NewHeartbeat(HeartbeatConfig{Interval: config.Defaults().Gateway.Heartbeat.Interval, File: filepath.Join(f.ws, "HEARTBEAT.md"), StatePath: filepath.Join(f.ws, "heartbeat", "state.json")},
 		HeartbeatDeps{Model: f.model, Bus: f.inbox, Sessions: sessions, Clock: clock.NewFake()}, zaptest.NewLogger(t))
 	return f
 }

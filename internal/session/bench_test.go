@@ -68,7 +68,7 @@ func benchAppendTurn(b *testing.B, sync func(*os.File) error) {
 				if err := os.WriteFile(sessionFile(dir, key), seed, 0o600); err != nil {
 					b.Fatal(err)
 				}
-				s = NewStore(dir, Options{}, zap.NewNop())
+				s = NewStore(dir, withCache(Options{}), zap.NewNop())
 				s.sync = func(f *os.File) error { syncs++; return sync(f) }
 				if snap, err := s.Get(key); err != nil || len(snap.Messages) != prior {
 					b.Fatalf("seed: %d messages, %v", len(snap.Messages), err)
@@ -107,7 +107,7 @@ func benchAppendTurn(b *testing.B, sync func(*os.File) error) {
 func priorSession(b testing.TB, n int) []byte {
 	b.Helper()
 	dir := b.TempDir()
-	s := NewStore(dir, Options{}, zap.NewNop())
+	s := NewStore(dir, withCache(Options{}), zap.NewNop())
 	s.sync = func(*os.File) error { return nil }
 	defer s.Close()
 	var msgs []llm.Message

@@ -21,7 +21,7 @@ func FuzzLoad(f *testing.F) {
 		dir := t.TempDir()
 		writeFile(t, sessionFile(dir, key), data)
 		open := func() *Store {
-			s := NewStore(dir, Options{Now: func() time.Time { return t0 }}, zap.NewNop())
+			s := NewStore(dir, withCache(Options{Now: func() time.Time { return t0 }}), zap.NewNop())
 			s.sync = func(*os.File) error { return nil } // speed; durability is not under test
 			t.Cleanup(func() { s.Close() })
 			return s

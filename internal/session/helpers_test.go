@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -59,9 +60,25 @@ func (l logs) warnings() []string {
 	return out
 }
 
-// newStore returns a store over dir that is closed when the test ends.
+// withCache gives opts the cache bounds the daemon passes with an empty
+// config file (agents.session_cache, session_cache_bytes) where it has none:
+// the store defaults neither.
+func withCache(opts Options) Options {
+	d := config.Defaults().Agents
+	if opts.CacheSize == 0 {
+		opts.CacheSize = d.SessionCache
+	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = d.SessionCacheBytes
+	}
+	return opts
+}
+
+// newStore returns a store over dir, with withCache's bounds, that is closed
+// when the test ends.
 func newStore(t *testing.T, dir string, opts Options, log *zap.Logger) *Store {
 	t.Helper()
+	opts = withCache(opts)
 	if opts.Now == nil {
 		opts.Now = stepClock(time.Second)
 	}

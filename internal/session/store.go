@@ -38,10 +38,13 @@ var ErrKeyMismatch = errors.New("header key mismatch")
 // Options configure a Store.
 type Options struct {
 	// CacheSize is how many sessions stay loaded (messages in memory, file
-	// open) [256]. Beyond it the least recently used idle session is dropped.
+	// open): agents.session_cache, taken as given. Beyond it the least
+	// recently used idle session is dropped; 0 keeps no idle session loaded
+	// (one-shot readers such as `nanobot status`).
 	CacheSize int
 	// CacheBytes caps the loaded sessions by weight, besides their number
-	// [64 MiB]: beyond it the least recently used idle sessions are dropped
+	// (agents.session_cache_bytes; 0 as for CacheSize): beyond it the least
+	// recently used idle sessions are dropped
 	// too, so a few huge sessions cannot pin the memory that CacheSize
 	// small ones would take. A session weighs its file's size plus
 	// MessageOverhead per message (see Weight).
@@ -50,11 +53,6 @@ type Options struct {
 	// stamping messages that have no Time [time.Now].
 	Now func() time.Time
 }
-
-const (
-	defaultCacheSize  = 256
-	defaultCacheBytes = 64 << 20
-)
 
 // MessageOverhead is what a loaded message is counted to hold in memory
 // besides its bytes in the file: its llm.Message and Part structs and slice
@@ -128,12 +126,6 @@ type state struct {
 // agents.sessions_dir, after MoveDir). It does no I/O: the directory and files are created
 // on the first write.
 func NewStore(dir string, opts Options, log *zap.Logger) *Store {
-	if opts.CacheSize <= 0 {
-		opts.CacheSize = defaultCacheSize
-	}
-	if opts.CacheBytes <= 0 {
-		opts.CacheBytes = defaultCacheBytes
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

@@ -510,7 +510,7 @@ func TestList(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	s := NewStore(t.TempDir(), Options{}, zaptest.NewLogger(t))
+	s := NewStore(t.TempDir(), withCache(Options{}), zaptest.NewLogger(t))
 	mustAppend(t, s, key, userText("x"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -653,7 +653,7 @@ func TestStageIsMadeDurableByTheNextSync(t *testing.T) {
 // evicted and read again, so nothing derived from the old copy's messages
 // is kept with the new one.
 func TestMemoLivesAsLongAsTheLoadedSession(t *testing.T) {
-	s := NewStore(t.TempDir(), Options{CacheSize: 1}, zaptest.NewLogger(t))
+	s := NewStore(t.TempDir(), withCache(Options{CacheSize: 1}), zaptest.NewLogger(t))
 	defer s.Close()
 	first := mustAppend(t, s, key, userText("x"))
 	if first.Memo == nil {

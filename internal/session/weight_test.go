@@ -21,7 +21,7 @@ import (
 func TestLoadedSessionWeight(t *testing.T) {
 	const n = 20000
 	dir := t.TempDir()
-	w := NewStore(dir, Options{}, zap.NewNop())
+	w := NewStore(dir, withCache(Options{}), zap.NewNop())
 	w.sync = func(*os.File) error { return nil } // speed; durability is not measured
 	for i := 0; i < n; i += 1000 {
 		batch := make([]llm.Message, 0, 1000)
@@ -34,7 +34,7 @@ func TestLoadedSessionWeight(t *testing.T) {
 	}
 	_ = w.Close()
 
-	r := NewStore(dir, Options{}, zap.NewNop())
+	r := NewStore(dir, withCache(Options{}), zap.NewNop())
 	defer r.Close()
 	var before, after runtime.MemStats
 	runtime.GC()

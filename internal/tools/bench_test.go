@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/config"
 )
 
 // BenchmarkExecute measures the registry's own cost per call: lookup,
 // casts, schema validation, the goroutine and timeout, and the output cap,
 // around a tool that does nothing.
 func BenchmarkExecute(b *testing.B) {
-	r := NewRegistry(RegistryOptions{}, zap.NewNop())
+	r := NewRegistry(RegistryLimits(config.Defaults().Agents), zap.NewNop())
 	if err := r.Register(&fakeTool{name: "echo", params: echoParams}); err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func BenchmarkClosestRegion(b *testing.B) {
 // BenchmarkSpecs is a turn asking for the tool specs of an unchanged
 // registry of 16 tools.
 func BenchmarkSpecs(b *testing.B) {
-	r := NewRegistry(RegistryOptions{}, zap.NewNop())
+	r := NewRegistry(RegistryLimits(config.Defaults().Agents), zap.NewNop())
 	for i := range 16 {
 		if err := r.Register(&fakeTool{name: fmt.Sprintf("tool_%02d", i), params: echoParams}); err != nil {
 			b.Fatal(err)

@@ -21,12 +21,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
-// Defaults for config.ExecConfig's zero values.
-const (
-	DefaultExecTimeout   = 60 * time.Second
-	DefaultExecMaxOutput = 10000
-)
-
 // drainGrace bounds how long output is still read after the process group
 // was killed. Only a process that left the group (setsid, a daemon) can keep
 // the pipe open that long; its output is abandoned.
@@ -93,12 +87,6 @@ func NewExec(cfg config.ExecConfig, ws *workspace.Root, opts ExecOptions, log *z
 		confiner:  opts.Confiner,
 		refuse:    opts.Refuse,
 		log:       log,
-	}
-	if e.timeout <= 0 {
-		e.timeout = DefaultExecTimeout
-	}
-	if e.maxOutput <= 0 {
-		e.maxOutput = DefaultExecMaxOutput
 	}
 	return e, nil
 }

@@ -20,8 +20,16 @@ import (
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
+// newExec builds exec with cfg; limits left zero are the defaults of config.
 func newExec(t *testing.T, ws *workspace.Root, cfg config.ExecConfig, opts ExecOptions) *Exec {
 	t.Helper()
+	d := config.Defaults().Tools.Exec
+	if cfg.Timeout == 0 {
+		cfg.Timeout = d.Timeout
+	}
+	if cfg.MaxOutput == 0 {
+		cfg.MaxOutput = d.MaxOutput
+	}
 	e, err := NewExec(cfg, ws, opts, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)

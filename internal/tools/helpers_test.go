@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -50,7 +51,7 @@ func runTool(t *testing.T, tool Tool, args any) llm.ToolResult {
 
 func runToolCtx(t *testing.T, ctx context.Context, tool Tool, args any) llm.ToolResult {
 	t.Helper()
-	r := NewRegistry(RegistryOptions{}, zaptest.NewLogger(t))
+	r := NewRegistry(RegistryLimits(config.Defaults().Agents), zaptest.NewLogger(t))
 	if err := r.Register(tool); err != nil {
 		t.Fatal(err)
 	}

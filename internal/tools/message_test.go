@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -93,7 +94,7 @@ func TestMessage(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := NewRegistry(RegistryOptions{}, zaptest.NewLogger(t))
+			r := NewRegistry(RegistryLimits(config.Defaults().Agents), zaptest.NewLogger(t))
 			if err := r.Register(tool); err != nil {
 				t.Fatal(err)
 			}

@@ -17,22 +17,17 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/logging"
 )
 
-// Defaults for RegistryOptions' zero values.
-const (
-	DefaultTimeout   = 2 * time.Minute
-	DefaultMaxOutput = 16000
-)
-
 // RegistryOptions configure a Registry.
 type RegistryOptions struct {
-	// Timeout bounds one call [2m] (agents.tool_timeout). Tools with their
+	// Timeout bounds one call (agents.tool_timeout). Tools with their
 	// own, shorter limit (exec) report that one first.
 	Timeout time.Duration
-	// MaxOutput caps a result's text in characters [16000]
+	// MaxOutput caps a result's text in characters
 	// (agents.max_tool_output); the middle of longer text is cut.
 	MaxOutput int
 	// Redact, when set, rewrites every result's text before the model sees
@@ -99,14 +94,16 @@ type entry struct {
 	schema *argSchema
 }
 
-// NewRegistry returns an empty registry.
+// RegistryLimits is the registry's part of the agent settings
+// (agents.tool_timeout, agents.max_tool_output): the one mapping from
+// config, used by the daemon and, with config.Defaults(), by tests.
+func RegistryLimits(a config.AgentsConfig) RegistryOptions {
+	return RegistryOptions{Timeout: a.ToolTimeout, MaxOutput: a.MaxToolOutput}
+}
+
+// NewRegistry returns an empty registry. Timeout and MaxOutput are taken as
+// given (RegistryLimits maps them from config); it defaults neither.
 func NewRegistry(opts RegistryOptions, log *zap.Logger) *Registry {
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.MaxOutput <= 0 {
-		opts.MaxOutput = DefaultMaxOutput
-	}
 	return &Registry{
 		set:  &toolSet{entries: map[string]*entry{}},
 		opts: opts,

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -66,8 +67,17 @@ const echoParams = `{
   "required": ["path"]
 }`
 
+// newTestRegistry builds a registry with opts; limits left zero are the
+// defaults of config.
 func newTestRegistry(t *testing.T, opts RegistryOptions, tools ...Tool) *Registry {
 	t.Helper()
+	d := RegistryLimits(config.Defaults().Agents)
+	if opts.Timeout == 0 {
+		opts.Timeout = d.Timeout
+	}
+	if opts.MaxOutput == 0 {
+		opts.MaxOutput = d.MaxOutput
+	}
 	r := NewRegistry(opts, zaptest.NewLogger(t))
 	for _, tool := range tools {
 		if err := r.Register(tool); err != nil {

@@ -61,7 +61,7 @@ func newEnv(t *testing.T, mutate ...func(*config.WebChannelConfig, *Deps)) *env 
 	if err := os.MkdirAll(e.ws, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	e.store = session.NewStore(filepath.Join(e.ws, "sessions"), session.Options{}, zaptest.NewLogger(t))
+	e.store = session.NewStore(filepath.Join(e.ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(t))
 	t.Cleanup(func() { e.store.Close() })
 	cfg := config.WebChannelConfig{Enabled: true, Token: testToken, SessionTTL: time.Hour, MaxUploadBytes: 1 << 20}
 	deps := Deps{Bus: e.bus, Sessions: e.store, Workspace: e.ws, StateFile: filepath.Join(dir, "web-conversations.json"),

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/testkit/filelocktest"
@@ -70,7 +71,7 @@ func TestPanelHelperProcess(t *testing.T) {
 		rounds, _ := strconv.Atoi(os.Getenv("PANELTEST_N"))
 		for round := range rounds {
 			m := &factModel{fact: fmt.Sprint("fact ", round), before: func() { parent.Say("ready"); parent.Hear() }}
-			c := memory.NewConsolidator(files, m, memory.Config{}, zap.NewNop())
+			c := memory.NewConsolidator(files, m, memory.Config{MaxTokens: config.Defaults().Agents.MaxTokens}, zap.NewNop())
 			msgs := []llm.Message{llm.NewText(llm.RoleUser, "hello"), llm.NewText(llm.RoleAssistant, "hi")}
 			if err := c.Consolidate(context.Background(), "", "telegram:42", msgs); err != nil {
 				t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
 )
@@ -38,12 +39,12 @@ func seedSessions(chats, prior, tail int) func(sessionsDir string) error {
 }
 
 // steadyTail is how many messages a long session the daemon keeps has not
-// consolidated yet, here: half its memory window (the config default, 100,
-// when window is 0), rounded down to whole turns so the tail starts with a
+// consolidated yet, here: half its memory window (agents.memory_window's
+// default when window is 0), rounded down to whole turns so the tail starts with a
 // user message, and never more than the session.
 func steadyTail(prior, window int) int {
 	if window <= 0 {
-		window = 100
+		window = config.Defaults().Agents.MemoryWindow
 	}
 	tail := window / 2 / 2 * 2
 	return min(prior, max(tail, 2))

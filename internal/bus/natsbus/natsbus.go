@@ -52,8 +52,8 @@ type Roles struct {
 type Options struct {
 	Roles Roles
 	// Capacity is how many inbound messages a worker holds at once
-	// (agents.max_concurrent_turns); at its cap it stops taking more, so
-	// idle workers get them [4].
+	// (agents.max_concurrent_turns, taken as given); at its cap it stops
+	// taking more, so idle workers get them.
 	Capacity int
 	// Name names the connection in the server's monitoring ("nanobot agent").
 	Name string
@@ -86,14 +86,10 @@ type Bus struct {
 	answered *answeredSet
 }
 
-// New returns a bus over NATS that feeds local. It does no I/O; Run does.
+// New returns a bus over NATS that feeds local. cfg is taken as config gives
+// it (bus.nats.partitions and the rest are config's to default and
+// validate). It does no I/O; Run does.
 func New(cfg config.NATSConfig, opts Options, local *bus.Bus, log *zap.Logger) *Bus {
-	if opts.Capacity <= 0 {
-		opts.Capacity = 4
-	}
-	if cfg.Partitions <= 0 {
-		cfg.Partitions = 1
-	}
 	return &Bus{
 		cfg: cfg, opts: opts, local: local, log: log, n: names{prefix: cfg.Prefix},
 		ready:    make(chan struct{}),

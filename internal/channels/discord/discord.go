@@ -122,7 +122,9 @@ var (
 	_ channels.Typer   = (*Channel)(nil)
 )
 
-// New builds the channel from its config. It does no I/O.
+// New builds the channel from its config, which must come from config.Load
+// (or config.Defaults) and pass Validate: New defaults none of its values.
+// It does no I/O.
 func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error) {
 	token := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cfg.Token), "Bot "))
 	if token == "" {
@@ -154,10 +156,6 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 	if err != nil {
 		return nil, fmt.Errorf("discord: %w", err)
 	}
-	if cfg.MaxMediaBytes <= 0 {
-		cfg.MaxMediaBytes = 25 << 20
-	}
-
 	sess, err := discordgo.New("Bot " + token)
 	if err != nil {
 		return nil, fmt.Errorf("discord: session: %w", err)

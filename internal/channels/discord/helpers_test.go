@@ -91,13 +91,12 @@ func start(t testing.TB, s setup) *env {
 	if s.before != nil {
 		s.before(fake)
 	}
-	cfg := config.DiscordConfig{
-		Enabled: true, Token: fake.Token(), APIURL: fake.URL(),
-		Access:        config.Access{Policy: "allowlist", AllowFrom: []string{"*"}, GroupPolicy: "mention"},
-		OutputConfig:  config.OutputConfig{EditInterval: time.Second},
-		MaxMediaBytes: 1 << 20,
-		CatchUp:       24 * time.Hour,
-	}
+	defaults := config.Defaults()
+	cfg := defaults.Channels.Discord
+	cfg.Enabled, cfg.Token, cfg.APIURL = true, fake.Token(), fake.URL()
+	cfg.AllowFrom, cfg.MaxMediaBytes = []string{"*"}, 1<<20
+	// Output as before: no streaming or tool hints unless a test asks.
+	cfg.Streaming, cfg.ToolHints, cfg.TypingDelay = false, false, 0
 	if s.cfg != nil {
 		s.cfg(&cfg)
 	}
@@ -105,7 +104,8 @@ func start(t testing.TB, s setup) *env {
 	if s.dataDir == "" {
 		s.dataDir = t.TempDir()
 	}
-	deps := discord.Deps{Bus: b, Workspace: t.TempDir(), DataDir: s.dataDir, Clock: instantClock{}}
+	deps := discord.Deps{Bus: b, Workspace: t.TempDir(), DataDir: s.dataDir, Clock: instantClock{},
+		Limits: channels.IntakeLimits(defaults.Agents, cfg.Access)}
 	if s.deps != nil {
 		s.deps(&deps)
 	}

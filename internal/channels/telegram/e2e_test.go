@@ -134,19 +134,20 @@ func start(t testing.TB, o opts) *env {
 	if log == nil {
 		log = zaptest.NewLogger(t)
 	}
-	cfg := config.TelegramConfig{
-		Enabled: true, Token: telegramfake.Token, APIURL: e.srv.URL(),
-		Access:       config.Access{Policy: "allowlist", AllowFrom: []string{strconv.Itoa(owner)}, GroupPolicy: "mention"},
-		OutputConfig: config.OutputConfig{Streaming: true, ToolHints: true, EditInterval: time.Second},
-		Mode:         "polling", PollTimeout: time.Second, MaxMediaBytes: 1 << 20,
-	}
+	defaults := config.Defaults()
+	cfg := defaults.Channels.Telegram
+	cfg.Enabled, cfg.Token, cfg.APIURL = true, telegramfake.Token, e.srv.URL()
+	cfg.AllowFrom = []string{strconv.Itoa(owner)}
+	cfg.PollTimeout, cfg.StallGrace, cfg.MaxMediaBytes = time.Second, 300*time.Millisecond, 1<<20
+	cfg.TypingDelay = 0 // typing shows at once unless a test asks for a delay
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
 	e.pairing = channels.NewPairingStore(filepath.Join(e.data, "pairing.json"))
 	e.bus = bus.New(64)
 	deps := telegram.Deps{Bus: e.bus, Pairing: e.pairing, DataDir: e.data, Workspace: e.work,
-		StallGrace: 300 * time.Millisecond, AlbumWait: 100 * time.Millisecond, CallTimeout: 5 * time.Second}
+		Limits:    channels.IntakeLimits(defaults.Agents, cfg.Access),
+		AlbumWait: 100 * time.Millisecond, CallTimeout: 5 * time.Second}
 	if o.deps != nil {
 		o.deps(&deps)
 	}

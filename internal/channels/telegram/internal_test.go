@@ -254,6 +254,10 @@ func TestNewValidatesConfig(t *testing.T) {
 	}{
 		{"no token", func(c *config.TelegramConfig) { c.Token = "" }, "token: must not be empty"},
 		{"bad mode", func(c *config.TelegramConfig) { c.Mode = "push" }, "mode"},
+		// A zero value is a caller that skipped config.Defaults: an error,
+		// never a silent default of New's own.
+		{"no mode", func(c *config.TelegramConfig) { c.Mode = "" }, "mode"},
+		{"no api_url", func(c *config.TelegramConfig) { c.APIURL = "" }, "api_url"},
 		{"webhook without https", func(c *config.TelegramConfig) { c.Mode, c.WebhookURL, c.WebhookSecret = "webhook", "http://x/y", "s" }, "webhook_url"},
 		{"webhook without secret", func(c *config.TelegramConfig) { c.Mode, c.WebhookURL = "webhook", "https://x/y" }, "webhook_secret"},
 		{"bad proxy", func(c *config.TelegramConfig) { c.Proxy = "ftp://p:1" }, "proxy"},
@@ -262,8 +266,8 @@ func TestNewValidatesConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := config.TelegramConfig{Token: "1:x"}
-			cfg.AllowFrom = []string{"1"}
+			cfg := config.Defaults().Channels.Telegram
+			cfg.Token, cfg.AllowFrom = "1:x", []string{"1"}
 			tt.mutate(&cfg)
 			_, err := New(cfg, Deps{Bus: nopBus{}}, zap.NewNop())
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {

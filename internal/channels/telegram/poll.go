@@ -44,7 +44,7 @@ func (c *Channel) poll(ctx context.Context) {
 		if !answered {
 			timeout = 0
 		}
-		cctx, cancel := context.WithTimeout(ctx, timeout+c.deps.StallGrace)
+		cctx, cancel := context.WithTimeout(ctx, timeout+c.cfg.StallGrace)
 		raw, err := c.getUpdates(cctx, offset, timeout)
 		stalled := errors.Is(cctx.Err(), context.DeadlineExceeded)
 		cancel()

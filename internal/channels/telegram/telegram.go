@@ -60,14 +60,24 @@ type Deps struct {
 	// TranscriptionClient is used for the transcription endpoint [a plain
 	// client with a 2-minute timeout].
 	TranscriptionClient *http.Client
-	// StallGrace is how long past poll_timeout a getUpdates may take before
-	// it counts as stalled and polling restarts [15s].
-	StallGrace time.Duration
-	// AlbumWait is how long the parts of an album are collected [1.5s].
+	// AlbumWait is how long the parts of an album are collected; zero means
+	// DefaultAlbumWait. A test seam, not a key (see DefaultAlbumWait).
 	AlbumWait time.Duration
-	// CallTimeout bounds every Bot API call other than getUpdates [30s].
+	// CallTimeout bounds every Bot API call other than getUpdates; zero
+	// means DefaultCallTimeout. A test seam, not a key.
 	CallTimeout time.Duration
 }
+
+// DefaultAlbumWait is how long the parts of an album are collected before
+// they go to the agent as one message. Telegram sends an album's parts within
+// a few hundred milliseconds of each other; no user has a reason to tune
+// this, so it is not a config key (tests shorten it through Deps).
+const DefaultAlbumWait = 1500 * time.Millisecond
+
+// DefaultCallTimeout bounds every Bot API call other than getUpdates (whose
+// bound is channels.telegram.poll_timeout plus stall_grace). Not a config
+// key: it only has to be longer than a healthy call; tests shorten it.
+const DefaultCallTimeout = 30 * time.Second
 
 // Channel is the Telegram adapter. Create it with New, run it with Run, and
 // register it (with NewRenderer) on a channels.Manager.
@@ -105,7 +115,9 @@ var (
 	_ channels.Healther = (*Channel)(nil)
 )
 
-// New builds the channel from its config. It does no I/O.
+// New builds the channel from its config, which must come from config.Load
+// (or config.Defaults) and pass Validate: New takes its values as they are
+// and defaults none of them. It does no I/O.
 func New(cfg config.TelegramConfig, deps Deps, log *zap.Logger) (*Channel, error) {
 	if strings.TrimSpace(cfg.Token) == "" {
 		return nil, errors.New("channels.telegram.token: must not be empty")
@@ -114,14 +126,13 @@ func New(cfg config.TelegramConfig, deps Deps, log *zap.Logger) (*Channel, error
 		return nil, errors.New("telegram: no bus")
 	}
 	if cfg.APIURL == "" {
-		cfg.APIURL = "https://api.telegram.org"
+		return nil, errors.New("channels.telegram.api_url: must not be empty (start from config.Defaults)")
 	}
 	if _, err := url.Parse(cfg.APIURL); err != nil {
 		return nil, fmt.Errorf("channels.telegram.api_url: %w", err)
 	}
 	switch cfg.Mode {
-	case "", "polling":
-		cfg.Mode = "polling"
+	case "polling":
 	case "webhook":
 		if _, err := webhookPath(cfg.WebhookURL); err != nil {
 			return nil, err
@@ -132,23 +143,11 @@ func New(cfg config.TelegramConfig, deps Deps, log *zap.Logger) (*Channel, error
 	default:
 		return nil, fmt.Errorf("channels.telegram.mode: %q is not polling or webhook", cfg.Mode)
 	}
-	if cfg.PollTimeout <= 0 {
-		cfg.PollTimeout = 30 * time.Second
-	}
-	if cfg.MaxMediaBytes <= 0 {
-		cfg.MaxMediaBytes = 20 << 20
-	}
-	if cfg.EditInterval <= 0 {
-		cfg.EditInterval = time.Second
-	}
-	if deps.StallGrace <= 0 {
-		deps.StallGrace = 15 * time.Second
-	}
 	if deps.AlbumWait <= 0 {
-		deps.AlbumWait = 1500 * time.Millisecond
+		deps.AlbumWait = DefaultAlbumWait
 	}
 	if deps.CallTimeout <= 0 {
-		deps.CallTimeout = 30 * time.Second
+		deps.CallTimeout = DefaultCallTimeout
 	}
 	access, err := channels.NewAccess(Name, cfg.Access, deps.Pairing)
 	if err != nil {

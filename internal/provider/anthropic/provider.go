@@ -43,8 +43,6 @@ import (
 const API = "anthropic"
 
 const (
-	// defaultBaseURL is where the API is when base_url is not set.
-	defaultBaseURL = "https://api.anthropic.com"
 	// apiVersion is the anthropic-version header: the wire format this
 	// adapter was written against.
 	apiVersion = "2023-06-01"
@@ -77,10 +75,7 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 	if log == nil {
 		log = zap.NewNop()
 	}
-	root := baseURL(cfg.BaseURL)
-	if root == "" {
-		root = defaultBaseURL
-	}
+	root := baseURL(cfg.BaseURL) // config's default and Validate own it
 	return &Provider{
 		name:    name,
 		cfg:     cfg,

@@ -86,10 +86,9 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 
 // apiRoot is base_url with /v1beta appended when it has no path of its own;
 // a base_url with a path (a proxy, or .../v1beta written out) is the root.
+// base_url is config's (Load sets config.GeminiBaseURL for a gemini
+// provider that leaves it out).
 func apiRoot(base string) string {
-	if base == "" {
-		base = config.GeminiBaseURL
-	}
 	base = strings.TrimRight(base, "/")
 	if u, err := url.Parse(base); err == nil && u.Path == "" {
 		return base + "/" + apiVersion

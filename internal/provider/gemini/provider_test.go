@@ -349,7 +349,7 @@ func TestModels(t *testing.T) {
 
 func TestAPIRoot(t *testing.T) {
 	for in, want := range map[string]string{
-		"":                                "https://generativelanguage.googleapis.com/v1beta",
+		config.GeminiBaseURL:              "https://generativelanguage.googleapis.com/v1beta",
 		"https://proxy.example/":          "https://proxy.example/v1beta",
 		"https://proxy.example/gemini/v1": "https://proxy.example/gemini/v1",
 		"http://127.0.0.1:8080/v1beta/":   "http://127.0.0.1:8080/v1beta",

@@ -31,9 +31,6 @@ import (
 // API is the wire-protocol name recorded in llm.Meta for this adapter.
 const API = "openai"
 
-// defaultBaseURL is used when providers.<name>.base_url is empty.
-const defaultBaseURL = "https://api.openai.com/v1"
-
 // maxEmptyLines bounds consecutive non-data SSE lines (keep-alive comments
 // such as OpenRouter's ": OPENROUTER PROCESSING"). go-openai's default of 300
 // can be reached by a slow reasoning model behind a proxy; the call's timeout
@@ -67,14 +64,10 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 	if log == nil {
 		log = zap.NewNop()
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = defaultBaseURL
-	}
 	return &Provider{
 		name:      name,
 		cfg:       cfg,
-		baseURL:   base,
+		baseURL:   cfg.BaseURL, // config's default and Validate own it
 		http:      httpClient,
 		log:       log,
 		enc:       &encoder{},

@@ -36,24 +36,26 @@ func (f ConnFunc) JetStream(ctx context.Context) (jetstream.JetStream, error) { 
 
 // Options configure a Store.
 type Options struct {
-	// CacheSize is how many sessions stay loaded [256]; beyond it the least
-	// recently used idle one is dropped (and read again on its next use).
+	// CacheSize is how many sessions stay loaded (agents.session_cache,
+	// taken as given); beyond it the least recently used idle one is
+	// dropped (and read again on its next use). 0 keeps no idle session.
 	CacheSize int
-	// CacheBytes caps the loaded sessions by weight too (session.Weight)
-	// [64 MiB]; beyond it the least recently used idle ones are dropped.
+	// CacheBytes caps the loaded sessions by weight too (session.Weight;
+	// agents.session_cache_bytes); beyond it the least recently used idle
+	// ones are dropped.
 	CacheBytes int64
 	// Now stamps headers, messages without a Time, meta and archive records
 	// [time.Now].
 	Now func() time.Time
 	// Timeout bounds one call, waiting for NATS included: a publish is
-	// retried across a NATS restart within it [2m].
+	// retried across a NATS restart within it [defaultTimeout].
 	Timeout time.Duration
 }
 
 const (
-	defaultCacheSize  = 256
-	defaultCacheBytes = 64 << 20
-	defaultTimeout    = 2 * time.Minute
+	// defaultTimeout bounds one call; not a config key: it only has to
+	// outlast a NATS restart, and the turn's own limits bound the wait.
+	defaultTimeout = 2 * time.Minute
 	// retryWait is the pause between two attempts to reach NATS.
 	retryWait = 250 * time.Millisecond
 	// maxRebase bounds how often one write is rebased after commuting
@@ -135,12 +137,6 @@ type entry struct {
 func StreamName(prefix string) string { return strings.ToUpper(prefix) + "_SESSIONS" }
 
 func New(cfg config.NATSConfig, conn Conn, opts Options, log *zap.Logger) *Store {
-	if opts.CacheSize <= 0 {
-		opts.CacheSize = defaultCacheSize
-	}
-	if opts.CacheBytes <= 0 {
-		opts.CacheBytes = defaultCacheBytes
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

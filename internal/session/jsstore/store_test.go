@@ -64,6 +64,15 @@ func newStore(t *testing.T, srv *natsfake.Server, opts jsstore.Options) *jsstore
 	if opts.Now == nil {
 		opts.Now = stepClock()
 	}
+	// The cache bounds of an empty config file, as the daemon passes them:
+	// the store defaults neither.
+	d := config.Defaults().Agents
+	if opts.CacheSize == 0 {
+		opts.CacheSize = d.SessionCache
+	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = d.SessionCacheBytes
+	}
 	s := jsstore.New(cfg, conn, opts, zaptest.NewLogger(t))
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -167,7 +176,7 @@ func TestSameAsFileStore(t *testing.T) {
 		}},
 	}
 	key := "telegram:42"
-	file := session.NewStore(filepath.Join(t.TempDir(), "sessions"), session.Options{Now: stepClock()}, zaptest.NewLogger(t))
+	file := session.NewStore(filepath.Join(t.TempDir(), "sessions"), session.Options{Now: stepClock(), CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(t))
 	t.Cleanup(func() { _ = file.Close() })
 	js := newStore(t, srv, jsstore.Options{})
 	for _, st := range steps {
@@ -197,7 +206,7 @@ func TestSameAsFileStore(t *testing.T) {
 // stored.
 func TestInvalidRejectedLikeFileStore(t *testing.T) {
 	srv := natsfake.Start(t, t.TempDir())
-	file := session.NewStore(t.TempDir(), session.Options{}, zaptest.NewLogger(t))
+	file := session.NewStore(t.TempDir(), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(t))
 	t.Cleanup(func() { _ = file.Close() })
 	js := newStore(t, srv, jsstore.Options{})
 	cases := []struct {
@@ -560,7 +569,7 @@ func TestLostAcknowledgementStoredOnce(t *testing.T) {
 	_, js := connect(t, srv)
 	lossy := &lossyJS{JetStream: js}
 	s := jsstore.New(cfg, jsstore.ConnFunc(func(context.Context) (jetstream.JetStream, error) { return lossy, nil }),
-		jsstore.Options{Now: stepClock()}, zaptest.NewLogger(t))
+		jsstore.Options{Now: stepClock(), CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(t))
 	t.Cleanup(func() { _ = s.Close() })
 	const key = "telegram:5"
 	for _, text := range []string{"one", "two"} {

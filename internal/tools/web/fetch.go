@@ -20,15 +20,17 @@ import (
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
-// FetchConfig configures web_fetch. Zero values take the defaults.
+// FetchConfig configures web_fetch. MaxBytes comes from config and is taken
+// as given; the other fields are internal bounds no key carries, and zero
+// takes the constant in brackets.
 type FetchConfig struct {
-	// MaxBytes caps the response body read [2 MiB] (tools.web.fetch_max_bytes).
+	// MaxBytes caps the response body read (tools.web.fetch_max_bytes).
 	MaxBytes int64
-	// MaxRedirects caps redirects followed [5].
+	// MaxRedirects caps redirects followed [DefaultMaxRedirects].
 	MaxRedirects int
-	// Timeout bounds one fetch, connect to last byte [30s].
+	// Timeout bounds one fetch, connect to last byte [DefaultFetchTimeout].
 	Timeout time.Duration
-	// MaxChars is how much text one call returns [12000]; the model pages
+	// MaxChars is how much text one call returns [DefaultFetchChars]; the model pages
 	// through longer pages with start_char. Keep it under the registry's
 	// output cap so the tool's own note, not a cut, says what is missing.
 	MaxChars int
@@ -38,18 +40,28 @@ type FetchConfig struct {
 	Resolver Resolver
 }
 
+// web_fetch's internal bounds: not config keys, because they guard the
+// daemon (redirect loops, slow servers) or fit the registry's output cap
+// rather than express a user's choice.
+const (
+	// DefaultMaxRedirects caps the redirects one fetch follows.
+	DefaultMaxRedirects = 5
+	// DefaultFetchTimeout bounds one fetch, connect to last byte.
+	DefaultFetchTimeout = 30 * time.Second
+	// DefaultFetchChars is the text one call returns, under the default
+	// agents.max_tool_output (16000) so the tool's own paging note shows.
+	DefaultFetchChars = 12000
+)
+
 func (c FetchConfig) withDefaults() FetchConfig {
-	if c.MaxBytes <= 0 {
-		c.MaxBytes = 2 << 20
-	}
 	if c.MaxRedirects <= 0 {
-		c.MaxRedirects = 5
+		c.MaxRedirects = DefaultMaxRedirects
 	}
 	if c.Timeout <= 0 {
-		c.Timeout = 30 * time.Second
+		c.Timeout = DefaultFetchTimeout
 	}
 	if c.MaxChars <= 0 {
-		c.MaxChars = 12000
+		c.MaxChars = DefaultFetchChars
 	}
 	if c.UserAgent == "" {
 		c.UserAgent = "Mozilla/5.0 (compatible; nanobot; +https://github.com/nanobot-go/nanobot)"

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
@@ -79,6 +80,9 @@ func newSite(t *testing.T, cfg FetchConfig, handler http.Handler) *site {
 		"metadata.test": {addrs("169.254.169.254")},
 	}}
 	cfg.Resolver = s.resolver
+	if cfg.MaxBytes == 0 { // the default of config, as the daemon passes it
+		cfg.MaxBytes = config.Defaults().Tools.Web.FetchMaxBytes
+	}
 	s.fetch = NewFetch(cfg, zaptest.NewLogger(t))
 	s.fetch.guard.exempt = func(ap netip.AddrPort) bool { return ap == s.addr }
 	t.Cleanup(s.fetch.CloseIdleConnections)

@@ -28,9 +28,10 @@ type SearchConfig struct {
 	// configured to be used.
 	Provider    string
 	BraveAPIKey string
-	// MaxResults caps the results of one search [5] (tools.web.max_results).
+	// MaxResults caps the results of one search (tools.web.max_results);
+	// taken as given.
 	MaxResults int
-	// Timeout bounds one search [15s].
+	// Timeout bounds one search [DefaultSearchTimeout].
 	Timeout time.Duration
 	// DuckDuckGoURL and BraveURL replace the public endpoints, for tests and
 	// self-hosted mirrors.
@@ -60,13 +61,14 @@ type Search struct {
 
 var _ tools.Tool = (*Search)(nil)
 
+// DefaultSearchTimeout bounds one search. Not a config key: a search engine
+// that has not answered in 15s will not, and the model is waiting.
+const DefaultSearchTimeout = 15 * time.Second
+
 // NewSearch returns web_search. It does no I/O.
 func NewSearch(cfg SearchConfig, log *zap.Logger) *Search {
-	if cfg.MaxResults <= 0 {
-		cfg.MaxResults = 5
-	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 15 * time.Second
+		cfg.Timeout = DefaultSearchTimeout
 	}
 	client := cfg.Client
 	if client == nil {

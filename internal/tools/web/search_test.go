@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
@@ -54,6 +55,9 @@ func newSearch(t *testing.T, cfg SearchConfig, h http.Handler) *Search {
 	cfg.DuckDuckGoURL, cfg.BraveURL = srv.URL+"/html/", srv.URL+"/res/v1/web/search"
 	cfg.Client = srv.Client()
 	t.Cleanup(cfg.Client.CloseIdleConnections)
+	if cfg.MaxResults == 0 { // the default of config, as the daemon passes it
+		cfg.MaxResults = config.Defaults().Tools.Web.MaxResults
+	}
 	return NewSearch(cfg, zaptest.NewLogger(t))
 }
 
@@ -210,8 +214,8 @@ func TestSearchBackendChoice(t *testing.T) {
 }
 
 func TestToolsRegisterAsReadOnly(t *testing.T) {
-	reg := tools.NewRegistry(tools.RegistryOptions{}, zaptest.NewLogger(t))
-	fetch := NewFetch(FetchConfig{}, zaptest.NewLogger(t))
+	reg := tools.NewRegistry(tools.RegistryLimits(config.Defaults().Agents), zaptest.NewLogger(t))
+	fetch := NewFetch(FetchConfig{MaxBytes: config.Defaults().Tools.Web.FetchMaxBytes}, zaptest.NewLogger(t))
 	for _, tool := range []tools.Tool{NewSearch(SearchConfig{}, zaptest.NewLogger(t)), fetch} {
 		if err := reg.Register(tool); err != nil {
 			t.Fatal(err)
