@@ -34,7 +34,6 @@ var allowed = []struct {
 	{"internal/inbox", nil},
 	{"internal/channels/clock", nil},
 	{"internal/bus", []string{"internal/llm"}},
-	{"internal/bus/bustest", []string{"internal/llm", "internal/bus"}},
 	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/commands"}},
 	{"internal/history", []string{"internal/llm", "internal/bytesize"}},
 	{"internal/session", []string{"internal/llm", "internal/filelock"}},
@@ -45,8 +44,13 @@ var allowed = []struct {
 	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize"}},
 	{"internal/channels/pairingkv", []string{"internal/config", "internal/channels"}},
 	{"internal/channels/cursorkv", []string{"internal/config"}},
-	{"internal/fakes", []string{"internal/llm", "internal/fakes"}},
-	{"internal/golden", nil},
+	// The lab: fakes and helpers for tests (and the bench module, bench/).
+	// Nothing in the product imports it (TestImportLayering below).
+	{"internal/testkit/fakes", []string{"internal/llm", "internal/testkit/fakes"}},
+	{"internal/testkit/bustest", []string{"internal/llm", "internal/bus"}},
+	{"internal/testkit/pairingtest", []string{"internal/channels"}},
+	{"internal/testkit/filelocktest", nil},
+	{"internal/testkit/golden", nil},
 	{"internal/pprofserve", nil},
 	{"internal/httpguard", nil},
 	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config", "internal/inbox"}},
@@ -63,7 +67,7 @@ var allowed = []struct {
 
 // forbidden are imports no package but the daemon and the commands may make.
 var forbidden = map[string][]string{
-	"internal/agent": {"internal/channels", "internal/daemon", "internal/provider/", "internal/config", "internal/fakes"},
+	"internal/agent": {"internal/channels", "internal/daemon", "internal/provider/", "internal/config", "internal/testkit/fakes"},
 }
 
 func TestImportLayering(t *testing.T) {
@@ -86,11 +90,10 @@ func TestImportLayering(t *testing.T) {
 			if strings.HasPrefix(imp, "internal/daemon") && !strings.HasPrefix(pkg, "cmd/") {
 				t.Errorf("%s imports %s: only commands may use the daemon", pkg, imp)
 			}
-			if strings.HasPrefix(imp, "internal/fakes") && !strings.HasPrefix(pkg, "internal/fakes") && pkg != "cmd/nanobot-bench" {
-				t.Errorf("%s imports %s: fakes are for tests (and the bench tool) only", pkg, imp)
-			}
-			if imp == "internal/golden" || imp == "internal/bus/bustest" || imp == "internal/channels/pairingtest" {
-				t.Errorf("%s imports %s: it is for tests only", pkg, imp)
+			// go list's Imports are the non-test imports: a _test.go file
+			// may use the lab, product code may not.
+			if strings.HasPrefix(imp, "internal/testkit/") && !strings.HasPrefix(pkg, "internal/testkit/") {
+				t.Errorf("%s imports %s: the testkit is for tests (and the bench module) only", pkg, imp)
 			}
 		}
 		for _, bad := range forbidden[pkg] {
@@ -116,7 +119,7 @@ func TestImportLayering(t *testing.T) {
 	}
 }
 
-// TestNATSServerNotLinked keeps the embedded NATS server (internal/fakes/natsfake)
+// TestNATSServerNotLinked keeps the embedded NATS server (internal/testkit/fakes/natsfake)
 // out of the daemon: it is for tests and the bench; nanobot only links the client.
 func TestNATSServerNotLinked(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "./cmd/nanobot").Output()
@@ -124,14 +127,14 @@ func TestNATSServerNotLinked(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		if strings.HasPrefix(dep, "github.com/nats-io/nats-server") || strings.HasSuffix(dep, "internal/fakes/natsfake") {
+		if strings.HasPrefix(dep, "github.com/nats-io/nats-server") || strings.HasSuffix(dep, "internal/testkit/fakes/natsfake") {
 			t.Errorf("cmd/nanobot links %s", dep)
 		}
 	}
 }
 
 // TestPprofOnlyWithTag keeps the profiling server out of release builds:
-// only -tags nanobot_pprof (cmd/nanobot-bench -profile) links it.
+// only -tags nanobot_pprof (bench/cmd/nanobot-bench -profile) links it.
 func TestPprofOnlyWithTag(t *testing.T) {
 	for _, tags := range []string{"", "nanobot_pprof"} {
 		out, err := exec.Command("go", "list", "-tags", tags, "-deps", "./cmd/nanobot").Output()
@@ -143,6 +146,31 @@ func TestPprofOnlyWithTag(t *testing.T) {
 		if linked != (tags != "") {
 			t.Errorf("-tags %q: pprof linked = %v", tags, linked)
 		}
+	}
+}
+
+// TestBenchModuleApart keeps the bench and the floor in their own module
+// (bench/go.mod), so the product's go.mod and `go test ./...` leave them out,
+// and keeps that module building this tree (replace => ../), not a
+// published nanobot, so the bench measures the code beside it.
+func TestBenchModuleApart(t *testing.T) {
+	out, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, module+"bench/") {
+			t.Errorf("the product module holds %s; it belongs to bench/go.mod", pkg)
+		}
+	}
+	list := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{with .Replace}}{{.Path}}{{end}}", strings.TrimSuffix(module, "/"))
+	list.Dir = "bench"
+	out, err = list.Output()
+	if err != nil {
+		t.Fatalf("go list -m in bench/: %v", err)
+	}
+	if got, want := strings.TrimSpace(string(out)), strings.TrimSuffix(module, "/")+" ../"; got != want {
+		t.Errorf("bench/go.mod resolves the product as %q, want %q", got, want)
 	}
 }
 

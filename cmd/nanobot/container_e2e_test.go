@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/openaifake"
 )
 
 // The container image sets NANOBOT_CONFIG=/data/config.yaml: onboard must

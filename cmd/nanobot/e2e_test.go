@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/openaifake"
 )
 
 // binary is the nanobot binary built once for the end-to-end tests, which

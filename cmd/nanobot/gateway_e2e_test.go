@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/telegramfake"
 )
 
 // gatewayProc is the real binary running `nanobot gateway`.

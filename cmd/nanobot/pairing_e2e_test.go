@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
-	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/natsfake"
 )
 
 const (

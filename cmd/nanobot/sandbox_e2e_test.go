@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/sandbox"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/openaifake"
 )
 
 // The escape suite (docs/tools.md#sandbox, issue 30): a prompt-injected model

@@ -457,8 +457,9 @@ const (
 // if one is waiting, or on a new one, which waits spareIdle for more once f
 // returns (or until ctx or Run ends). A turn runs deep (agent, router, provider,
 // go-openai, net/http): on a fresh goroutine the stack grew to that depth by
-// copying itself two or three times a turn, 3.8 % of a turn's CPU at 100
-// chats. A goroutine that waits a moment keeps its stack for the next turn.
+// copying itself two or three times a turn, a share of a turn's CPU that
+// showed in the profile under load (docs/BENCHMARKS.md#figures-behind-code-choices).
+// A goroutine that waits a moment keeps its stack for the next turn.
 func (a *Agent) runSession(ctx context.Context, f func()) {
 	select {
 	case a.spare <- f:

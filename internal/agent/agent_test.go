@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 func TestSimpleTurnPersistsAndReplies(t *testing.T) {

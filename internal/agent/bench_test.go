@@ -28,7 +28,7 @@ import (
 // bus, the user message persisted (fsync), the system prompt, the
 // projection of the session, a model streaming a short reply in 8-byte
 // deltas, the turn persisted (fsync) and the final reply on the bus. No
-// HTTP: cmd/nanobot-bench measures the gateway with its wire protocols.
+// HTTP: bench/cmd/nanobot-bench measures the gateway with its wire protocols.
 // prior is the number of messages already in the session; every turn gets a
 // fresh session of that length (seeded with the timer stopped), so the
 // figure does not drift as the benchmark's own turns pile up.

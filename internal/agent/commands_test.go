@@ -6,7 +6,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/commands"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 // webAnswer stands in for the daemon's /web answer.

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 // saveMemory is a model answer calling save_memory with these arguments.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 func TestObserverSeesEachOutcome(t *testing.T) {

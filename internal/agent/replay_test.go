@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 // recordedUser is a user message as the agent persists it for message id.

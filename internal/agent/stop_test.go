@@ -6,9 +6,9 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 // TestEveryTurnEndsVisibly: whatever way the model stops, the user reads

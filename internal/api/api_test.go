@@ -11,8 +11,8 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 func userMsg(s string) openai.ChatCompletionMessage {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 // raw posts body to /v1/chat/completions with token (none when empty) and

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 // Issue 28, finding 1: an inline image's declared type became the saved

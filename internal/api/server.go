@@ -298,7 +298,8 @@ func (s *Server) lockSession(ctx context.Context, session string) (func(), *apiE
 
 // sessionID is what a client may name its session with, in at most 128
 // characters (validSessionID). The length is checked apart: {1,128} in the
-// pattern would compile into a 120 KB program at every start.
+// pattern would compile into a program many times larger at every start
+// (sizes: docs/BENCHMARKS.md#figures-behind-code-choices).
 var sessionID = regexp.MustCompile(`^[A-Za-z0-9._@+-]+$`)
 
 func validSessionID(s string) bool { return len(s) <= 128 && sessionID.MatchString(s) }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 // TestEveryAllowedSessionIDIsAnswered: a session id of 128 characters of

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
-	"github.com/nanobot-go/nanobot/internal/channels/pairingtest"
+	"github.com/nanobot-go/nanobot/internal/testkit/pairingtest"
 )
 
 // TestPairingStore runs the pairing behaviour against the file store, each

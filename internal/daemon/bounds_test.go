@@ -13,8 +13,8 @@ import (
 
 	"github.com/go-telegram/bot/models"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/telegramfake"
 )
 
 // Bounds on everything a stranger — or an over-eager friend — can send,

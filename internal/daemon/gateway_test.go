@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/telegramfake"
 )
 
 func TestTelegramWithTheRealAgent(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/go-telegram/bot/models"
 
-	"github.com/nanobot-go/nanobot/internal/fakes"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/health"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 // /healthz, /readyz and /metrics of the whole gateway, with the Telegram link

@@ -3,9 +3,10 @@ package daemon
 import "net/http"
 
 // modelWriteBuffer is the HTTP/1 write buffer of a model connection. A
-// request carries the whole session (about 28 KiB in the load benchmark);
-// with the default 4 KiB buffer it leaves in two writes, the headers and
-// the body's first 4 KiB, then the rest, and in one with this.
+// request carries the whole session, tens of KiB (the load benchmark's size:
+// docs/BENCHMARKS.md#figures-behind-code-choices); with the default 4 KiB buffer it
+// leaves in two writes, the headers and the body's first 4 KiB, then the
+// rest, and in one with this.
 const modelWriteBuffer = 64 << 10
 
 // modelClient is the HTTP client of the model providers when the caller
@@ -15,9 +16,9 @@ const modelWriteBuffer = 64 << 10
 // http.DefaultTransport keeps two idle connections per host, so when more
 // than two calls finish together the others' connections are closed and the
 // next calls dial again (and, to a real provider, shake hands over TLS
-// again). In the load benchmark at 100 chats, 9 calls in 10 opened a
-// connection with max_concurrent_turns 100 and 1 in 4 with 20; the default
-// of 4 is rarely short of idle connections. One idle connection per call
+// again). Under load, most calls opened a connection when many turns ran at
+// once, fewer with fewer (the counts: docs/BENCHMARKS.md#figures-behind-code-choices);
+// the default of 4 is rarely short of idle connections. One idle connection per call
 // slot lets each slot reuse its own; the two to spare keep a connection that
 // comes back to the pool just after its slot's next call has dialled.
 //

@@ -19,14 +19,14 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
-	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/session/jsstore"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/natsfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/telegramfake"
 )
 
 // startRole runs another gateway process on base's configuration, fakes and

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/telegramfake"
 )
 
 func TestGatewayDeliversAMissedReminderAndOffersTheNewTools(t *testing.T) {

@@ -10,8 +10,9 @@ import (
 // the gateway is ready. Starting allocates about twice what stays live
 // (package inits compiling patterns, the config, the workspace, a Discord
 // READY), and the runtime keeps freed pages up to its 4 MB minimum heap goal:
-// without this an idle gateway holds ~0.5 MiB of anonymous memory it will
-// not use. One forced GC at start costs about a millisecond.
+// without this an idle gateway holds anonymous memory it will not use. One
+// forced GC at start is cheap beside that (the figures:
+// docs/BENCHMARKS.md#figures-behind-code-choices).
 type startRelease struct {
 	ready   func() bool   // every readiness check passes
 	release func()        // debug.FreeOSMemory outside tests

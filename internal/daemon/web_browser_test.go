@@ -12,9 +12,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
-	"github.com/nanobot-go/nanobot/internal/fakes"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/web"
 )
 

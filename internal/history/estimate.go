@@ -24,7 +24,8 @@ const (
 // emoji about two. Its error against the real tokenizers, measured on prose,
 // code, JSON, command output, Markdown, CJK and emoji, is documented in
 // docs/history.md and checked by TestEstimateTextError; the real tokenizer is
-// 50-100 times slower, too slow for a per-call projection of a long history.
+// two orders of magnitude slower (docs/history.md#token-estimate), too slow
+// for a per-call projection of a long history.
 func EstimateText(s string) int { return estimate(s) }
 
 // estimate is EstimateText for a string or bytes, so a tool call's JSON

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanobot-go/nanobot/internal/golden"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/golden"
 )
 
 // mixedSession is a hand-made session with every kind of entry: large and

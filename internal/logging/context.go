@@ -25,8 +25,8 @@ func WithFields(ctx context.Context, fields ...zap.Field) context.Context {
 // From returns log with the fields ctx carries (see WithFields), or log
 // itself when it carries none. The fields are encoded on the first line
 // written, not here: every model call takes such a logger, and most write
-// nothing at the configured level (encoding them eagerly was ~3 % of the
-// bytes a turn allocated).
+// nothing at the configured level (encoding them eagerly showed in the bytes
+// a turn allocated: docs/BENCHMARKS.md#figures-behind-code-choices).
 func From(ctx context.Context, log *zap.Logger) *zap.Logger {
 	fields, _ := ctx.Value(fieldsKey{}).([]zap.Field)
 	if len(fields) == 0 {

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nanobot-go/nanobot/internal/filelock/filelocktest"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/filelocktest"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 

@@ -1,5 +1,5 @@
 // Package pprofserve serves net/http/pprof on $NANOBOT_PPROF_ADDR (a
-// loopback address) from the moment it is imported, so cmd/nanobot-bench can
+// loopback address) from the moment it is imported, so bench/cmd/nanobot-bench can
 // profile a gateway under load. Only files built with -tags nanobot_pprof
 // import it: release builds never contain it.
 package pprofserve

@@ -22,14 +22,14 @@ import (
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/agent/agentconfig"
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/bus/bustest"
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/testkit/bustest"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/nanobot-go/nanobot/internal/golden"
+	"github.com/nanobot-go/nanobot/internal/testkit/golden"
 )
 
 // golden compares got with testdata/name, or rewrites the file with -update.

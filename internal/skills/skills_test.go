@@ -8,7 +8,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/nanobot-go/nanobot/internal/golden"
+	"github.com/nanobot-go/nanobot/internal/testkit/golden"
 )
 
 // fakeEnv has gh and curl installed, GITHUB_TOKEN unset, and runs on linux.

@@ -51,7 +51,8 @@ const UnknownTool = "unknown"
 
 // toolNamePattern is what OpenAI and Anthropic both accept as a function
 // name, in at most 64 characters (validToolName). The length is checked
-// apart: {1,64} in the pattern would compile into a 60 KB program at start.
+// apart: {1,64} in the pattern would compile into a program many times
+// larger, at start (sizes: docs/BENCHMARKS.md#figures-behind-code-choices).
 var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 func validToolName(s string) bool { return len(s) <= 64 && toolNamePattern.MatchString(s) }

@@ -36,7 +36,8 @@ const (
 
 // idPattern is what a conversation id may be, in at most 32 characters
 // (validID). The length is checked apart: {1,32} in the pattern would compile
-// into a 24 KB program at start.
+// into a program many times larger, at start (sizes:
+// docs/BENCHMARKS.md#figures-behind-code-choices).
 var idPattern = regexp.MustCompile(`^[a-z0-9]+$`)
 
 func validID(s string) bool { return len(s) <= 32 && idPattern.MatchString(s) }

@@ -15,9 +15,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/filelock/filelocktest"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/memory"
+	"github.com/nanobot-go/nanobot/internal/testkit/filelocktest"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 

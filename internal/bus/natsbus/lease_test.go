@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/natsfake"
 )
 
 // leaseKey is the key the tests compete for.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/natsfake"
 )
 
 func testConfig(url string) config.NATSConfig {

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/natsfake"
 )
 
 // NATS restarting while a process looks up its consumers (Setup done, Run

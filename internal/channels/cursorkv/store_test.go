@@ -15,7 +15,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/channels/cursorkv"
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/natsfake"
 )
 
 // open returns a store as one process would build it: its own connection

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
-	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
 )
 
 // BenchmarkRender5000 renders and chunks a 5,000-character answer with a

@@ -16,8 +16,8 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels/cursorkv"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
-	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/natsfake"
 )
 
 // kvCursors is the cursor store a channels process on the NATS bus gets

@@ -12,7 +12,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
 )
 
 // restart stops e and starts the adapter again on the same fake Discord

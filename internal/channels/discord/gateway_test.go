@@ -11,7 +11,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/discordfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
 )
 
 func TestDMRoundTripOverRESTAndGateway(t *testing.T) {

@@ -45,7 +45,8 @@ func NewRenderer(maxLines int) channels.MarkupRenderer {
 }
 
 // tableSep and deepHeading are compiled on the first reply rather than at
-// start (26 KB).
+// start: a daemon that has not replied yet does not hold their programs
+// (size: docs/BENCHMARKS.md#figures-behind-code-choices).
 var (
 	tableSep = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$`)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/nanobot-go/nanobot/internal/golden"
+	"github.com/nanobot-go/nanobot/internal/testkit/golden"
 )
 
 // chunkSep separates chunks in the golden files.

@@ -15,9 +15,9 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/pairingkv"
-	"github.com/nanobot-go/nanobot/internal/channels/pairingtest"
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/natsfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/pairingtest"
 )
 
 // start runs a store as one process would: its own connection to url, Run

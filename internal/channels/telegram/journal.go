@@ -367,7 +367,8 @@ func (j *journal) ack(id int64) {
 		j.recent[id] = struct{}{}
 		if len(j.recent) > 2*recentKeep {
 			// Pruned only once it has doubled: pruning at the bound itself
-			// walked all 4,096 entries on every ack (2 % of a turn's CPU).
+			// walked all 4,096 entries on every ack, which showed in a
+			// turn's CPU (docs/BENCHMARKS.md#figures-behind-code-choices).
 			for old := range j.recent {
 				if old < id-recentKeep {
 					delete(j.recent, old)

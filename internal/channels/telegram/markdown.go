@@ -63,8 +63,9 @@ func ToPlain(markdown string) string { return render(markdown, false) }
 func render(markdown string, html bool) string {
 	if plainLine(markdown) {
 		// What goldmark would parse into one paragraph of one text node:
-		// the same output without building and walking a document (4 % of
-		// the gateway's CPU at 100 chats, where most replies are like it).
+		// the same output without building and walking a document, which
+		// showed in the gateway's CPU profile under load, where most
+		// replies are like it (docs/BENCHMARKS.md#figures-behind-code-choices).
 		if html {
 			return escapeString(markdown)
 		}
@@ -208,7 +209,8 @@ func (r *renderer) block(n ast.Node) {
 
 // langRe is what a code block's language may be, in at most 32 characters
 // (validLang). The length is checked apart: {1,32} in the pattern would
-// compile into a 30 KB program at start.
+// compile into a program many times larger, at start (sizes:
+// docs/BENCHMARKS.md#figures-behind-code-choices).
 var langRe = regexp.MustCompile(`^[A-Za-z0-9_+#.\-]+$`)
 
 func validLang(s string) bool { return len(s) <= 32 && langRe.MatchString(s) }

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/telegramfake"
-	"github.com/nanobot-go/nanobot/internal/golden"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/golden"
 )
 
 func TestToHTMLExamples(t *testing.T) {

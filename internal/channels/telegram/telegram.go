@@ -342,11 +342,12 @@ func (c *Channel) accept(ctx context.Context, raw json.RawMessage) {
 // messageUpdate is the part of an update the channel reads: it asks for
 // message updates only (allowed_updates). Decoding a models.Update instead
 // has encoding/json build, on the first update, and keep for the life of the
-// process, its field cache for every kind of update there is: ~600 KB, where
-// messages alone take ~300 KB. The message is decoded apart: encoding/json
-// builds a struct's cache, and the encoders of every type it reaches, as
-// soon as that struct is decoded, so a *models.Message field would cost the
-// 300 KB at the first update even without a message in it.
+// process, its field cache for every kind of update there is, about twice
+// what messages alone take (sizes: docs/BENCHMARKS.md#figures-behind-code-choices).
+// The message is decoded apart: encoding/json builds a struct's cache, and
+// the encoders of every type it reaches, as soon as that struct is decoded,
+// so a *models.Message field would cost its cache at the first update even
+// without a message in it.
 type messageUpdate struct {
 	ID      int64           `json:"update_id"`
 	Message json.RawMessage `json:"message"`

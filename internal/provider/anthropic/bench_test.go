@@ -11,10 +11,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes"
-	"github.com/nanobot-go/nanobot/internal/fakes/anthropicfake"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/anthropicfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 // BenchmarkStream1000TextDeltas streams one answer of 1,000 text deltas over

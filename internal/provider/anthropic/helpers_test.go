@@ -9,9 +9,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/anthropicfake"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/anthropicfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -6,8 +6,9 @@
 //
 // It speaks the REST protocol over net/http with its own small wire types
 // (wire.go) rather than through the official SDK
-// (github.com/anthropics/anthropic-sdk-go), which added 7 MB to the stripped
-// binary for the one endpoint used; see docs/providers-anthropic.md. Only
+// (github.com/anthropics/anthropic-sdk-go), which added megabytes to the
+// stripped binary for the one endpoint used (docs/providers-anthropic.md has
+// the figures). Only
 // the config counts: no ANTHROPIC_* variable is read. The adapter makes
 // exactly one attempt per call: the router retries and falls back.
 //

@@ -8,9 +8,9 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/golden"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/golden"
 )
 
 // History builders: short names keep the tables readable.

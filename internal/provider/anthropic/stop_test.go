@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
 // TestStopReasons: every way the fake can end an answer on the wire comes

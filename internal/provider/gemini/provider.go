@@ -7,8 +7,8 @@
 //
 // It speaks the REST protocol over net/http with its own small wire types
 // rather than through the official SDK (google.golang.org/genai): the SDK
-// adds 19.2 MB to the stripped binary (it links gRPC, Cloud auth and
-// OpenCensus), against a budget of 2 MB; see docs/providers-gemini.md.
+// links gRPC, Cloud auth and OpenCensus, many times the binary budget an
+// adapter has; the figures are in docs/providers-gemini.md.
 //
 // The request conversion (request.go) is where the neutral history meets
 // Gemini's rules: roles user and model alternating, a turn's function

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/fakes/geminifake"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/geminifake"
 )
 
 func TestStreamText(t *testing.T) {

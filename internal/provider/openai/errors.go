@@ -43,7 +43,7 @@ const (
 // stops at "[DONE]", and over HTTP/1 the body's last chunk may come in a
 // later packet. A body closed before its end takes its connection with it,
 // so the next call would dial again (to a real provider, with a new TLS
-// handshake); in the load benchmark one call in twenty did. A server that
+// handshake), as some did under load (docs/providers-openai.md). A server that
 // sends more, or nothing, within wait loses the connection as before:
 // cancel ends the read.
 func (d *doer) drain(cancel context.CancelFunc, wait time.Duration) {

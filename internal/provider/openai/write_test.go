@@ -11,9 +11,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/openaifake"
 )
 
 // countingConn counts the writes made on a connection.

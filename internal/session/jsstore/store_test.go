@@ -17,10 +17,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/fakes/natsfake"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/session/jsstore"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/natsfake"
 )
 
 var t0 = time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)

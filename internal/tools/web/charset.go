@@ -14,8 +14,8 @@ import (
 
 // The decoders nanobot carries: UTF-16 and the single-byte charsets
 // (ISO-8859-x, Windows-125x, KOI8). The multi-byte legacy CJK charsets are
-// left out on purpose: their tables cost about 0.6 MB of binary and almost
-// every page today is UTF-8; such a page is passed on with its invalid bytes
+// left out on purpose: their tables are large in the binary
+// (docs/BENCHMARKS.md#figures-behind-code-choices) and almost every page today is UTF-8; such a page is passed on with its invalid bytes
 // replaced, and the fetch result says so.
 var decoders = map[string]encoding.Encoding{
 	"utf-16":       unicode.UTF16(unicode.BigEndian, unicode.UseBOM),

@@ -62,7 +62,8 @@ var chromeTags = map[string]bool{
 }
 
 // chromeClass matches class or id values of banners, menus and widgets. It
-// is compiled when a page is first read, not at start (33 KB).
+// is compiled when a page is first read, not at start: a daemon that never
+// fetches a page does not hold its program (docs/BENCHMARKS.md#figures-behind-code-choices).
 var chromeClass = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`(?i)(^|[\s_-])(cookie|consent|banner|nav|navbar|menu|sidebar|footer|breadcrumbs?|share|social|related|promo|advert|ads?|popup|modal|newsletter|subscribe|comments?)([\s_-]|$)`)
 })

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanobot-go/nanobot/internal/golden"
+	"github.com/nanobot-go/nanobot/internal/testkit/golden"
 )
 
 // pages serves the fixtures the fetch tests need.
