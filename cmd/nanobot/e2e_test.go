@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/gobuild"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/openaifake"
 )
 
@@ -31,9 +32,9 @@ func TestMain(m *testing.M) {
 	if runtime.GOOS == "windows" {
 		binary += ".exe"
 	}
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
+	// Built as this test binary was (with -race under -race), so the
+	// build cache already holds every package it needs.
+	if err := gobuild.Build("", binary, "."); err != nil {
 		panic("build nanobot: " + err.Error())
 	}
 	code := m.Run()

@@ -17,6 +17,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/natsfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/gobuild"
 )
 
 // natsServer is built once, from the nats-server module this one requires,
@@ -24,9 +25,8 @@ import (
 // removes both once every test (and every -count repetition) has run.
 var natsServer = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(filepath.Dir(binary), "nats-server")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build nats-server: %v\n%s", err, out)
+	if err := gobuild.Build("", bin, "github.com/nats-io/nats-server/v2"); err != nil {
+		return "", fmt.Errorf("build nats-server: %w", err)
 	}
 	return bin, nil
 })

@@ -70,11 +70,9 @@ var fixedLibraries = []string{
 // probes returns the programs to measure, from module at root. The
 // libraries probe imports every package outside the module that nanobot's
 // own packages import, as listed by go list.
-func probes(ctx context.Context, root, module string) ([]probe, error) {
-	list := exec.CommandContext(ctx, "go", "list", "-deps", "-f",
+func probes(ctx context.Context, root, module string, b goBuild) ([]probe, error) {
+	list := goBuild{env: b.env}.command(ctx, root, "list", "-deps", "-f",
 		`{{if .Module}}{{if .Module.Main}}{{join .Imports "\n"}}{{end}}{{end}}`, "./cmd/nanobot")
-	list.Dir = root
-	list.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := list.Output()
 	if err != nil {
 		return nil, fmt.Errorf("go list the imports of ./cmd/nanobot: %w", err)
@@ -140,15 +138,14 @@ type builtProbe struct {
 	bin string
 }
 
-// buildProbes builds every probe into dir with the given go build flags. The
-// probes' files are added through go build's -overlay, so the source tree is
-// not touched.
-func buildProbes(ctx context.Context, dir string, flags []string, progress func(string, ...any)) ([]builtProbe, error) {
+// buildProbes builds every probe into dir as b says. The probes' files are
+// added through go build's -overlay, so the source tree is not touched.
+func buildProbes(ctx context.Context, dir string, b goBuild, progress func(string, ...any)) ([]builtProbe, error) {
 	root, err := productDir(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ps, err := probes(ctx, root, productModule)
+	ps, err := probes(ctx, root, productModule, b)
 	if err != nil {
 		return nil, err
 	}
@@ -177,12 +174,8 @@ func buildProbes(ctx context.Context, dir string, flags []string, progress func(
 			return nil, err
 		}
 		bin := filepath.Join(dir, p.Name)
-		args := append([]string{"build"}, flags...)
-		args = append(args, "-overlay", overlay, "-o", bin, "./"+p.pkg)
-		progress("init: building probe %s: CGO_ENABLED=0 go %s", p.Name, strings.Join(args, " "))
-		build := exec.CommandContext(ctx, "go", args...)
-		build.Dir = root
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build := b.command(ctx, root, "build", "-overlay", overlay, "-o", bin, "./"+p.pkg)
+		progress("init: building probe %s: %s", p.Name, describe(build, b.env))
 		var stderr bytes.Buffer
 		build.Stderr = &stderr
 		if err := build.Run(); err != nil {

@@ -8,10 +8,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nanobot-go/nanobot/internal/testkit/gobuild"
 )
 
-// TestInitProbesStopBeforeMain builds the init scenario's probes (without
-// -trimpath, so that the test's build cache serves them) and measures each
+// TestInitProbesStopBeforeMain builds the init scenario's probes as the
+// test binary was built (gobuild.Flags, CGO as configured: the release
+// build's CGO_ENABLED=0 and -trimpath would compile the whole tree once
+// more, and the build cache already holds it this way) and measures each
 // once: every probe must reach its last initialiser and wait there, and the
 // figures must grow with what the probe links.
 func TestInitProbesStopBeforeMain(t *testing.T) {
@@ -19,7 +23,7 @@ func TestInitProbesStopBeforeMain(t *testing.T) {
 	defer cancel()
 	var log bytes.Buffer
 	progress := func(format string, args ...any) { log.WriteString(format + "\n") }
-	built, err := buildProbes(ctx, t.TempDir(), []string{"-ldflags=-s -w"}, progress)
+	built, err := buildProbes(ctx, t.TempDir(), goBuild{flags: append(gobuild.Flags(), "-ldflags=-s -w")}, progress)
 	if err != nil {
 		t.Fatalf("build probes: %v\n%s", err, log.String())
 	}

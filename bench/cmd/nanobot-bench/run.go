@@ -24,9 +24,29 @@ var scenarios = []string{"idle", "load", "history", "stream", "api", "web", "sca
 // of its own.
 var onDemand = []string{"instructions", "init"}
 
-// releaseFlags are the go build flags of the release binary, after
-// CGO_ENABLED=0.
-var releaseFlags = []string{"-trimpath", "-ldflags=-s -w"}
+// goBuild is how the bench builds a program: go build's flags and what it
+// adds to the environment.
+type goBuild struct {
+	flags []string
+	env   []string
+}
+
+// release is the release binary's build: CGO off (the static binary the
+// README promises, with no libc mapped), paths trimmed, symbols stripped.
+var release = goBuild{flags: []string{"-trimpath", "-ldflags=-s -w"}, env: []string{"CGO_ENABLED=0"}}
+
+// command is `go <verb> <flags> args...` run in dir with b's environment.
+func (b goBuild) command(ctx context.Context, dir, verb string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "go", slices.Concat([]string{verb}, b.flags, args)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), b.env...)
+	return cmd
+}
+
+// describe is the command as progress lines show it.
+func describe(cmd *exec.Cmd, env []string) string {
+	return strings.TrimSpace(strings.Join(env, " ") + " " + strings.Join(cmd.Args, " "))
+}
 
 // run parses the command line, builds the binary when none is given, and
 // runs the chosen scenarios, printing the report to stdout and progress to
@@ -134,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 		o.bin = filepath.Join(dir, "nanobot")
-		args := append(append([]string{"build"}, releaseFlags...), "-o", o.bin)
+		args := []string{"-o", o.bin}
 		if o.profileDir != "" {
 			args = append(args, "-tags", "nanobot_pprof")
 		}
@@ -142,12 +162,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		args = append(args, pkg)
-		fmt.Fprintf(stderr, "building in %s: CGO_ENABLED=0 go %s\n", dir, strings.Join(args, " "))
-		build := exec.CommandContext(ctx, "go", args...)
-		build.Dir = dir
-		// CGO off: the static binary the README promises, with no libc mapped.
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build := release.command(ctx, dir, "build", append(args, pkg)...)
+		fmt.Fprintf(stderr, "building in %s: %s\n", dir, describe(build, release.env))
 		build.Stdout, build.Stderr = stderr, stderr
 		if err := build.Run(); err != nil {
 			return fmt.Errorf("build %s in %s: %w", pkg, dir, err)
@@ -168,7 +184,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		if o.probes, err = buildProbes(ctx, dir, releaseFlags, progress); err != nil {
+		if o.probes, err = buildProbes(ctx, dir, release, progress); err != nil {
 			return err
 		}
 	}

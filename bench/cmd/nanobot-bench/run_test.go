@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/nanobot-go/nanobot/internal/testkit/gobuild"
 )
 
 // nanobot and floor are the gateway and floor binaries, built once for
@@ -25,20 +26,18 @@ func TestMain(m *testing.M) {
 	}
 	nanobot, floor = filepath.Join(dir, "nanobot"), filepath.Join(dir, "nanobot-floor")
 	// nanobot is built in the product module, with its go.mod, as run does;
-	// the floor here, in the bench module.
+	// the floor here, in the bench module. Both are built as this test
+	// binary was (gobuild), not as a release: the figures here are checked
+	// for shape only, and the build cache already holds the tree this way.
 	product, err := productDir(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	for _, b := range []struct{ bin, pkg, dir string }{{nanobot, "./cmd/nanobot", product}, {floor, "../nanobot-floor", ""}} {
-		bin, pkg := b.bin, b.pkg
-		build := exec.Command("go", "build", "-o", bin, pkg)
-		build.Dir = b.dir
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			panic("build " + pkg + ": " + err.Error())
-		}
+	if err := gobuild.Build(product, nanobot, "./cmd/nanobot"); err != nil {
+		panic("build nanobot: " + err.Error())
+	}
+	if err := gobuild.Build("", floor, "../nanobot-floor"); err != nil {
+		panic("build the floor: " + err.Error())
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
