@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -529,12 +530,31 @@ type span struct{ lo, hi uint64 }
 
 func (s span) contains(a uint64) bool { return a >= s.lo && a < s.hi }
 
+// segments are the address ranges of a binary's loadable segments of one
+// kind: one for a static binary; a dynamically linked one (cgo, as under
+// -race) has a second read-only segment before its code, for the ELF and
+// program headers, the interpreter's path and the dynamic symbols.
+type segments []span
+
+func (ss segments) contains(a uint64) bool {
+	return slices.ContainsFunc(ss, func(s span) bool { return s.contains(a) })
+}
+
+// size is the bytes the segments span.
+func (ss segments) size() int64 {
+	var n int64
+	for _, s := range ss {
+		n += int64(s.hi - s.lo)
+	}
+	return n
+}
+
 // loadSegments returns the address ranges of bin's executable and
 // read-only loadable segments.
-func loadSegments(bin string) (code, ro span, err error) {
+func loadSegments(bin string) (code, ro segments, err error) {
 	f, err := elf.Open(bin)
 	if err != nil {
-		return span{}, span{}, fmt.Errorf("read %s: %w", bin, err)
+		return nil, nil, fmt.Errorf("read %s: %w", bin, err)
 	}
 	defer f.Close()
 	for _, p := range f.Progs {
@@ -544,13 +564,13 @@ func loadSegments(bin string) (code, ro span, err error) {
 		s := span{p.Vaddr, p.Vaddr + p.Memsz}
 		switch {
 		case p.Flags&elf.PF_X != 0:
-			code = s
+			code = append(code, s)
 		case p.Flags&elf.PF_W == 0:
-			ro = s
+			ro = append(ro, s)
 		}
 	}
-	if code.hi == 0 || ro.hi == 0 {
-		return span{}, span{}, fmt.Errorf("%s: no executable or read-only segment", bin)
+	if len(code) == 0 || len(ro) == 0 {
+		return nil, nil, fmt.Errorf("%s: no executable or read-only segment", bin)
 	}
 	return code, ro, nil
 }

@@ -39,17 +39,18 @@ func TestInitProbesStopBeforeMain(t *testing.T) {
 			t.Errorf("probe %s: %+v", p.Name, r)
 		}
 		// The segments a trace would be counted against are the mappings
-		// smaps shows, up to the last page's rounding.
+		// smaps shows, up to each segment's rounding to whole pages at
+		// either end.
 		code, ro, err := loadSegments(p.bin)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []struct {
 			name string
-			s    span
+			s    segments
 			m    region
 		}{{"code", code, r.Text}, {"read-only data", ro, r.ReadOnly}} {
-			if n := int64(c.s.hi - c.s.lo); n <= 0 || n > c.m.Size || c.m.Size-n >= 2*4096 {
+			if n := c.s.size(); n <= 0 || n > c.m.Size || c.m.Size-n >= int64(len(c.s))*2*4096 {
 				t.Errorf("probe %s: %s segment %d bytes, mapping %d", p.Name, c.name, n, c.m.Size)
 			}
 		}
@@ -169,10 +170,13 @@ func TestCountPagesCountsBothEndsOfAnAccess(t *testing.T) {
 }
 
 func TestPageTracerSortsPagesIntoCodeAndReadOnlyData(t *testing.T) {
-	code, ro, err := loadSegments(nanobot)
+	code, ros, err := loadSegments(nanobot)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The read-only data proper is the last read-only segment; a
+	// dynamically linked binary has headers in a first one.
+	ro := ros[len(ros)-1]
 	tr, err := newPageTracer()
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +189,7 @@ func TestPageTracerSortsPagesIntoCodeAndReadOnlyData(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	base := (code.lo + 0x10000) &^ 0xffff
+	base := (code[0].lo + 0x10000) &^ 0xffff
 	w("I ", base, 4)
 	w("I ", base+0xffe, 4)
 	w(" L", ro.lo+0x20, 8)
