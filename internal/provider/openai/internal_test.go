@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -42,5 +44,36 @@ func TestScrub(t *testing.T) {
 	p := New("x", config.ProviderConfig{APIKey: "sk-secret-value-1234"}, nil, nil)
 	if got := p.scrub("bad key sk-secret-value-1234 given"); got != "bad key [redacted] given" {
 		t.Errorf("scrub = %q", got)
+	}
+}
+
+// TestSteps: an assistant message comes with the tool messages right after
+// it; any other message, a stray tool message included, comes alone.
+func TestSteps(t *testing.T) {
+	u, a, tl := llm.Message{Role: llm.RoleUser}, llm.Message{Role: llm.RoleAssistant}, llm.Message{Role: llm.RoleTool}
+	tests := []struct {
+		name string
+		msgs []llm.Message
+		want string // index:roles of each step
+	}{
+		{"empty", nil, ""},
+		{"call and results", []llm.Message{u, a, tl, tl, u}, "0:user 1:assistant,tool,tool 4:user"},
+		{"assistant without results", []llm.Message{a, a, u}, "0:assistant 1:assistant 2:user"},
+		{"stray tool message", []llm.Message{tl, u, a, tl}, "0:tool 1:user 2:assistant,tool"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for i, step := range steps(tt.msgs) {
+				var roles []string
+				for _, m := range step {
+					roles = append(roles, string(m.Role))
+				}
+				got = append(got, fmt.Sprintf("%d:%s", i, strings.Join(roles, ",")))
+			}
+			if s := strings.Join(got, " "); s != tt.want {
+				t.Errorf("steps = %q, want %q", s, tt.want)
+			}
+		})
 	}
 }
