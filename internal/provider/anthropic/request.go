@@ -213,7 +213,7 @@ func (r *renderer) render(history []llm.Message) ([]wireMessage, []string) {
 			r.assistant(m)
 		case llm.RoleUser:
 			r.flushAssistant()
-			r.userParts(m.Parts)
+			r.user = render.AppendUser(r.user, m.Parts, r.log, textBlock, imageBlock)
 		case llm.RoleTool:
 			r.flushAssistant()
 			r.toolResults(m.Parts)
@@ -317,10 +317,6 @@ func sanitizeID(id string) string {
 		return "call"
 	}
 	return string(b)
-}
-
-func (r *renderer) userParts(parts []llm.Part) {
-	r.user = render.AppendUser(r.user, parts, r.log, textBlock, imageBlock)
 }
 
 func (r *renderer) toolResults(parts []llm.Part) {

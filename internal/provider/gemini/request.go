@@ -155,7 +155,7 @@ func (r *renderer) render(history []llm.Message) ([]wireContent, []string) {
 			r.assistant(m, i >= r.current)
 		case llm.RoleUser:
 			r.flushModel()
-			r.userParts(m.Parts)
+			r.user = render.AppendUser(r.user, m.Parts, r.log, textPart, imagePart)
 		case llm.RoleTool:
 			r.flushModel()
 			r.toolResults(m.Parts)
@@ -249,10 +249,6 @@ func toolArgs(c llm.ToolCall) json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	return c.Arguments
-}
-
-func (r *renderer) userParts(parts []llm.Part) {
-	r.user = render.AppendUser(r.user, parts, r.log, textPart, imagePart)
 }
 
 func (r *renderer) toolResults(parts []llm.Part) {
