@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -96,17 +95,14 @@ func (p *Provider) fillError(out *llm.APIError, e *wireError) {
 	}
 }
 
-// parseDuration reads a google.protobuf.Duration in JSON ("34s", "0.5s").
+// parseDuration reads a google.protobuf.Duration in JSON ("34s", "0.5s"),
+// which time.ParseDuration reads as written. Zero means no usable value.
 func parseDuration(s string) time.Duration {
-	v, ok := strings.CutSuffix(strings.TrimSpace(s), "s")
-	if !ok {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil || d <= 0 {
 		return 0
 	}
-	secs, err := strconv.ParseFloat(v, 64)
-	if err != nil || secs <= 0 {
-		return 0
-	}
-	return time.Duration(secs * float64(time.Second))
+	return d
 }
 
 // scrub removes the API key from text a server or transport echoed back.
