@@ -3,6 +3,7 @@ package httpcall
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -109,9 +110,8 @@ func TestDo(t *testing.T) {
 	}
 	got := make(chan seen, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b := make([]byte, 64)
-		n, _ := r.Body.Read(b)
-		got <- seen{r.Method, r.Header.Get("Authorization"), r.Header.Get("X-Version"), r.Header.Get("Content-Length"), string(b[:n])}
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.Header.Get("Authorization"), r.Header.Get("X-Version"), r.Header.Get("Content-Length"), string(b)}
 	}))
 	t.Cleanup(srv.Close)
 	header := func(h http.Header) {
