@@ -235,9 +235,7 @@ func (c *Cron) Add(chat Chat, w When, message string) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	unlock, err := c.lockFileLocked()
+	unlock, err := c.lockForChange()
 	if err != nil {
 		return Job{}, err
 	}
@@ -258,32 +256,20 @@ func (c *Cron) Add(chat Chat, w When, message string) (Job, error) {
 }
 
 // Jobs returns the jobs of the chat with session key key, soonest first.
-func (c *Cron) Jobs(key string) ([]Job, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.loadLocked(); err != nil {
-		return nil, err
-	}
-	list := c.chatJobs(key)
-	out := make([]Job, len(list))
-	for i, j := range list {
-		out[i] = *j
-	}
-	return out, nil
-}
+func (c *Cron) Jobs(key string) ([]Job, error) { return c.snapshot(inChat(key)) }
 
 // All returns the jobs of every chat, soonest first (the control panel).
-func (c *Cron) All() ([]Job, error) {
+func (c *Cron) All() ([]Job, error) { return c.snapshot(func(*Job) bool { return true }) }
+
+// snapshot reloads the jobs file if another process changed it and returns
+// copies of the jobs keep accepts, soonest first.
+func (c *Cron) snapshot(keep func(*Job) bool) ([]Job, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.loadLocked(); err != nil {
 		return nil, err
 	}
-	list := make([]*Job, 0, len(c.jobs))
-	for _, j := range c.jobs {
-		list = append(list, j)
-	}
-	sortJobs(list)
+	list := c.where(keep)
 	out := make([]Job, len(list))
 	for i, j := range list {
 		out[i] = *j
@@ -294,9 +280,7 @@ func (c *Cron) All() ([]Job, error) {
 // Remove deletes the job id of the chat with session key key. Jobs of
 // other chats cannot be seen or removed from this one.
 func (c *Cron) Remove(key, id string) (Job, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	unlock, err := c.lockFileLocked()
+	unlock, err := c.lockForChange()
 	if err != nil {
 		return Job{}, err
 	}
@@ -513,6 +497,22 @@ func (c *Cron) lockFileLocked() (unlock func(), err error) {
 	return unlock, nil
 }
 
+// lockForChange takes c.mu and then the jobs file's lock
+// (lockFileLocked), for a change a caller asked for (Add, Remove): it fails
+// when the file cannot be locked, and unlock releases both.
+func (c *Cron) lockForChange() (unlock func(), err error) {
+	c.mu.Lock()
+	unlockFile, err := c.lockFileLocked()
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	return func() {
+		unlockFile()
+		c.mu.Unlock()
+	}, nil
+}
+
 // saveLocked writes the jobs; it is called with the file's lock held, so
 // the file it then finds is its own.
 func (c *Cron) saveLocked() error {
@@ -527,15 +527,23 @@ func (c *Cron) saveLocked() error {
 	return nil
 }
 
-func (c *Cron) chatJobs(key string) []*Job {
+func (c *Cron) chatJobs(key string) []*Job { return c.where(inChat(key)) }
+
+// where returns the jobs keep accepts, soonest first.
+func (c *Cron) where(keep func(*Job) bool) []*Job {
 	var list []*Job
 	for _, j := range c.jobs {
-		if j.Chat.Key() == key {
+		if keep(j) {
 			list = append(list, j)
 		}
 	}
 	sortJobs(list)
 	return list
+}
+
+// inChat accepts the jobs of the chat with session key key.
+func inChat(key string) func(*Job) bool {
+	return func(j *Job) bool { return j.Chat.Key() == key }
 }
 
 func (c *Cron) newIDLocked() string {
