@@ -235,7 +235,7 @@ func (c *Cron) Add(chat Chat, w When, message string) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	unlock, err := c.lockForChange()
+	unlock, err := filelock.WithMutex(&c.mu, c.lockFileLocked)
 	if err != nil {
 		return Job{}, err
 	}
@@ -280,7 +280,7 @@ func (c *Cron) snapshot(keep func(*Job) bool) ([]Job, error) {
 // Remove deletes the job id of the chat with session key key. Jobs of
 // other chats cannot be seen or removed from this one.
 func (c *Cron) Remove(key, id string) (Job, error) {
-	unlock, err := c.lockForChange()
+	unlock, err := filelock.WithMutex(&c.mu, c.lockFileLocked)
 	if err != nil {
 		return Job{}, err
 	}
@@ -495,22 +495,6 @@ func (c *Cron) lockFileLocked() (unlock func(), err error) {
 		return nil, err
 	}
 	return unlock, nil
-}
-
-// lockForChange takes c.mu and then the jobs file's lock
-// (lockFileLocked), for a change a caller asked for (Add, Remove): it fails
-// when the file cannot be locked, and unlock releases both.
-func (c *Cron) lockForChange() (unlock func(), err error) {
-	c.mu.Lock()
-	unlockFile, err := c.lockFileLocked()
-	if err != nil {
-		c.mu.Unlock()
-		return nil, err
-	}
-	return func() {
-		unlockFile()
-		c.mu.Unlock()
-	}, nil
 }
 
 // saveLocked writes the jobs; it is called with the file's lock held, so
