@@ -38,7 +38,7 @@ var allowed = []struct {
 	{"internal/history", []string{"internal/llm", "internal/bytesize"}},
 	{"internal/session", []string{"internal/llm", "internal/filelock"}},
 	{"internal/session/jsstore", []string{"internal/llm", "internal/config", "internal/session"}},
-	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace"}},
+	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace", "internal/filelock"}},
 	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider", "internal/bytesize"}},
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools", "internal/bytesize"}},
 	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize"}},
