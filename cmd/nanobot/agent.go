@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 )
 
@@ -27,34 +29,30 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 		Short: "Talk to the agent from the terminal: one message with -m, or an interactive session",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, err := loadConfig(g)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = log.Sync() }()
-			harden(log)
-			core, err := daemon.Build(cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g)}, log)
-			if err != nil {
-				return err
-			}
-			defer core.Close()
-			// The configured MCP servers serve the terminal too; their
-			// first message waits for them, within mcpWait.
-			notReady, stopMCP := core.StartMCP(cmd.Context(), mcpWait)
-			defer stopMCP()
-			reportMCP(cmd.ErrOrStderr(), notReady, mcpWait, message != "")
+			return runHardened(g, func(cfg *config.Config, log *zap.Logger) error {
+				core, err := daemon.Build(cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g)}, log)
+				if err != nil {
+					return err
+				}
+				defer core.Close()
+				// The configured MCP servers serve the terminal too; their
+				// first message waits for them, within mcpWait.
+				notReady, stopMCP := core.StartMCP(cmd.Context(), mcpWait)
+				defer stopMCP()
+				reportMCP(cmd.ErrOrStderr(), notReady, mcpWait, message != "")
 
-			err = core.RunTerminal(cmd.Context(), daemon.TerminalOptions{
-				In: cmd.InOrStdin(), Out: cmd.OutOrStdout(), Message: message, Stream: !noStream && isTerminal(os.Stdout),
+				err = core.RunTerminal(cmd.Context(), daemon.TerminalOptions{
+					In: cmd.InOrStdin(), Out: cmd.OutOrStdout(), Message: message, Stream: !noStream && isTerminal(os.Stdout),
+				})
+				if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+					return nil // interrupted by the user
+				}
+				var replyErr *daemon.ReplyError
+				if errors.As(err, &replyErr) {
+					return exitError{code: 1} // the agent's message was printed already
+				}
+				return err
 			})
-			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
-				return nil // interrupted by the user
-			}
-			var replyErr *daemon.ReplyError
-			if errors.As(err, &replyErr) {
-				return exitError{code: 1} // the agent's message was printed already
-			}
-			return err
 		},
 	}
 	cmd.Flags().StringVarP(&message, "message", "m", "", "send one message, print the reply and exit")

@@ -15,10 +15,7 @@ import (
 // loadConfig loads and validates the configuration and builds the logger
 // (with every configured secret redacted).
 func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
-	path := g.configPath
-	if path == "" {
-		path = config.DefaultPath()
-	}
+	path := g.configFile()
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, nil, err
@@ -41,6 +38,19 @@ func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
 	return cfg, log, nil
 }
 
+// runHardened runs fn, a command that runs the model's tools, with the
+// loaded config and logger, in a process made non-dumpable (harden); the
+// logger is flushed when fn returns.
+func runHardened(g *globalFlags, fn func(*config.Config, *zap.Logger) error) error {
+	cfg, log, err := loadConfig(g)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	harden(log)
+	return fn(cfg, log)
+}
+
 // harden makes a process that runs the model's tools non-dumpable
 // (sandbox.Harden), so that commands cannot read its keys through /proc.
 func harden(log *zap.Logger) {
@@ -51,9 +61,14 @@ func harden(log *zap.Logger) {
 
 // dataDir is where the daemon keeps its own state: next to the config file.
 func dataDir(g *globalFlags) string {
-	path := g.configPath
-	if path == "" {
-		path = config.DefaultPath()
+	return filepath.Dir(g.configFile())
+}
+
+// configFile is the config file the command reads: --config (or
+// $NANOBOT_CONFIG), else the default path.
+func (g *globalFlags) configFile() string {
+	if g.configPath != "" {
+		return g.configPath
 	}
-	return filepath.Dir(path)
+	return config.DefaultPath()
 }
