@@ -253,12 +253,8 @@ func (s *Server) renameChat(w http.ResponseWriter, r *http.Request) {
 // deleteChat archives the conversation exactly as /new does (what matters
 // goes to memory first) and drops it from the list.
 func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.chatID(w, r)
+	id, ok := s.command(w, r, "/new")
 	if !ok {
-		return
-	}
-	if err := s.publish(r, id, "/new", randomID(), nil); err != nil {
-		s.unavailable(w, err)
 		return
 	}
 	if _, err := s.convs.remove(id); err != nil {
@@ -269,15 +265,23 @@ func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.chatID(w, r)
-	if !ok {
-		return
+	if _, ok := s.command(w, r, "/stop"); ok {
+		w.WriteHeader(http.StatusAccepted)
 	}
-	if err := s.publish(r, id, "/stop", randomID(), nil); err != nil {
+}
+
+// command puts a chat command (/new, /stop) for the conversation in the
+// path on the bus and returns the conversation; when it cannot, it has
+// answered the request.
+func (s *Server) command(w http.ResponseWriter, r *http.Request, text string) (id string, ok bool) {
+	if id, ok = s.chatID(w, r); !ok {
+		return "", false
+	}
+	if err := s.publish(r, id, text, randomID(), nil); err != nil {
 		s.unavailable(w, err)
-		return
+		return "", false
 	}
-	w.WriteHeader(http.StatusAccepted)
+	return id, true
 }
 
 func (s *Server) publish(r *http.Request, id, text, msgID string, media []llm.Part) error {
