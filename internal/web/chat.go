@@ -103,14 +103,20 @@ func (c *conversations) all() ([]conversation, error) {
 func (c *conversations) get(id string) (conversation, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.load(); err != nil {
+	i, err := c.index(id)
+	if err != nil || i < 0 {
 		return conversation{}, false, err
 	}
-	i := slices.IndexFunc(c.list, func(v conversation) bool { return v.ID == id })
-	if i < 0 {
-		return conversation{}, false, nil
-	}
 	return c.list[i], true, nil
+}
+
+// index loads the list and returns the position of conversation id, -1
+// when there is none; mu is held.
+func (c *conversations) index(id string) (int, error) {
+	if err := c.load(); err != nil {
+		return -1, err
+	}
+	return slices.IndexFunc(c.list, func(v conversation) bool { return v.ID == id }), nil
 }
 
 func (c *conversations) create(title string) (conversation, error) {
@@ -129,12 +135,9 @@ func (c *conversations) create(title string) (conversation, error) {
 func (c *conversations) update(id string, fn func(*conversation) bool) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.load(); err != nil {
+	i, err := c.index(id)
+	if err != nil || i < 0 {
 		return false, err
-	}
-	i := slices.IndexFunc(c.list, func(v conversation) bool { return v.ID == id })
-	if i < 0 {
-		return false, nil
 	}
 	// fn sees a copy: most calls change nothing (a title is set once), and
 	// only a change pays for copying the list.
@@ -150,12 +153,9 @@ func (c *conversations) update(id string, fn func(*conversation) bool) (bool, er
 func (c *conversations) remove(id string) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.load(); err != nil {
+	i, err := c.index(id)
+	if err != nil || i < 0 {
 		return false, err
-	}
-	i := slices.IndexFunc(c.list, func(v conversation) bool { return v.ID == id })
-	if i < 0 {
-		return false, nil
 	}
 	return true, c.save(slices.Delete(slices.Clone(c.list), i, i+1))
 }

@@ -597,11 +597,17 @@ func (p *Panel) removeCron(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ok, err := p.Cron.Remove(r.PathValue("id"))
+	p.removed(w, ok, err, "remove the job", "no such job")
+}
+
+// removed answers a removal: 204 when there was something to remove, 404
+// with notFound when there was not, and a failure to do what.
+func (p *Panel) removed(w http.ResponseWriter, ok bool, err error, what, notFound string) {
 	switch {
 	case err != nil:
-		p.fail(w, "remove the job", err)
+		p.fail(w, what, err)
 	case !ok:
-		writeError(w, http.StatusNotFound, "no such job")
+		writeError(w, http.StatusNotFound, notFound)
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
@@ -669,12 +675,5 @@ func (p *Panel) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ok, err := p.Pairing.Revoke(req.Channel, req.SenderID)
-	switch {
-	case err != nil:
-		p.fail(w, "update the pairing store", err)
-	case !ok:
-		writeError(w, http.StatusNotFound, "no such approval")
-	default:
-		w.WriteHeader(http.StatusNoContent)
-	}
+	p.removed(w, ok, err, "update the pairing store", "no such approval")
 }
