@@ -28,32 +28,30 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 		Use:   "agent",
 		Short: "Talk to the agent from the terminal: one message with -m, or an interactive session",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runHardened(g, func(cfg *config.Config, log *zap.Logger) error {
-				core, err := daemon.Build(cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g)}, log)
-				if err != nil {
-					return err
-				}
-				defer core.Close()
-				// The configured MCP servers serve the terminal too; their
-				// first message waits for them, within mcpWait.
-				notReady, stopMCP := core.StartMCP(cmd.Context(), mcpWait)
-				defer stopMCP()
-				reportMCP(cmd.ErrOrStderr(), notReady, mcpWait, message != "")
-
-				err = core.RunTerminal(cmd.Context(), daemon.TerminalOptions{
-					In: cmd.InOrStdin(), Out: cmd.OutOrStdout(), Message: message, Stream: !noStream && isTerminal(os.Stdout),
-				})
-				if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
-					return nil // interrupted by the user
-				}
-				var replyErr *daemon.ReplyError
-				if errors.As(err, &replyErr) {
-					return exitError{code: 1} // the agent's message was printed already
-				}
+		RunE: hardened(g, func(cmd *cobra.Command, cfg *config.Config, log *zap.Logger) error {
+			core, err := daemon.Build(cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g)}, log)
+			if err != nil {
 				return err
+			}
+			defer core.Close()
+			// The configured MCP servers serve the terminal too; their
+			// first message waits for them, within mcpWait.
+			notReady, stopMCP := core.StartMCP(cmd.Context(), mcpWait)
+			defer stopMCP()
+			reportMCP(cmd.ErrOrStderr(), notReady, mcpWait, message != "")
+
+			err = core.RunTerminal(cmd.Context(), daemon.TerminalOptions{
+				In: cmd.InOrStdin(), Out: cmd.OutOrStdout(), Message: message, Stream: !noStream && isTerminal(os.Stdout),
 			})
-		},
+			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+				return nil // interrupted by the user
+			}
+			var replyErr *daemon.ReplyError
+			if errors.As(err, &replyErr) {
+				return exitError{code: 1} // the agent's message was printed already
+			}
+			return err
+		}),
 	}
 	cmd.Flags().StringVarP(&message, "message", "m", "", "send one message, print the reply and exit")
 	cmd.Flags().BoolVar(&noStream, "no-stream", false, "print only the final reply, not the text as it streams")

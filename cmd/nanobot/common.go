@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -38,17 +39,19 @@ func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
 	return cfg, log, nil
 }
 
-// runHardened runs fn, a command that runs the model's tools, with the
-// loaded config and logger, in a process made non-dumpable (harden); the
-// logger is flushed when fn returns.
-func runHardened(g *globalFlags, fn func(*config.Config, *zap.Logger) error) error {
-	cfg, log, err := loadConfig(g)
-	if err != nil {
-		return err
+// hardened is the RunE of a command that runs the model's tools: it loads
+// the config and the logger, makes the process non-dumpable (harden) and
+// runs fn; the logger is flushed when fn returns.
+func hardened(g *globalFlags, fn func(cmd *cobra.Command, cfg *config.Config, log *zap.Logger) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		cfg, log, err := loadConfig(g)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = log.Sync() }()
+		harden(log)
+		return fn(cmd, cfg, log)
 	}
-	defer func() { _ = log.Sync() }()
-	harden(log)
-	return fn(cfg, log)
 }
 
 // harden makes a process that runs the model's tools non-dumpable

@@ -14,11 +14,9 @@ func newGatewayCmd(g *globalFlags) *cobra.Command {
 		Use:   "gateway",
 		Short: "Run the daemon: the agent plus the enabled chat channels, until SIGINT/SIGTERM",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runHardened(g, func(cfg *config.Config, log *zap.Logger) error {
-				return daemon.RunGateway(cmd.Context(), cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g), Role: role}, log)
-			})
-		},
+		RunE: hardened(g, func(cmd *cobra.Command, cfg *config.Config, log *zap.Logger) error {
+			return daemon.RunGateway(cmd.Context(), cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g), Role: role}, log)
+		}),
 	}
 	cmd.Flags().StringVar(&role, "role", daemon.RoleAll,
 		"what this process runs: all, channels (chat adapters and HTTP, no model calls) or agent (a worker); "+
