@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nanobot-go/nanobot/internal/filelock"
 )
 
 // ErrUnknownCode is returned by Approve for a code that was never issued or
@@ -265,7 +267,7 @@ func (s *PairingStore) update(fn func(*PairingState) error) error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return err
 	}
-	unlock, err := lockFile(s.path + ".lock")
+	unlock, err := filelock.Acquire(s.path + ".lock")
 	if err != nil {
 		return err
 	}

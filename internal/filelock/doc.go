@@ -9,5 +9,5 @@
 // dies, so a killed process never leaves a stale lock behind.
 //
 // It imports nothing of this module; the schedule's jobs file, the memory
-// files and the web panel's edits use it.
+// files, the web panel's edits and the pairing file use it.
 package filelock
