@@ -3,7 +3,6 @@ package pairingkv
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -147,7 +146,7 @@ func (s *Store) Request(channel, senderID, senderName, chatID string) (string, e
 			code = r.Pending.Code
 			return false, nil
 		}
-		c, err := newCode()
+		c, err := channels.NewPairingCode()
 		if err != nil {
 			return false, err
 		}
@@ -207,11 +206,11 @@ func (s *Store) tidy(ctx context.Context) {
 
 // Approve lets the sender who was given code in.
 func (s *Store) Approve(code string) (channels.Approval, error) {
-	code = normalize(code)
+	code = channels.NormalizePairingCode(code)
 	var a channels.Approval
 	err := s.onCode(code, func(r *record) (bool, error) {
 		p := r.Pending
-		a = channels.Approval{Channel: p.Channel, SenderID: p.SenderID, SenderName: p.SenderName, ApprovedAt: s.opts.Now().UTC()}
+		a = p.Approval(s.opts.Now())
 		r.Pending, r.Approved = nil, &a
 		return true, nil
 	})
@@ -224,7 +223,7 @@ func (s *Store) Approve(code string) (channels.Approval, error) {
 // Deny drops a pending code without letting its sender in; the sender can
 // ask again later and gets a new code.
 func (s *Store) Deny(code string) (channels.PairingRequest, error) {
-	code = normalize(code)
+	code = channels.NormalizePairingCode(code)
 	var p channels.PairingRequest
 	err := s.onCode(code, func(r *record) (bool, error) {
 		p, r.Pending = *r.Pending, nil
@@ -430,21 +429,4 @@ func (s *Store) apply(key string, rev uint64, value []byte) {
 		return
 	}
 	s.view[key] = entry{rev: rev, rec: r}
-}
-
-func normalize(code string) string { return strings.ToUpper(strings.TrimSpace(code)) }
-
-// codeAlphabet leaves out characters that are easy to misread (0/O, 1/I/L),
-// like the file store's.
-const codeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
-
-func newCode() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	for i := range b {
-		b[i] = codeAlphabet[int(b[i])%len(codeAlphabet)]
-	}
-	return string(b[:]), nil
 }
