@@ -173,7 +173,7 @@ func (c *Cron) Run(ctx context.Context) error {
 			// for longer than a publish waits): the job is still due, so
 			// try again later rather than stop scheduling for good.
 			c.log.Warn("cannot publish a due job; trying again", zap.Duration("in", publishRetry), zap.Error(err))
-			if c.pause(ctx, publishRetry) != nil {
+			if clock.Sleep(ctx, c.clock, publishRetry) != nil {
 				return nil
 			}
 			continue
@@ -208,18 +208,6 @@ func (c *Cron) Run(ctx context.Context) error {
 // publishRetry is the pause before a due job whose publish failed is tried
 // again.
 const publishRetry = 30 * time.Second
-
-// pause waits d on the scheduler's clock, or until ctx ends.
-func (c *Cron) pause(ctx context.Context, d time.Duration) error {
-	t := c.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // Add creates a job for chat and returns it.
 func (c *Cron) Add(chat Chat, w When, message string) (Job, error) {
