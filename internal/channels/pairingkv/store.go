@@ -15,22 +15,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/config"
 )
-
-// Conn gives the store the JetStream context of a connection. The daemon
-// passes the NATS bus, which waits until it is connected; the CLI a
-// connection of its own.
-type Conn interface {
-	JetStream(ctx context.Context) (jetstream.JetStream, error)
-}
-
-// ConnFunc adapts a function to Conn.
-type ConnFunc func(ctx context.Context) (jetstream.JetStream, error)
-
-// JetStream calls f.
-func (f ConnFunc) JetStream(ctx context.Context) (jetstream.JetStream, error) { return f(ctx) }
 
 // ErrClosed is returned by a store whose Run has returned: it no longer
 // knows the bucket's content. The caller should not retry on this store.
@@ -90,7 +78,7 @@ type entry struct {
 // methods wait, up to Options.Timeout, for Run's first load of the bucket.
 // It is safe for concurrent use.
 type Store struct {
-	conn   Conn
+	conn   natsbus.JetStreamer
 	bucket string
 	opts   Options
 	log    *zap.Logger
@@ -110,7 +98,7 @@ var _ channels.Pairing = (*Store)(nil)
 
 // New returns a store of the bucket of cfg.Prefix reached through conn. It
 // does no I/O; Run does.
-func New(cfg config.NATSConfig, conn Conn, opts Options, log *zap.Logger) *Store {
+func New(cfg config.NATSConfig, conn natsbus.JetStreamer, opts Options, log *zap.Logger) *Store {
 	if opts.TTL <= 0 {
 		opts.TTL = defaultTTL
 	}

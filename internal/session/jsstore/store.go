@@ -16,22 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
 )
-
-// Conn gives the store the JetStream context of a connection. The daemon
-// passes the NATS bus, which waits until it is connected.
-type Conn interface {
-	JetStream(ctx context.Context) (jetstream.JetStream, error)
-}
-
-// ConnFunc adapts a function to Conn.
-type ConnFunc func(ctx context.Context) (jetstream.JetStream, error)
-
-// JetStream calls f.
-func (f ConnFunc) JetStream(ctx context.Context) (jetstream.JetStream, error) { return f(ctx) }
 
 // Options configure a Store.
 type Options struct {
@@ -90,7 +79,7 @@ const (
 // key are serialised. Constructing it does no I/O; the first call creates
 // or updates the stream.
 type Store struct {
-	conn Conn
+	conn natsbus.JetStreamer
 	n    names
 	opts Options
 	log  *zap.Logger
@@ -123,7 +112,7 @@ type entry struct {
 // StreamName is the sessions stream of bus.nats.prefix.
 func StreamName(prefix string) string { return strings.ToUpper(prefix) + "_SESSIONS" }
 
-func New(cfg config.NATSConfig, conn Conn, opts Options, log *zap.Logger) *Store {
+func New(cfg config.NATSConfig, conn natsbus.JetStreamer, opts Options, log *zap.Logger) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
