@@ -124,21 +124,17 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context) error) e
 
 // bucketRetrying opens the bucket, creating it or setting its TTL when
 // needed, until it succeeds or ctx ends: NATS may not be up yet.
-func (l *Lease) bucketRetrying(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	logged := false
-	for {
-		kv, err := l.openBucket(ctx, js)
-		if err == nil {
-			return kv, nil
-		}
-		if !logged {
-			l.log.Warn("nats: cannot set up the lease bucket yet; retrying", zap.String("bucket", l.bucket), zap.Error(err))
-			logged = true
-		}
-		if sleep(ctx, time.Second) != nil {
-			return nil, ctx.Err()
-		}
+func (l *Lease) bucketRetrying(ctx context.Context, js jetstream.JetStream) (kv jetstream.KeyValue, err error) {
+	err = Retry(ctx, time.Second, func(err error) {
+		l.log.Warn("nats: cannot set up the lease bucket yet; retrying", zap.String("bucket", l.bucket), zap.Error(err))
+	}, func() (err error) {
+		kv, err = l.openBucket(ctx, js)
+		return err
+	})
+	if err != nil {
+		return nil, ctx.Err()
 	}
+	return kv, nil
 }
 
 // openBucket opens the bucket once. It updates the bucket only when its TTL

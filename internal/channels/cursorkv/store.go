@@ -71,25 +71,18 @@ func (s *Store) String() string { return "nats:" + s.bucket + "/" + s.opts.Key }
 func (s *Store) Load(ctx context.Context) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	logged := false
-	for {
-		data, found, err := s.load(ctx)
-		if err == nil {
-			return data, found, nil
-		}
-		if ctx.Err() != nil {
-			return nil, false, fmt.Errorf("load %s: %w", s, ctx.Err())
-		}
-		if !logged {
-			s.log.Warn("cannot load the cursors from KV yet; retrying", zap.Stringer("key", s), zap.Error(err))
-			logged = true
-		}
-		select {
-		case <-ctx.Done():
-			return nil, false, fmt.Errorf("load %s: %w", s, ctx.Err())
-		case <-time.After(retryWait):
-		}
+	var data []byte
+	var found bool
+	err := natsbus.Retry(ctx, retryWait, func(err error) {
+		s.log.Warn("cannot load the cursors from KV yet; retrying", zap.Stringer("key", s), zap.Error(err))
+	}, func() (err error) {
+		data, found, err = s.load(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("load %s: %w", s, ctx.Err())
 	}
+	return data, found, nil
 }
 
 func (s *Store) load(ctx context.Context) ([]byte, bool, error) {
