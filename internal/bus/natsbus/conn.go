@@ -119,25 +119,18 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 // idempotent and every process runs it, so no process has to start first.
 func Setup(ctx context.Context, js jetstream.JetStream, cfg config.NATSConfig) error {
 	n := names{prefix: cfg.Prefix}
-	if err := ensureStream(ctx, js, jetstream.StreamConfig{
-		Name:        n.inStream(),
-		Description: "nanobot inbound messages, one subject per partition of session keys",
-		Subjects:    []string{n.inSubjects()},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Duplicates:  duplicates,
-	}); err != nil {
-		return fmt.Errorf("stream %s: %w", n.inStream(), err)
-	}
-	if err := ensureStream(ctx, js, jetstream.StreamConfig{
-		Name:        n.outStream(),
-		Description: "nanobot outbound messages, one subject per channel",
-		Subjects:    []string{n.outSubjects()},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Duplicates:  duplicates,
-	}); err != nil {
-		return fmt.Errorf("stream %s: %w", n.outStream(), err)
+	for _, sc := range []jetstream.StreamConfig{
+		{Name: n.inStream(), Subjects: []string{n.inSubjects()},
+			Description: "nanobot inbound messages, one subject per partition of session keys"},
+		{Name: n.outStream(), Subjects: []string{n.outSubjects()},
+			Description: "nanobot outbound messages, one subject per channel"},
+	} {
+		// Both are work queues on disk: a message is kept until it is
+		// handled, and a publish retried within duplicates is stored once.
+		sc.Retention, sc.Storage, sc.Duplicates = jetstream.WorkQueuePolicy, jetstream.FileStorage, duplicates
+		if err := ensureStream(ctx, js, sc); err != nil {
+			return fmt.Errorf("stream %s: %w", sc.Name, err)
+		}
 	}
 	for p := range cfg.Partitions {
 		if _, err := js.CreateOrUpdateConsumer(ctx, n.inStream(), jetstream.ConsumerConfig{
