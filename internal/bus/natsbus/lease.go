@@ -106,7 +106,14 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context) error) e
 	if err != nil {
 		return nil // ended before the bus was connected
 	}
-	kv, err := l.bucketRetrying(ctx, js)
+	// NATS may not be up yet: the bucket is opened until it is.
+	var kv jetstream.KeyValue
+	err = Retry(ctx, time.Second, func(err error) {
+		l.log.Warn("nats: cannot set up the lease bucket yet; retrying", zap.String("bucket", l.bucket), zap.Error(err))
+	}, func() (err error) {
+		kv, err = l.openBucket(ctx, js)
+		return err
+	})
 	if err != nil {
 		return nil // ended while NATS was unreachable
 	}
@@ -120,21 +127,6 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context) error) e
 			return err
 		}
 	}
-}
-
-// bucketRetrying opens the bucket, creating it or setting its TTL when
-// needed, until it succeeds or ctx ends: NATS may not be up yet.
-func (l *Lease) bucketRetrying(ctx context.Context, js jetstream.JetStream) (kv jetstream.KeyValue, err error) {
-	err = Retry(ctx, time.Second, func(err error) {
-		l.log.Warn("nats: cannot set up the lease bucket yet; retrying", zap.String("bucket", l.bucket), zap.Error(err))
-	}, func() (err error) {
-		kv, err = l.openBucket(ctx, js)
-		return err
-	})
-	if err != nil {
-		return nil, ctx.Err()
-	}
-	return kv, nil
 }
 
 // openBucket opens the bucket once. It updates the bucket only when its TTL

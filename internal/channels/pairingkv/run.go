@@ -33,7 +33,13 @@ func (s *Store) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("pairing: %w", err)
 	}
-	kv, err := s.openRetrying(ctx, js)
+	var kv jetstream.KeyValue
+	err = natsbus.Retry(ctx, retryWait, func(err error) {
+		s.log.Warn("nats: cannot open the pairing bucket yet; retrying", zap.String("bucket", s.bucket), zap.Error(err))
+	}, func() (err error) {
+		kv, err = s.open(ctx, js)
+		return err
+	})
 	if err != nil {
 		return nil // ctx ended while NATS was unreachable
 	}
@@ -56,20 +62,6 @@ func (s *Store) Run(ctx context.Context) error {
 		case <-time.After(retryWait):
 		}
 	}
-}
-
-// openRetrying opens the bucket until it succeeds or ctx ends.
-func (s *Store) openRetrying(ctx context.Context, js jetstream.JetStream) (kv jetstream.KeyValue, err error) {
-	err = natsbus.Retry(ctx, retryWait, func(err error) {
-		s.log.Warn("nats: cannot open the pairing bucket yet; retrying", zap.String("bucket", s.bucket), zap.Error(err))
-	}, func() (err error) {
-		kv, err = s.open(ctx, js)
-		return err
-	})
-	if err != nil {
-		return nil, ctx.Err()
-	}
-	return kv, nil
 }
 
 // open opens the bucket, creating it when missing. An existing bucket is
