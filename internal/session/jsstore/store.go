@@ -108,10 +108,10 @@ type entry struct {
 	log   *session.Log
 }
 
-// New returns a store of the sessions under cfg.Prefix reached through conn.
 // StreamName is the sessions stream of bus.nats.prefix.
 func StreamName(prefix string) string { return strings.ToUpper(prefix) + "_SESSIONS" }
 
+// New returns a store of the sessions under cfg.Prefix reached through conn.
 func New(cfg config.NATSConfig, conn natsbus.JetStreamer, opts Options, log *zap.Logger) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
