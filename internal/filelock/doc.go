@@ -11,5 +11,5 @@
 // file holds (the jobs, the memory files).
 //
 // It imports nothing of this module; the schedule's jobs file, the memory
-// files and the web panel's edits use it.
+// files, the web panel's edits and the pairing file use it.
 package filelock
