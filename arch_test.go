@@ -37,13 +37,13 @@ var allowed = []struct {
 	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/commands"}},
 	{"internal/history", []string{"internal/llm", "internal/bytesize"}},
 	{"internal/session", []string{"internal/llm", "internal/filelock"}},
-	{"internal/session/jsstore", []string{"internal/llm", "internal/config", "internal/session"}},
-	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace"}},
+	{"internal/session/jsstore", []string{"internal/llm", "internal/bus/natsbus", "internal/config", "internal/session"}},
+	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace", "internal/filelock"}},
 	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider", "internal/bytesize"}},
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools", "internal/bytesize"}},
-	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize"}},
-	{"internal/channels/pairingkv", []string{"internal/config", "internal/channels"}},
-	{"internal/channels/cursorkv", []string{"internal/config"}},
+	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize", "internal/filelock"}},
+	{"internal/channels/pairingkv", []string{"internal/bus/natsbus", "internal/config", "internal/channels"}},
+	{"internal/channels/cursorkv", []string{"internal/bus/natsbus", "internal/config"}},
 	// The lab: fakes and helpers for tests (and the bench module, bench/).
 	// Nothing in the product imports it (TestImportLayering below).
 	{"internal/testkit/fakes", []string{"internal/llm", "internal/testkit/fakes"}},

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 )
 
@@ -26,13 +28,7 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 		Use:   "agent",
 		Short: "Talk to the agent from the terminal: one message with -m, or an interactive session",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, err := loadConfig(g)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = log.Sync() }()
-			harden(log)
+		RunE: hardened(g, func(cmd *cobra.Command, cfg *config.Config, log *zap.Logger) error {
 			core, err := daemon.Build(cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g)}, log)
 			if err != nil {
 				return err
@@ -55,7 +51,7 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 				return exitError{code: 1} // the agent's message was printed already
 			}
 			return err
-		},
+		}),
 	}
 	cmd.Flags().StringVarP(&message, "message", "m", "", "send one message, print the reply and exit")
 	cmd.Flags().BoolVar(&noStream, "no-stream", false, "print only the final reply, not the text as it streams")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -15,10 +16,7 @@ import (
 // loadConfig loads and validates the configuration and builds the logger
 // (with every configured secret redacted).
 func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
-	path := g.configPath
-	if path == "" {
-		path = config.DefaultPath()
-	}
+	path := g.configFile()
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, nil, err
@@ -41,6 +39,21 @@ func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
 	return cfg, log, nil
 }
 
+// hardened is the RunE of a command that runs the model's tools: it loads
+// the config and the logger, makes the process non-dumpable (harden) and
+// runs fn; the logger is flushed when fn returns.
+func hardened(g *globalFlags, fn func(cmd *cobra.Command, cfg *config.Config, log *zap.Logger) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		cfg, log, err := loadConfig(g)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = log.Sync() }()
+		harden(log)
+		return fn(cmd, cfg, log)
+	}
+}
+
 // harden makes a process that runs the model's tools non-dumpable
 // (sandbox.Harden), so that commands cannot read its keys through /proc.
 func harden(log *zap.Logger) {
@@ -51,9 +64,14 @@ func harden(log *zap.Logger) {
 
 // dataDir is where the daemon keeps its own state: next to the config file.
 func dataDir(g *globalFlags) string {
-	path := g.configPath
-	if path == "" {
-		path = config.DefaultPath()
+	return filepath.Dir(g.configFile())
+}
+
+// configFile is the config file the command reads: --config (or
+// $NANOBOT_CONFIG), else the default path.
+func (g *globalFlags) configFile() string {
+	if g.configPath != "" {
+		return g.configPath
 	}
-	return filepath.Dir(path)
+	return config.DefaultPath()
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 	"github.com/nanobot-go/nanobot/internal/logging"
 )
@@ -24,10 +23,7 @@ func newDoctorCmd(g *globalFlags) *cobra.Command {
 			"how to fix it, and exits non-zero if anything failed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := g.configPath
-			if path == "" {
-				path = config.DefaultPath()
-			}
+			path := g.configFile()
 			r := daemon.Doctor(cmd.Context(), path, buildVersion())
 			printReport(cmd.OutOrStdout(), r)
 			if r.Count(daemon.VerdictFail) > 0 {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 )
 
@@ -12,15 +14,9 @@ func newGatewayCmd(g *globalFlags) *cobra.Command {
 		Use:   "gateway",
 		Short: "Run the daemon: the agent plus the enabled chat channels, until SIGINT/SIGTERM",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, err := loadConfig(g)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = log.Sync() }()
-			harden(log)
+		RunE: hardened(g, func(cmd *cobra.Command, cfg *config.Config, log *zap.Logger) error {
 			return daemon.RunGateway(cmd.Context(), cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g), Role: role}, log)
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&role, "role", daemon.RoleAll,
 		"what this process runs: all, channels (chat adapters and HTTP, no model calls) or agent (a worker); "+

@@ -20,10 +20,7 @@ func newOnboardCmd(g *globalFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			path := g.configPath
-			if path == "" {
-				path = config.DefaultPath()
-			}
+			path := g.configFile()
 			if ws == "" {
 				ws = filepath.Join(filepath.Dir(path), "workspace")
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -25,11 +26,7 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := g.configPath
-			if path == "" {
-				path = config.DefaultPath()
-			}
-			return printStatus(cmd.OutOrStdout(), path, cfg)
+			return printStatus(cmd.OutOrStdout(), g.configFile(), cfg)
 		},
 	}
 }
@@ -57,7 +54,7 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	if len(cfg.Agents.Fallbacks) > 0 {
 		fmt.Fprintf(w, "Fallbacks\t%s\n", strings.Join(cfg.Agents.Fallbacks, ", "))
 	}
-	for _, name := range sortedKeys(cfg.Routes) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Routes)) {
 		r := cfg.Routes[name]
 		fmt.Fprintf(w, "Route %s\t%s", name, r.Model)
 		if len(r.Fallbacks) > 0 {
@@ -66,7 +63,7 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
-	for _, name := range sortedKeys(cfg.Providers) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Providers)) {
 		p := cfg.Providers[name]
 		fmt.Fprintf(w, "Provider %s\t%s at %s, api key %s", name, p.Kind, p.BaseURL, set(p.APIKey))
 		if store, ok := sum.ResponsesStore[name]; ok {
@@ -95,7 +92,7 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 	}
 	printMCP(w, cfg)
 	fmt.Fprintf(w, "Exec sandbox\t%s\n", sum.ExecSandbox)
-	if names := sortedKeys(cfg.API.Keys); len(names) > 0 {
+	if names := slices.Sorted(maps.Keys(cfg.API.Keys)); len(names) > 0 {
 		fmt.Fprintf(w, "API	/v1/chat/completions on %s, keys: %s\n", cfg.Gateway.Listen, strings.Join(names, ", "))
 	} else {
 		fmt.Fprintf(w, "API	off (no api.keys)\n")
@@ -131,7 +128,7 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 // them (the gateway does, and /status in a chat shows their live state).
 func printMCP(w io.Writer, cfg *config.Config) {
 	servers := cfg.Redacted().Tools.MCPServers // no password of a URL
-	for _, name := range sortedKeys(servers) {
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
 		s := servers[name]
 		if s.Disabled {
 			fmt.Fprintf(w, "MCP %s\tdisabled\n", name)
@@ -164,13 +161,4 @@ func gatewayState(listen string) string {
 		return "running, not ready (`nanobot healthcheck --ready` says why)"
 	}
 	return "running, ready"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

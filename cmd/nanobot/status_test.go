@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -38,5 +39,26 @@ func TestStatusListsMCPServers(t *testing.T) {
 	}
 	if strings.Contains(got, "hunter2") || strings.Contains(got, "secret-0123") {
 		t.Errorf("status shows the URL's password:\n%s", got)
+	}
+}
+
+// TestConfigFile covers the path every command reads the config from.
+func TestConfigFile(t *testing.T) {
+	tests := []struct {
+		name, flag, want string
+	}{
+		{"flag or environment", "/etc/nanobot.yaml", "/etc/nanobot.yaml"},
+		{"default", "", config.DefaultPath()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &globalFlags{configPath: tt.flag}
+			if got := g.configFile(); got != tt.want {
+				t.Errorf("configFile() = %q, want %q", got, tt.want)
+			}
+			if got, want := dataDir(g), filepath.Dir(tt.want); got != want {
+				t.Errorf("dataDir() = %q, want %q", got, want)
+			}
+		})
 	}
 }

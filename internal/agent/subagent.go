@@ -299,13 +299,15 @@ func (spawnTool) Spec() llm.ToolSpec {
 	}
 }
 
+type spawnArgs struct {
+	Task  string `json:"task"`
+	Label string `json:"label"`
+}
+
 func (t spawnTool) Run(_ context.Context, inv tools.Invocation) (tools.Result, error) {
-	var args struct {
-		Task  string `json:"task"`
-		Label string `json:"label"`
-	}
-	if err := json.Unmarshal(inv.Args, &args); err != nil {
-		return tools.Result{}, fmt.Errorf("spawn: %w", err)
+	args, err := tools.DecodeArgs[spawnArgs]("spawn", inv)
+	if err != nil {
+		return tools.Result{}, err
 	}
 	args.Task = strings.TrimSpace(args.Task)
 	if args.Task == "" {

@@ -29,13 +29,7 @@ type turnRequest struct {
 }
 
 // chat serves POST /v1/chat/completions.
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	start := s.now()
-	k, aerr := s.authenticate(r)
-	if aerr != nil {
-		s.fail(w, r, "unknown", start, aerr)
-		return
-	}
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, k *apiKey, start time.Time) {
 	s.mu.Lock()
 	closing := s.closing
 	s.mu.Unlock()
@@ -400,13 +394,7 @@ func (s *Server) done(r *http.Request, key, session string, start time.Time, out
 }
 
 // listModels serves GET /v1/models: the default and the configured routes.
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
-	start := s.now()
-	k, aerr := s.authenticate(r)
-	if aerr != nil {
-		s.fail(w, r, "unknown", start, aerr)
-		return
-	}
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request, k *apiKey, start time.Time) {
 	list := modelList{Object: "list", Data: []modelInfo{}}
 	for _, m := range s.models {
 		list.Data = append(list.Data, modelInfo{ID: m, Object: "model", OwnedBy: "nanobot"})
@@ -417,13 +405,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 }
 
 // getModel serves GET /v1/models/{id}.
-func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
-	start := s.now()
-	k, aerr := s.authenticate(r)
-	if aerr != nil {
-		s.fail(w, r, "unknown", start, aerr)
-		return
-	}
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request, k *apiKey, start time.Time) {
 	id := r.PathValue("id")
 	if !slices.Contains(s.models, id) {
 		s.fail(w, r, k.name, start, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model",

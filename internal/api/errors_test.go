@@ -157,6 +157,27 @@ func TestOtherPathsAndModelsNeedAKey(t *testing.T) {
 	}
 }
 
+// TestEveryRouteNeedsAKey covers authed, which every /v1 route goes through.
+func TestEveryRouteNeedsAKey(t *testing.T) {
+	h := newHarness(t)
+	for _, route := range []struct{ method, path string }{
+		{http.MethodPost, "/v1/chat/completions"},
+		{http.MethodGet, "/v1/models"},
+		{http.MethodGet, "/v1/models/smart"},
+		{http.MethodGet, "/v1/embeddings"},
+	} {
+		for _, token := range []string{"", "sk-wrong-0123456789abc"} {
+			code, _, body := h.do(route.method, route.path, token, `{"model":"nanobot","messages":[{"role":"user","content":"hi"}]}`)
+			if code != 401 || parseError(t, body).Error.Message == nil {
+				t.Errorf("%s %s with key %q: %d %s, want an OpenAI-shaped 401", route.method, route.path, token, code, body)
+			}
+		}
+	}
+	if n := len(h.script.Requests()); n != 0 {
+		t.Errorf("refused requests reached the model %d times", n)
+	}
+}
+
 func TestNoKeysConfiguredRefusesEverything(t *testing.T) {
 	h := newHarness(t, func(c *config.APIConfig) { c.Keys = nil })
 	code, body := h.raw(webuiToken, `{"model":"nanobot","messages":[{"role":"user","content":"hi"}]}`)

@@ -135,19 +135,30 @@ func New(cfg config.APIConfig, deps Deps, log *zap.Logger) *Server {
 // for the rest of /v1/.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", s.chat)
-	mux.HandleFunc("GET /v1/models", s.listModels)
-	mux.HandleFunc("GET /v1/models/{id}", s.getModel)
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.authenticate(r); err != nil {
-			s.fail(w, r, "unknown", time.Now(), err)
-			return
-		}
-		s.fail(w, r, "unknown", time.Now(), &apiError{status: http.StatusNotFound, typ: "invalid_request_error",
+	mux.HandleFunc("POST /v1/chat/completions", s.authed(s.chat))
+	mux.HandleFunc("GET /v1/models", s.authed(s.listModels))
+	mux.HandleFunc("GET /v1/models/{id}", s.authed(s.getModel))
+	mux.HandleFunc("/v1/", s.authed(func(w http.ResponseWriter, r *http.Request, _ *apiKey, start time.Time) {
+		s.fail(w, r, "unknown", start, &apiError{status: http.StatusNotFound, typ: "invalid_request_error",
 			message: "Unknown request URL: " + r.Method + " " + r.URL.Path + ". This server offers POST /v1/chat/completions and GET /v1/models.",
 			outcome: "not_found"})
-	})
+	}))
 	return mux
+}
+
+// authed serves h to a request whose bearer token names a key
+// (authenticate), with the key and the time the request came; any other
+// request is refused.
+func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, k *apiKey, start time.Time)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := s.now()
+		k, aerr := s.authenticate(r)
+		if aerr != nil {
+			s.fail(w, r, "unknown", start, aerr)
+			return
+		}
+		h(w, r, k, start)
+	}
 }
 
 // Run serves until ctx ends, then refuses new requests (503) and waits for

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nanobot-go/nanobot/internal/filelock"
 )
 
 // ErrUnknownCode is returned by Approve for a code that was never issued or
@@ -112,7 +114,7 @@ func (s *PairingStore) Request(channel, senderID, senderName, chatID string) (st
 				return nil
 			}
 		}
-		c, err := newCode()
+		c, err := NewPairingCode()
 		if err != nil {
 			return err
 		}
@@ -132,16 +134,14 @@ func (s *PairingStore) Request(channel, senderID, senderName, chatID string) (st
 
 // Approve lets the sender who was given code in.
 func (s *PairingStore) Approve(code string) (Approval, error) {
-	code = strings.ToUpper(strings.TrimSpace(code))
+	code = NormalizePairingCode(code)
 	var a Approval
 	err := s.update(func(st *PairingState) error {
-		i := slices.IndexFunc(st.Pending, func(p PairingRequest) bool { return p.Code == code })
-		if i < 0 {
-			return ErrUnknownCode
+		p, err := takePending(st, code)
+		if err != nil {
+			return err
 		}
-		p := st.Pending[i]
-		st.Pending = slices.Delete(st.Pending, i, i+1)
-		a = Approval{Channel: p.Channel, SenderID: p.SenderID, SenderName: p.SenderName, ApprovedAt: s.Now().UTC()}
+		a = p.Approval(s.Now())
 		st.Approved = slices.DeleteFunc(st.Approved, func(o Approval) bool {
 			return o.Channel == a.Channel && o.SenderID == a.SenderID
 		})
@@ -157,20 +157,27 @@ func (s *PairingStore) Approve(code string) (Approval, error) {
 // Deny drops a pending code without letting its sender in; the sender can
 // ask again later and gets a new code.
 func (s *PairingStore) Deny(code string) (PairingRequest, error) {
-	code = strings.ToUpper(strings.TrimSpace(code))
+	code = NormalizePairingCode(code)
 	var p PairingRequest
-	err := s.update(func(st *PairingState) error {
-		i := slices.IndexFunc(st.Pending, func(r PairingRequest) bool { return r.Code == code })
-		if i < 0 {
-			return ErrUnknownCode
-		}
-		p = st.Pending[i]
-		st.Pending = slices.Delete(st.Pending, i, i+1)
-		return nil
+	err := s.update(func(st *PairingState) (err error) {
+		p, err = takePending(st, code)
+		return err
 	})
 	if err != nil {
 		return PairingRequest{}, fmt.Errorf("pairing: deny %s: %w", code, err)
 	}
+	return p, nil
+}
+
+// takePending removes the pending request of code from st, or fails with
+// ErrUnknownCode.
+func takePending(st *PairingState, code string) (PairingRequest, error) {
+	i := slices.IndexFunc(st.Pending, func(p PairingRequest) bool { return p.Code == code })
+	if i < 0 {
+		return PairingRequest{}, ErrUnknownCode
+	}
+	p := st.Pending[i]
+	st.Pending = slices.Delete(st.Pending, i, i+1)
 	return p, nil
 }
 
@@ -265,7 +272,7 @@ func (s *PairingStore) update(fn func(*PairingState) error) error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return err
 	}
-	unlock, err := lockFile(s.path + ".lock")
+	unlock, err := filelock.Acquire(s.path + ".lock")
 	if err != nil {
 		return err
 	}
@@ -294,10 +301,21 @@ func clonePairing(st PairingState) PairingState {
 	return PairingState{Pending: slices.Clone(st.Pending), Approved: slices.Clone(st.Approved)}
 }
 
+// Approval is what approving p at now lets in.
+func (p PairingRequest) Approval(now time.Time) Approval {
+	return Approval{Channel: p.Channel, SenderID: p.SenderID, SenderName: p.SenderName, ApprovedAt: now.UTC()}
+}
+
+// NormalizePairingCode is code as issued: the owner may type it in lower
+// case, or paste it with blanks around.
+func NormalizePairingCode(code string) string { return strings.ToUpper(strings.TrimSpace(code)) }
+
 // codeAlphabet leaves out characters that are easy to misread (0/O, 1/I/L).
 const codeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 
-func newCode() (string, error) {
+// NewPairingCode returns a random code of 8 characters of codeAlphabet,
+// for every pairing store.
+func NewPairingCode() (string, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err

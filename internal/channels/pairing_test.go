@@ -3,7 +3,9 @@ package channels_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/testkit/pairingtest"
@@ -35,5 +37,34 @@ func TestPairingFileIsPrivate(t *testing.T) {
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("pairing file mode = %v, %v; want 0600", fi, err)
+	}
+}
+
+// TestPairingCodes: the code helpers both stores share.
+func TestPairingCodes(t *testing.T) {
+	for _, tc := range []struct{ typed, want string }{
+		{"ABCD2345", "ABCD2345"},
+		{"abcd2345", "ABCD2345"},
+		{"  aBcD2345\n", "ABCD2345"},
+		{"", ""},
+	} {
+		if got := channels.NormalizePairingCode(tc.typed); got != tc.want {
+			t.Errorf("NormalizePairingCode(%q) = %q, want %q", tc.typed, got, tc.want)
+		}
+	}
+	for range 100 {
+		code, err := channels.NewPairingCode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(code) != 8 || strings.ContainsAny(code, "01ILO") || channels.NormalizePairingCode(code) != code {
+			t.Fatalf("NewPairingCode() = %q: want 8 characters of the alphabet without look-alikes", code)
+		}
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600))
+	p := channels.PairingRequest{Code: "X", Channel: "telegram", SenderID: "42", SenderName: "ann", ChatID: "7"}
+	want := channels.Approval{Channel: "telegram", SenderID: "42", SenderName: "ann", ApprovedAt: at.UTC()}
+	if got := p.Approval(at); got != want {
+		t.Errorf("Approval = %+v, want %+v", got, want)
 	}
 }

@@ -465,7 +465,7 @@ func (w *worker) settleDrafts() {
 		case t.draft == "":
 			w.clearDraft(t)
 		case hinted || t.dirty:
-			w.showPlain(t, t.draft)
+			w.showPlain(t, t.draft, "could not settle the draft")
 		}
 		if t.draft != "" {
 			t.settled = t.raw
@@ -489,15 +489,16 @@ func (t *turn) unsettled(text string) string {
 	return text
 }
 
-// showPlain edits the draft messages to read text, as plain text.
-func (w *worker) showPlain(t *turn, text string) {
+// showPlain edits the draft messages to read text, as plain text; a failed
+// edit is logged as failure.
+func (w *worker) showPlain(t *turn, text, failure string) {
 	chunks := w.rt.r.RenderPlain(text)
 	for i := 0; i < len(chunks) && i < len(t.refs); i++ {
 		ref, c := t.refs[i], chunks[i]
 		if err := w.retry("edit", true, func(ctx context.Context, _ bool) error {
 			return w.rt.editor.Edit(ctx, ref, c, true)
 		}); err != nil {
-			w.log.Warn("could not settle the draft", zap.Error(err))
+			w.log.Warn(failure, zap.Error(err))
 		}
 	}
 }
@@ -515,15 +516,7 @@ func (w *worker) clearDraft(t *turn) {
 		return
 	}
 	t.status = ""
-	chunks := w.rt.r.RenderPlain(t.draft)
-	for i := 0; i < len(chunks) && i < len(t.refs); i++ {
-		ref, c := t.refs[i], chunks[i]
-		if err := w.retry("edit", true, func(ctx context.Context, _ bool) error {
-			return w.rt.editor.Edit(ctx, ref, c, true)
-		}); err != nil {
-			w.log.Warn("could not strip the tool hint from the draft", zap.Error(err))
-		}
-	}
+	w.showPlain(t, t.draft, "could not strip the tool hint from the draft")
 }
 
 func (w *worker) removeDraftMessage(ref Sent) {

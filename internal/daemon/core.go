@@ -26,7 +26,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/health"
-	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/mcp"
 	"github.com/nanobot-go/nanobot/internal/memory"
@@ -108,13 +107,9 @@ const (
 // Sessions is what the daemon and the components it wires use of a session
 // store; the methods mean what they mean on *session.Store.
 type Sessions interface {
-	// Get, Append, Stage, Sync, SetMeta and Archive are the agent's.
-	Get(key string) (session.Snapshot, error)
-	Append(key string, msgs ...llm.Message) (session.Snapshot, error)
-	Stage(key string, msgs ...llm.Message) (session.Snapshot, error)
-	Sync(key string) error
-	SetMeta(key string, u session.MetaUpdate) error
-	Archive(key string) (string, error)
+	// agent.Sessions are the agent's: Get, Append, Stage, Sync, SetMeta
+	// and Archive.
+	agent.Sessions
 	// List is for /status, the web panel and the heartbeat.
 	List() ([]session.Info, error)
 	// Forget makes a worker read what other workers wrote to a session

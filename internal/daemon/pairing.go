@@ -47,7 +47,7 @@ func OpenPairing(ctx context.Context, cfg *config.Config, dataDir string, log *z
 	}
 	// The file is imported if this host has it and the bucket was never
 	// given one: the command may be the first to use the bucket.
-	s := pairingkv.New(cfg.Bus.NATS, pairingkv.ConnFunc(func(context.Context) (jetstream.JetStream, error) { return js, nil }),
+	s := pairingkv.New(cfg.Bus.NATS, natsbus.JetStreamFunc(func(context.Context) (jetstream.JetStream, error) { return js, nil }),
 		pairingkv.Options{ImportFile: path, Timeout: pairingTimeout}, log.Named("pairing"))
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

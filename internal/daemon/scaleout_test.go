@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -129,7 +130,7 @@ func testScaleOut(t *testing.T, sessions string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := jsstore.New(base.cfg.Bus.NATS, jsstore.ConnFunc(func(context.Context) (jetstream.JetStream, error) { return js, nil }),
+	store := jsstore.New(base.cfg.Bus.NATS, natsbus.JetStreamFunc(func(context.Context) (jetstream.JetStream, error) { return js, nil }),
 		jsstore.Options{}, zaptest.NewLogger(t))
 	defer func() { _ = store.Close() }()
 	list, err := store.List()

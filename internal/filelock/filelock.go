@@ -3,6 +3,7 @@ package filelock
 import (
 	"fmt"
 	"os"
+	"sync"
 )
 
 // Acquire opens the lock file path, creating it (mode 0600), and holds an
@@ -13,4 +14,22 @@ func Acquire(path string) (release func(), err error) {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return Hold(f)
+}
+
+// WithMutex takes mu and then the cross-process lock acquire takes, for a
+// check and write of a file whose contents a process also keeps in memory:
+// mu guards the copy, the file's lock the file. release gives up both, the
+// file's lock first. When acquire fails, mu is released again and acquire's
+// error returned.
+func WithMutex(mu sync.Locker, acquire func() (release func(), err error)) (release func(), err error) {
+	mu.Lock()
+	unlock, err := acquire()
+	if err != nil {
+		mu.Unlock()
+		return nil, err
+	}
+	return func() {
+		unlock()
+		mu.Unlock()
+	}, nil
 }

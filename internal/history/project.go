@@ -425,28 +425,22 @@ func renderAt(m llm.Message, l llm.Level, newestUser bool) llm.Message {
 		if !needsToolCopy(m, l) {
 			return m
 		}
-		out := m
-		out.Parts = make([]llm.Part, len(m.Parts))
-		for k, part := range m.Parts {
-			out.Parts[k] = part
-			if part.Result == nil {
-				continue
+		return mapParts(m, func(part llm.Part) llm.Part {
+			if part.Result != nil {
+				r := *part.Result
+				r.Content = llm.Content{Live: r.Content.At(l)}
+				if l != llm.Live {
+					r.Images = nil // the gist counts them; a summary is text only
+				}
+				part.Result = &r
 			}
-			r := *part.Result
-			r.Content = llm.Content{Live: r.Content.At(l)}
-			if l != llm.Live {
-				r.Images = nil // the gist counts them; a summary is text only
-			}
-			out.Parts[k].Result = &r
-		}
-		return out
+			return part
+		})
 	case llm.RoleUser:
 		if !needsUserCopy(m, newestUser) {
 			return m
 		}
-		out := m
-		out.Parts = make([]llm.Part, len(m.Parts))
-		for k, part := range m.Parts {
+		return mapParts(m, func(part llm.Part) llm.Part {
 			switch {
 			case part.Kind == llm.PartText:
 				part.Text = textAt(part, l)
@@ -454,11 +448,21 @@ func renderAt(m llm.Message, l llm.Level, newestUser bool) llm.Message {
 			case part.Kind == llm.PartImage && !newestUser:
 				part = llm.Text(imageNote(part.Image))
 			}
-			out.Parts[k] = part
-		}
-		return out
+			return part
+		})
 	}
 	return m
+}
+
+// mapParts returns a copy of m whose parts are f of m's, leaving m's own
+// Parts untouched.
+func mapParts(m llm.Message, f func(llm.Part) llm.Part) llm.Message {
+	out := m
+	out.Parts = make([]llm.Part, len(m.Parts))
+	for k, part := range m.Parts {
+		out.Parts[k] = f(part)
+	}
+	return out
 }
 
 // needsToolCopy reports whether rendering m at l changes any result.

@@ -122,3 +122,35 @@ func TestProjectWithKnownSystemTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestMapParts covers the copy both renderings make: f's parts in a new
+// slice, the rest of the message kept, the original's parts untouched.
+func TestMapParts(t *testing.T) {
+	upper := func(p llm.Part) llm.Part { p.Text = strings.ToUpper(p.Text); return p }
+	tests := []struct {
+		name  string
+		parts []llm.Part
+		want  []string
+	}{
+		{"empty", []llm.Part{}, nil},
+		{"each part mapped, in order", []llm.Part{llm.Text("a"), llm.Text("b")}, []string{"A", "B"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := llm.Message{Role: llm.RoleUser, Parts: tt.parts, Meta: &llm.Meta{Route: "r"}}
+			out := mapParts(m, upper)
+			var got []string
+			for _, p := range out.Parts {
+				got = append(got, p.Text)
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") || out.Role != m.Role || out.Meta != m.Meta {
+				t.Errorf("mapParts = %+v, want texts %v and the role and meta kept", out, tt.want)
+			}
+			for i, p := range m.Parts {
+				if p.Text != strings.ToLower(p.Text) || (len(out.Parts) > 0 && &out.Parts[i] == &m.Parts[i]) {
+					t.Errorf("the original's part %d changed or is shared: %+v", i, p)
+				}
+			}
+		})
+	}
+}

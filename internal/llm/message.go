@@ -178,24 +178,24 @@ func (m Message) Text() string {
 
 // ToolCalls returns the message's tool calls in order.
 func (m Message) ToolCalls() []ToolCall {
-	var calls []ToolCall
-	for _, p := range m.Parts {
-		if p.Kind == PartToolCall && p.Call != nil {
-			calls = append(calls, *p.Call)
-		}
-	}
-	return calls
+	return partsOf(m, PartToolCall, func(p Part) *ToolCall { return p.Call })
 }
 
 // ToolResults returns the message's tool results in order.
 func (m Message) ToolResults() []ToolResult {
-	var rs []ToolResult
+	return partsOf(m, PartToolResult, func(p Part) *ToolResult { return p.Result })
+}
+
+// partsOf returns, in order, what field holds in each part of m of the
+// given kind, skipping a part where it holds nothing.
+func partsOf[T any](m Message, kind PartKind, field func(Part) *T) []T {
+	var out []T
 	for _, p := range m.Parts {
-		if p.Kind == PartToolResult && p.Result != nil {
-			rs = append(rs, *p.Result)
+		if v := field(p); p.Kind == kind && v != nil {
+			out = append(out, *v)
 		}
 	}
-	return rs
+	return out
 }
 
 var allowedParts = map[Role]map[PartKind]bool{

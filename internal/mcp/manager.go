@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -120,7 +121,7 @@ type Manager struct {
 func NewManager(servers map[string]config.MCPServerConfig, reg Registry, opts Options, log *zap.Logger) *Manager {
 	opts = opts.withDefaults()
 	m := &Manager{log: log}
-	for _, name := range sortedKeys(servers) {
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
 		m.servers = append(m.servers, newServer(name, servers[name], reg, opts,
 			log.With(zap.String("mcp_server", name))))
 	}
@@ -253,13 +254,4 @@ func clipText(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -271,7 +272,7 @@ func (s *server) apply(list []*sdk.Tool) {
 			delete(s.tools, name)
 		}
 	}
-	for _, name := range sortedKeys(want) {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
 		if _, ok := s.tools[name]; ok {
 			continue // unchanged: keep the registered one
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nanobot-go/nanobot/internal/filelock"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
@@ -105,16 +106,7 @@ func (f *Files) AppendHistory(entry string) error {
 // release gives up both. Taking the flock creates memory/ (the lock file lives
 // there), which the writes need.
 func (f *Files) lock() (release func(), err error) {
-	f.mu.Lock()
-	unlock, err := f.root.Guard(MemoryFile)
-	if err != nil {
-		f.mu.Unlock()
-		return nil, err
-	}
-	return func() {
-		unlock()
-		f.mu.Unlock()
-	}, nil
+	return filelock.WithMutex(&f.mu, func() (func(), error) { return f.root.Guard(MemoryFile) })
 }
 
 // appendHistory writes entry with one write and an fsync, after a blank line

@@ -173,7 +173,7 @@ func (c *Cron) Run(ctx context.Context) error {
 			// for longer than a publish waits): the job is still due, so
 			// try again later rather than stop scheduling for good.
 			c.log.Warn("cannot publish a due job; trying again", zap.Duration("in", publishRetry), zap.Error(err))
-			if c.pause(ctx, publishRetry) != nil {
+			if clock.Sleep(ctx, c.clock, publishRetry) != nil {
 				return nil
 			}
 			continue
@@ -209,18 +209,6 @@ func (c *Cron) Run(ctx context.Context) error {
 // again.
 const publishRetry = 30 * time.Second
 
-// pause waits d on the scheduler's clock, or until ctx ends.
-func (c *Cron) pause(ctx context.Context, d time.Duration) error {
-	t := c.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // Add creates a job for chat and returns it.
 func (c *Cron) Add(chat Chat, w When, message string) (Job, error) {
 	message = strings.TrimSpace(message)
@@ -235,9 +223,7 @@ func (c *Cron) Add(chat Chat, w When, message string) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	unlock, err := c.lockFileLocked()
+	unlock, err := filelock.WithMutex(&c.mu, c.lockFileLocked)
 	if err != nil {
 		return Job{}, err
 	}
@@ -258,32 +244,20 @@ func (c *Cron) Add(chat Chat, w When, message string) (Job, error) {
 }
 
 // Jobs returns the jobs of the chat with session key key, soonest first.
-func (c *Cron) Jobs(key string) ([]Job, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.loadLocked(); err != nil {
-		return nil, err
-	}
-	list := c.chatJobs(key)
-	out := make([]Job, len(list))
-	for i, j := range list {
-		out[i] = *j
-	}
-	return out, nil
-}
+func (c *Cron) Jobs(key string) ([]Job, error) { return c.snapshot(inChat(key)) }
 
 // All returns the jobs of every chat, soonest first (the control panel).
-func (c *Cron) All() ([]Job, error) {
+func (c *Cron) All() ([]Job, error) { return c.snapshot(func(*Job) bool { return true }) }
+
+// snapshot reloads the jobs file if another process changed it and returns
+// copies of the jobs keep accepts, soonest first.
+func (c *Cron) snapshot(keep func(*Job) bool) ([]Job, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.loadLocked(); err != nil {
 		return nil, err
 	}
-	list := make([]*Job, 0, len(c.jobs))
-	for _, j := range c.jobs {
-		list = append(list, j)
-	}
-	sortJobs(list)
+	list := c.where(keep)
 	out := make([]Job, len(list))
 	for i, j := range list {
 		out[i] = *j
@@ -294,9 +268,7 @@ func (c *Cron) All() ([]Job, error) {
 // Remove deletes the job id of the chat with session key key. Jobs of
 // other chats cannot be seen or removed from this one.
 func (c *Cron) Remove(key, id string) (Job, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	unlock, err := c.lockFileLocked()
+	unlock, err := filelock.WithMutex(&c.mu, c.lockFileLocked)
 	if err != nil {
 		return Job{}, err
 	}
@@ -527,15 +499,23 @@ func (c *Cron) saveLocked() error {
 	return nil
 }
 
-func (c *Cron) chatJobs(key string) []*Job {
+func (c *Cron) chatJobs(key string) []*Job { return c.where(inChat(key)) }
+
+// where returns the jobs keep accepts, soonest first.
+func (c *Cron) where(keep func(*Job) bool) []*Job {
 	var list []*Job
 	for _, j := range c.jobs {
-		if j.Chat.Key() == key {
+		if keep(j) {
 			list = append(list, j)
 		}
 	}
 	sortJobs(list)
 	return list
+}
+
+// inChat accepts the jobs of the chat with session key key.
+func inChat(key string) func(*Job) bool {
+	return func(j *Job) bool { return j.Chat.Key() == key }
 }
 
 func (c *Cron) newIDLocked() string {

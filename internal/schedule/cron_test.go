@@ -452,3 +452,42 @@ func TestAllListsEveryChatsJobsSoonestFirst(t *testing.T) {
 		t.Fatalf("All = %+v, want %s then %s", all, soon.ID, late.ID)
 	}
 }
+
+// A change that cannot lock the jobs file fails and leaves the scheduler
+// usable: the lock taken before the file's (lockForChange) is released.
+func TestChangesFailCleanlyWhenTheJobsFileCannotBeLocked(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(c *Cron, id string) error
+	}{
+		{"add", func(c *Cron, _ string) error { _, err := c.Add(chat42, When{Every: "1h"}, "b"); return err }},
+		{"remove", func(c *Cron, id string) error { _, err := c.Remove("telegram:42", id); return err }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newCronFixture(t)
+			c := f.cron()
+			j := mustAdd(t, c, chat42, When{Every: "1h"}, "a")
+			// A directory where the lock file goes cannot be opened for writing.
+			lock := filepath.Join(filepath.Dir(f.path), ".jobs.json.lock")
+			if err := os.Remove(lock); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(lock, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.change(c, j.ID); err == nil || !strings.Contains(err.Error(), "lock") {
+				t.Fatalf("change with the lock file unusable: %v", err)
+			}
+			if jobs, err := c.Jobs("telegram:42"); err != nil || len(jobs) != 1 || jobs[0].ID != j.ID {
+				t.Fatalf("after the failed change: %+v, %v", jobs, err)
+			}
+			if err := os.Remove(lock); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.change(c, j.ID); err != nil {
+				t.Errorf("change once the file can be locked again: %v", err)
+			}
+		})
+	}
+}

@@ -70,9 +70,9 @@ type cronArgs struct {
 
 // Run performs one action for the chat of the invocation.
 func (t *CronTool) Run(_ context.Context, inv tools.Invocation) (tools.Result, error) {
-	var a cronArgs
-	if err := json.Unmarshal(inv.Args, &a); err != nil {
-		return tools.Result{}, fmt.Errorf("cron: %w", err)
+	a, err := tools.DecodeArgs[cronArgs]("cron", inv)
+	if err != nil {
+		return tools.Result{}, err
 	}
 	o := inv.Origin
 	if o.Channel == "" || o.ChatID == "" {

@@ -12,8 +12,9 @@
 // last line, which the next load moves aside with a warning.
 //
 // The agent reaches the Store through an interface of its own; only the
-// daemon constructs it. Log shares the format with stores that keep the
-// records elsewhere (internal/session/jsstore: a JetStream stream). The on-disk format is described in docs/sessions.md.
+// daemon constructs it. Log shares the format, and Cache the loaded
+// sessions' bookkeeping, with stores that keep the records elsewhere
+// (internal/session/jsstore: a JetStream stream). The on-disk format is described in docs/sessions.md.
 // It imports internal/llm and internal/filelock (MoveDir's lock) and nothing
 // else of this module.
 package session

@@ -17,7 +17,7 @@ import (
 // load reads e's file into memory and keeps it open for appending. A missing
 // file is an empty session. Corrupt lines are skipped with a warning; a torn
 // last line is moved to <file>.torn and cut off, so the next append starts on
-// a fresh line. Called with e.mu held.
+// a fresh line. Called with e's lock held.
 func (s *Store) load(e *entry) error {
 	path := s.path(e.key)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|oNoFollow, 0)

@@ -2,7 +2,6 @@ package session
 
 import (
 	"bufio"
-	"container/list"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,29 +77,13 @@ type Store struct {
 	log  *zap.Logger
 	// sync makes a file durable. It is (*os.File).Sync except in tests that
 	// inject failures or measure the cost around the fsync.
-	sync func(*os.File) error
-
-	mu      sync.Mutex
-	closed  bool
-	entries map[string]*entry
-	lru     list.List // of *entry, most recently used at the front
-	// weight is the sum of the entries' weights: what the cache holds,
-	// as CacheBytes counts it.
-	weight int64
+	sync  func(*os.File) error
+	cache *Cache[*entry]
 }
 
-// entry is one session in the cache. elem and refs belong to Store.mu; the
-// rest to entry.mu. An entry is only evicted while refs is zero, so nobody can
-// be using its file when it is closed, and at most one entry per key exists.
+// entry is one session in the cache, used with its lock held (see Cache).
 type entry struct {
-	key  string
-	elem *list.Element
-	refs int
-	// weight is the session's Weight when its last use ended.
-	weight int64
-
-	mu     sync.Mutex
-	dead   bool // the store was closed
+	key    string
 	loaded bool
 	f      *os.File // nil while the session has no file
 	// unsynced is set while the file holds a Stage write not yet fsync'd;
@@ -129,13 +112,11 @@ func NewStore(dir string, opts Options, log *zap.Logger) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{
-		dir:     dir,
-		opts:    opts,
-		log:     log,
-		sync:    (*os.File).Sync,
-		entries: make(map[string]*entry),
-	}
+	s := &Store{dir: dir, opts: opts, log: log, sync: (*os.File).Sync}
+	s.cache = NewCache(opts.CacheSize, opts.CacheBytes, func(key string) *entry {
+		return &entry{key: key, sync: s.sync}
+	}, log)
+	return s
 }
 
 // Snapshot is an immutable view of a session. Messages is never modified
@@ -281,18 +262,10 @@ func (s *Store) SetMeta(key string, u MetaUpdate) error {
 }
 
 // Cached reports how many sessions are loaded in memory, for metrics.
-func (s *Store) Cached() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.entries)
-}
+func (s *Store) Cached() int { return s.cache.Len() }
 
 // CachedBytes reports the weight of the loaded sessions (see Weight).
-func (s *Store) CachedBytes() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.weight
-}
+func (s *Store) CachedBytes() int64 { return s.cache.Weight() }
 
 // List describes every live session file in the directory (archives and
 // files whose names are not encoded keys are left out), for /status and
@@ -368,33 +341,7 @@ func headerKey(path string) (string, error) {
 // Close closes every cached file. It waits for calls in progress; later calls
 // fail with ErrClosed. Everything appended was already fsync'd, and what
 // Stage wrote is fsync'd as the file is closed, so Close loses nothing.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	es := make([]*entry, 0, len(s.entries))
-	for _, e := range s.entries {
-		es = append(es, e)
-	}
-	clear(s.entries)
-	s.lru.Init()
-	s.weight = 0
-	s.mu.Unlock()
-
-	var errs []error
-	for _, e := range es {
-		e.mu.Lock()
-		e.dead = true
-		if err := e.closeFile(); err != nil {
-			errs = append(errs, fmt.Errorf("session %s: close: %w", e.key, err))
-		}
-		e.mu.Unlock()
-	}
-	return errors.Join(errs...)
-}
+func (s *Store) Close() error { return s.cache.Close() }
 
 // Forget drops what the store holds of key in memory, so the next call
 // reads its file again. Only needed when another process may have appended
@@ -422,111 +369,25 @@ func (s *Store) locked(key, op string, fn func(*entry) error) error {
 	if err := checkKey(key); err != nil {
 		return fmt.Errorf("session %q: %s: %w", key, op, err)
 	}
-	e, err := s.acquire(key)
-	if err != nil {
-		return fmt.Errorf("session %s: %s: %w", key, op, err)
-	}
-	// Deferred in this order, the weight is read under e's lock, after fn
-	// changed the session, and then handed to the cache.
-	var weight int64
-	defer func() { s.release(e, weight) }()
-	e.mu.Lock()
-	defer func() {
-		weight = e.weigh()
-		e.mu.Unlock()
-	}()
-	if e.dead {
-		return fmt.Errorf("session %s: %s: %w", key, op, ErrClosed)
-	}
-	if err := fn(e); err != nil {
+	if err := s.cache.Use(key, fn); err != nil {
 		return fmt.Errorf("session %s: %s: %w", key, op, err)
 	}
 	return nil
 }
 
-// weigh is e's Weight as loaded now (nothing when not loaded). Called with
-// e.mu held.
-func (e *entry) weigh() int64 {
+// Weight is e's Weight as loaded now (nothing when not loaded).
+func (e *entry) Weight() int64 {
 	if !e.loaded {
 		return 0
 	}
 	return Weight(e.size, len(e.msgs))
 }
 
-// acquire returns the cache entry for key, creating it, marks it in use and
-// most recently used, and evicts idle entries beyond the cache size.
-func (s *Store) acquire(key string) (*entry, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrClosed
-	}
-	e := s.entries[key]
-	if e == nil {
-		e = &entry{key: key, sync: s.sync}
-		e.elem = s.lru.PushFront(e)
-		s.entries[key] = e
-	} else {
-		s.lru.MoveToFront(e.elem)
-	}
-	e.refs++
-	victims := s.evictLocked()
-	s.mu.Unlock()
-	s.closeVictims(victims)
-	return e, nil
-}
-
-// release ends a use of e begun by acquire, recording the weight e has now.
-func (s *Store) release(e *entry, weight int64) {
-	s.mu.Lock()
-	e.refs--
-	if s.entries[e.key] == e { // not dropped by Close meanwhile
-		s.weight += weight - e.weight
-		e.weight = weight
-	}
-	victims := s.evictLocked()
-	s.mu.Unlock()
-	s.closeVictims(victims)
-}
-
-// evictLocked removes idle entries from the LRU end until the cache fits
-// both its count and its bytes. Entries in use are skipped, so the cache
-// may briefly exceed either when more (or bigger) sessions than that are
-// busy at once; a single session over CacheBytes is dropped as soon as its
-// use ends, and read again from its file next time.
-func (s *Store) evictLocked() []*entry {
-	var victims []*entry
-	for el := s.lru.Back(); el != nil && (len(s.entries) > s.opts.CacheSize || s.weight > s.opts.CacheBytes); {
-		e := el.Value.(*entry)
-		prev := el.Prev()
-		if e.refs == 0 {
-			s.lru.Remove(el)
-			delete(s.entries, e.key)
-			s.weight -= e.weight
-			victims = append(victims, e)
-		}
-		el = prev
-	}
-	return victims
-}
-
-// closeVictims closes the files of evicted entries. Nobody else holds them,
-// so the lock is only taken to keep the race detector's view simple.
-func (s *Store) closeVictims(victims []*entry) {
-	for _, e := range victims {
-		e.mu.Lock()
-		if err := e.closeFile(); err != nil {
-			s.log.Warn("closing evicted session file", zap.String("session", e.key), zap.Error(err))
-		}
-		e.mu.Unlock()
-	}
-}
-
 func (s *Store) path(key string) string {
 	return filepath.Join(s.dir, FileStem(key)+liveExt)
 }
 
-// snapshot returns the immutable view of e. Called with e.mu held.
+// snapshot returns the immutable view of e. Called with e's lock held.
 func (e *entry) snapshot() Snapshot {
 	if e.memo == nil {
 		e.memo = new(sync.Map)
@@ -560,13 +421,15 @@ func (st *state) applyMeta(r record) {
 // reset forgets everything loaded and closes the file, so the next call
 // reloads the session from disk.
 func (e *entry) reset() error {
-	err := e.closeFile()
+	err := e.Drop()
 	e.loaded = false
 	e.state = state{}
 	return err
 }
 
-func (e *entry) closeFile() error {
+// Drop closes the session's file, first fsyncing what Stage wrote to it: the
+// entry leaves the cache, or is reset.
+func (e *entry) Drop() error {
 	if e.f == nil {
 		return nil
 	}

@@ -313,10 +313,10 @@ func TestLRUEviction(t *testing.T) {
 	for _, k := range []string{"k:a", "k:b"} {
 		mustAppend(t, s, k, userText(k))
 	}
-	a := s.entries["k:a"]
+	a, _ := cachedEntry(s, "k:a")
 	mustAppend(t, s, "k:c", userText("k:c")) // evicts a, the least recently used
-	if _, ok := s.entries["k:a"]; ok || len(s.entries) != 2 {
-		t.Fatalf("cache holds %d entries, a evicted: %v", len(s.entries), !ok)
+	if _, ok := cachedEntry(s, "k:a"); ok || s.Cached() != 2 {
+		t.Fatalf("cache holds %d entries, a evicted: %v", s.Cached(), !ok)
 	}
 	if n := s.Cached(); n != 2 {
 		t.Errorf("Cached() = %d, want 2 (the cache size)", n)
@@ -326,10 +326,10 @@ func TestLRUEviction(t *testing.T) {
 	}
 	must(s.Get("k:b"))                       // b is now more recent than c
 	mustAppend(t, s, "k:d", userText("k:d")) // evicts c
-	if _, ok := s.entries["k:b"]; !ok {
+	if _, ok := cachedEntry(s, "k:b"); !ok {
 		t.Error("b was evicted although used more recently than c")
 	}
-	if _, ok := s.entries["k:c"]; ok {
+	if _, ok := cachedEntry(s, "k:c"); ok {
 		t.Error("c was not evicted")
 	}
 
@@ -396,7 +396,7 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	checkWeight(t, s) // the running byte count survives eviction racing with appends
-	if n := len(s.entries); n > 3 {
+	if n := s.Cached(); n > 3 {
 		t.Errorf("cache holds %d entries after all calls ended, want ≤ 3", n)
 	}
 	for k := range keys {

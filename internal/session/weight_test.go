@@ -66,15 +66,15 @@ func TestLRUEvictionByBytes(t *testing.T) {
 	mustAppend(t, s, "k:a", userText(big))
 	mustAppend(t, s, "k:b", userText(big))
 	checkWeight(t, s)
-	if _, ok := s.entries["k:a"]; !ok || len(s.entries) != 2 {
-		t.Fatalf("two sessions of ~4 KB fit 10 KB; cache holds %d", len(s.entries))
+	if _, ok := cachedEntry(s, "k:a"); !ok || s.Cached() != 2 {
+		t.Fatalf("two sessions of ~4 KB fit 10 KB; cache holds %d", s.Cached())
 	}
 	mustAppend(t, s, "k:c", userText(big)) // over 10 KB: a, the least recently used, goes
 	checkWeight(t, s)
-	if _, ok := s.entries["k:a"]; ok {
+	if _, ok := cachedEntry(s, "k:a"); ok {
 		t.Error("a was kept although the cache is over its bytes")
 	}
-	if _, ok := s.entries["k:c"]; !ok {
+	if _, ok := cachedEntry(s, "k:c"); !ok {
 		t.Error("c, the most recently used, was evicted")
 	}
 	if w := s.CachedBytes(); w > 10_000 {
@@ -84,7 +84,7 @@ func TestLRUEvictionByBytes(t *testing.T) {
 	huge := strings.Repeat("y", 20_000)
 	snap := mustAppend(t, s, "k:huge", userText(huge))
 	checkWeight(t, s)
-	if _, ok := s.entries["k:huge"]; ok {
+	if _, ok := cachedEntry(s, "k:huge"); ok {
 		t.Error("a session over the whole budget stayed loaded after its call")
 	}
 	if got := must(s.Get("k:huge")); texts(got.Messages) != texts(snap.Messages) {
@@ -96,18 +96,30 @@ func TestLRUEvictionByBytes(t *testing.T) {
 // checkWeight compares the store's running total with its entries.
 func checkWeight(t *testing.T, s *Store) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	c := s.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var sum int64
-	for _, e := range s.entries {
+	for _, e := range c.entries {
 		e.mu.Lock()
-		if w := e.weigh(); w != e.weight {
+		if w := e.val.Weight(); w != e.weight {
 			t.Errorf("%s weighs %d, recorded %d", e.key, w, e.weight)
 		}
 		e.mu.Unlock()
 		sum += e.weight
 	}
-	if sum != s.weight {
-		t.Errorf("entries weigh %d, the store counts %d", sum, s.weight)
+	if sum != c.weight {
+		t.Errorf("entries weigh %d, the store counts %d", sum, c.weight)
 	}
+}
+
+// cachedEntry returns key's entry while the store's cache holds it.
+func cachedEntry(s *Store, key string) (*entry, bool) {
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	e, ok := s.cache.entries[key]
+	if !ok {
+		return nil, false
+	}
+	return e.val, true
 }

@@ -118,23 +118,7 @@ func (l Loader) Load() ([]Skill, error) {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("builtin skills: %w", err))
 		}
-		for _, e := range entries {
-			if !e.IsDir() {
-				continue
-			}
-			data, err := fs.ReadFile(l.Builtin, path.Join(e.Name(), "SKILL.md"))
-			if err != nil {
-				continue
-			}
-			s, err := Parse(e.Name(), data, env)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("builtin skill %s: %w", e.Name(), err))
-				continue
-			}
-			s.Builtin = true
-			s.Location = BuiltinScheme + path.Join(e.Name(), "SKILL.md")
-			byName[s.Name] = s
-		}
+		errs = append(errs, parseAll(byName, l.Builtin, entries, env, true)...)
 	}
 	if l.Workspace != "" {
 		dir := filepath.Join(l.Workspace, "skills")
@@ -142,22 +126,9 @@ func (l Loader) Load() ([]Skill, error) {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("workspace skills: %w", err))
 		}
-		for _, e := range entries {
-			if !e.IsDir() {
-				continue
-			}
-			data, err := os.ReadFile(filepath.Join(dir, e.Name(), "SKILL.md"))
-			if err != nil {
-				continue
-			}
-			s, err := Parse(e.Name(), data, env)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("skill %s: %w", e.Name(), err))
-				continue
-			}
-			s.Location = filepath.ToSlash(filepath.Join("skills", e.Name(), "SKILL.md"))
-			byName[s.Name] = s // overrides a built-in of the same name
-		}
+		// After the built-ins: a workspace skill overrides a built-in of
+		// the same name.
+		errs = append(errs, parseAll(byName, os.DirFS(dir), entries, env, false)...)
 	}
 	out := make([]Skill, 0, len(byName))
 	for _, s := range byName {
@@ -165,6 +136,37 @@ func (l Loader) Load() ([]Skill, error) {
 	}
 	slices.SortFunc(out, func(a, b Skill) int { return strings.Compare(a.Name, b.Name) })
 	return out, errors.Join(errs...)
+}
+
+// parseAll parses the SKILL.md of each directory among entries, read from
+// fsys (the built-ins, or the workspace's skills/), into byName, replacing a
+// skill of the same name. A directory without the file is not a skill; the
+// errors are of malformed ones.
+func parseAll(byName map[string]Skill, fsys fs.FS, entries []fs.DirEntry, env Env, builtin bool) []error {
+	what, prefix := "skill", "skills/"
+	if builtin {
+		what, prefix = "builtin skill", BuiltinScheme
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		file := path.Join(e.Name(), "SKILL.md")
+		data, err := fs.ReadFile(fsys, file)
+		if err != nil {
+			continue
+		}
+		s, err := Parse(e.Name(), data, env)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", what, e.Name(), err))
+			continue
+		}
+		s.Builtin = builtin
+		s.Location = prefix + file
+		byName[s.Name] = s
+	}
+	return errs
 }
 
 // Parse reads one SKILL.md. dirName names the skill when the frontmatter does not.

@@ -2,9 +2,11 @@ package skills
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -130,4 +132,43 @@ func TestLoaderOverrideAndSummary(t *testing.T) {
 func goldenFile(t *testing.T, name, got string) {
 	t.Helper()
 	golden.Check(t, filepath.Join("testdata", name), []byte(got))
+}
+
+// TestParseAll covers the one parser of both skill sources: where a skill is
+// said to live, whether it is built in, and how a malformed one is named.
+func TestParseAll(t *testing.T) {
+	fsys := fstest.MapFS{
+		"good/SKILL.md":  {Data: []byte("---\nname: good\ndescription: d\n---\nbody")},
+		"bad/SKILL.md":   {Data: []byte("---\nname: [\n---\n")},
+		"empty/other.md": {Data: []byte("no SKILL.md here")},
+		"file.md":        {Data: []byte("not a directory")},
+	}
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		builtin  bool
+		location string
+		errStart string
+	}{
+		{"builtin", true, "builtin:good/SKILL.md", "builtin skill bad: "},
+		{"workspace", false, "skills/good/SKILL.md", "skill bad: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			byName := map[string]Skill{"good": {Name: "good", Body: "earlier"}}
+			errs := parseAll(byName, fsys, entries, fakeEnv, tt.builtin)
+			if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), tt.errStart) {
+				t.Errorf("errors = %v, want one starting %q", errs, tt.errStart)
+			}
+			if len(byName) != 1 {
+				t.Errorf("skills = %v, want only good (no SKILL.md or not a directory: no skill)", byName)
+			}
+			if s := byName["good"]; s.Body != "body" || s.Builtin != tt.builtin || s.Location != tt.location {
+				t.Errorf("good = %+v, want it replaced, builtin %v, at %s", s, tt.builtin, tt.location)
+			}
+		})
+	}
 }

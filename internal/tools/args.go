@@ -333,3 +333,14 @@ func argPath(schemaPath string) string {
 	}
 	return b.String()
 }
+
+// DecodeArgs decodes a call's arguments into A, the tool's argument struct.
+// The registry has already checked them against the tool's schema, so an
+// error means the schema allows what A cannot hold; it names the tool.
+func DecodeArgs[A any](tool string, inv Invocation) (A, error) {
+	var a A
+	if err := json.Unmarshal(inv.Args, &a); err != nil {
+		return a, fmt.Errorf("%s: %w", tool, err)
+	}
+	return a, nil
+}

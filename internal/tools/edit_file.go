@@ -48,9 +48,9 @@ type editFileArgs struct {
 }
 
 func (t *EditFile) Run(ctx context.Context, inv Invocation) (Result, error) {
-	var a editFileArgs
-	if err := json.Unmarshal(inv.Args, &a); err != nil {
-		return Result{}, fmt.Errorf("edit_file: %w", err)
+	a, err := DecodeArgs[editFileArgs]("edit_file", inv)
+	if err != nil {
+		return Result{}, err
 	}
 	if a.OldText == "" {
 		return errorResult("old_text is empty. To create or overwrite a whole file use write_file."), nil

@@ -127,9 +127,9 @@ type execArgs struct {
 }
 
 func (e *Exec) Run(ctx context.Context, inv Invocation) (Result, error) {
-	var a execArgs
-	if err := json.Unmarshal(inv.Args, &a); err != nil {
-		return Result{}, fmt.Errorf("exec: %w", err)
+	a, err := DecodeArgs[execArgs]("exec", inv)
+	if err != nil {
+		return Result{}, err
 	}
 	command := strings.TrimSpace(a.Command)
 	if command == "" {

@@ -47,9 +47,9 @@ type listDirArgs struct {
 }
 
 func (t *ListDir) Run(ctx context.Context, inv Invocation) (Result, error) {
-	var a listDirArgs
-	if err := json.Unmarshal(inv.Args, &a); err != nil {
-		return Result{}, fmt.Errorf("list_dir: %w", err)
+	a, err := DecodeArgs[listDirArgs]("list_dir", inv)
+	if err != nil {
+		return Result{}, err
 	}
 	if a.Path == "" {
 		a.Path = "."

@@ -68,9 +68,9 @@ type messageArgs struct {
 }
 
 func (t *Message) Run(ctx context.Context, inv Invocation) (Result, error) {
-	var a messageArgs
-	if err := json.Unmarshal(inv.Args, &a); err != nil {
-		return Result{}, fmt.Errorf("message: %w", err)
+	a, err := DecodeArgs[messageArgs]("message", inv)
+	if err != nil {
+		return Result{}, err
 	}
 	if strings.TrimSpace(a.Content) == "" && len(a.Media) == 0 {
 		return errorResult("content is empty and there are no media; nothing to send."), nil

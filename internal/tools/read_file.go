@@ -114,9 +114,9 @@ type readFileArgs struct {
 }
 
 func (t *ReadFile) Run(ctx context.Context, inv Invocation) (Result, error) {
-	var a readFileArgs
-	if err := json.Unmarshal(inv.Args, &a); err != nil {
-		return Result{}, fmt.Errorf("read_file: %w", err)
+	a, err := DecodeArgs[readFileArgs]("read_file", inv)
+	if err != nil {
+		return Result{}, err
 	}
 	a.Offset = max(a.Offset, 1)
 	if a.Limit <= 0 || a.Limit > readDefaultLimit {

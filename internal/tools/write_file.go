@@ -43,9 +43,9 @@ type writeFileArgs struct {
 }
 
 func (t *WriteFile) Run(ctx context.Context, inv Invocation) (Result, error) {
-	var a writeFileArgs
-	if err := json.Unmarshal(inv.Args, &a); err != nil {
-		return Result{}, fmt.Errorf("write_file: %w", err)
+	a, err := DecodeArgs[writeFileArgs]("write_file", inv)
+	if err != nil {
+		return Result{}, err
 	}
 	where, err := t.ws.Resolve(a.Path)
 	if err != nil {

@@ -103,14 +103,20 @@ func (c *conversations) all() ([]conversation, error) {
 func (c *conversations) get(id string) (conversation, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.load(); err != nil {
+	i, err := c.index(id)
+	if err != nil || i < 0 {
 		return conversation{}, false, err
 	}
-	i := slices.IndexFunc(c.list, func(v conversation) bool { return v.ID == id })
-	if i < 0 {
-		return conversation{}, false, nil
-	}
 	return c.list[i], true, nil
+}
+
+// index loads the list and returns the position of conversation id, -1
+// when there is none; mu is held.
+func (c *conversations) index(id string) (int, error) {
+	if err := c.load(); err != nil {
+		return -1, err
+	}
+	return slices.IndexFunc(c.list, func(v conversation) bool { return v.ID == id }), nil
 }
 
 func (c *conversations) create(title string) (conversation, error) {
@@ -129,12 +135,9 @@ func (c *conversations) create(title string) (conversation, error) {
 func (c *conversations) update(id string, fn func(*conversation) bool) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.load(); err != nil {
+	i, err := c.index(id)
+	if err != nil || i < 0 {
 		return false, err
-	}
-	i := slices.IndexFunc(c.list, func(v conversation) bool { return v.ID == id })
-	if i < 0 {
-		return false, nil
 	}
 	// fn sees a copy: most calls change nothing (a title is set once), and
 	// only a change pays for copying the list.
@@ -150,12 +153,9 @@ func (c *conversations) update(id string, fn func(*conversation) bool) (bool, er
 func (c *conversations) remove(id string) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.load(); err != nil {
+	i, err := c.index(id)
+	if err != nil || i < 0 {
 		return false, err
-	}
-	i := slices.IndexFunc(c.list, func(v conversation) bool { return v.ID == id })
-	if i < 0 {
-		return false, nil
 	}
 	return true, c.save(slices.Delete(slices.Clone(c.list), i, i+1))
 }
@@ -253,12 +253,8 @@ func (s *Server) renameChat(w http.ResponseWriter, r *http.Request) {
 // deleteChat archives the conversation exactly as /new does (what matters
 // goes to memory first) and drops it from the list.
 func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.chatID(w, r)
+	id, ok := s.command(w, r, "/new")
 	if !ok {
-		return
-	}
-	if err := s.publish(r, id, "/new", randomID(), nil); err != nil {
-		s.unavailable(w, err)
 		return
 	}
 	if _, err := s.convs.remove(id); err != nil {
@@ -269,15 +265,23 @@ func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.chatID(w, r)
-	if !ok {
-		return
+	if _, ok := s.command(w, r, "/stop"); ok {
+		w.WriteHeader(http.StatusAccepted)
 	}
-	if err := s.publish(r, id, "/stop", randomID(), nil); err != nil {
+}
+
+// command puts a chat command (/new, /stop) for the conversation in the
+// path on the bus and returns the conversation; when it cannot, it has
+// answered the request.
+func (s *Server) command(w http.ResponseWriter, r *http.Request, text string) (id string, ok bool) {
+	if id, ok = s.chatID(w, r); !ok {
+		return "", false
+	}
+	if err := s.publish(r, id, text, randomID(), nil); err != nil {
 		s.unavailable(w, err)
-		return
+		return "", false
 	}
-	w.WriteHeader(http.StatusAccepted)
+	return id, true
 }
 
 func (s *Server) publish(r *http.Request, id, text, msgID string, media []llm.Part) error {

@@ -560,10 +560,10 @@ func (p *Panel) guard(rel string) (release func(), err error) {
 	return workspace.Guard(root, rel)
 }
 
-// writeAtomic writes a temp file next to rel and renames it over rel, all
-// inside the workspace root.
+// writeAtomic replaces rel with data (workspace.Root.WriteFileAtomic),
+// creating its directory; a new file is private to the owner.
 func (p *Panel) writeAtomic(rel string, data []byte) error {
-	root, err := os.OpenRoot(p.Workspace)
+	root, err := workspace.OpenRoot(p.Workspace, workspace.Options{Restrict: true})
 	if err != nil {
 		return fmt.Errorf("open workspace: %w", err)
 	}
@@ -571,28 +571,7 @@ func (p *Panel) writeAtomic(rel string, data []byte) error {
 	if err := root.MkdirAll(path.Dir(rel), 0o750); err != nil {
 		return fmt.Errorf("create %s: %w", path.Dir(rel), err)
 	}
-	perm := fs.FileMode(0o600)
-	if fi, err := root.Stat(rel); err == nil {
-		perm = fi.Mode().Perm()
-	}
-	tmp := rel + ".panel-" + newChatID()
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", rel, err)
-	}
-	defer root.Remove(tmp) // a no-op after the rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", rel, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: sync: %w", rel, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", rel, err)
-	}
-	if err := root.Rename(tmp, rel); err != nil {
+	if err := root.WriteFileAtomic(rel, data, 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", rel, err)
 	}
 	return nil
@@ -618,11 +597,17 @@ func (p *Panel) removeCron(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ok, err := p.Cron.Remove(r.PathValue("id"))
+	p.removed(w, ok, err, "remove the job", "no such job")
+}
+
+// removed answers a removal: 204 when there was something to remove, 404
+// with notFound when there was not, and a failure to do what.
+func (p *Panel) removed(w http.ResponseWriter, ok bool, err error, what, notFound string) {
 	switch {
 	case err != nil:
-		p.fail(w, "remove the job", err)
+		p.fail(w, what, err)
 	case !ok:
-		writeError(w, http.StatusNotFound, "no such job")
+		writeError(w, http.StatusNotFound, notFound)
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
@@ -643,27 +628,26 @@ func (p *Panel) listPairing(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Panel) approve(w http.ResponseWriter, r *http.Request) {
-	if p.Pairing == nil {
-		writeError(w, http.StatusNotFound, "unknown or expired pairing code")
-		return
-	}
-	a, err := p.Pairing.Approve(r.PathValue("code"))
-	if p.pairingError(w, err) {
-		return
-	}
-	writeJSON(w, http.StatusOK, a)
+	settle(p, w, r, Pairing.Approve)
 }
 
 func (p *Panel) deny(w http.ResponseWriter, r *http.Request) {
+	settle(p, w, r, Pairing.Deny)
+}
+
+// settle serves approve and deny: it settles the pending code of the path
+// with act and answers with what act returns, the approval or the dropped
+// request.
+func settle[T any](p *Panel, w http.ResponseWriter, r *http.Request, act func(Pairing, string) (T, error)) {
 	if p.Pairing == nil {
 		writeError(w, http.StatusNotFound, "unknown or expired pairing code")
 		return
 	}
-	req, err := p.Pairing.Deny(r.PathValue("code"))
+	v, err := act(p.Pairing, r.PathValue("code"))
 	if p.pairingError(w, err) {
 		return
 	}
-	writeJSON(w, http.StatusOK, req)
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (p *Panel) pairingError(w http.ResponseWriter, err error) bool {
@@ -691,12 +675,5 @@ func (p *Panel) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ok, err := p.Pairing.Revoke(req.Channel, req.SenderID)
-	switch {
-	case err != nil:
-		p.fail(w, "update the pairing store", err)
-	case !ok:
-		writeError(w, http.StatusNotFound, "no such approval")
-	default:
-		w.WriteHeader(http.StatusNoContent)
-	}
+	p.removed(w, ok, err, "update the pairing store", "no such approval")
 }

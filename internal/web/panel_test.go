@@ -2,13 +2,17 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -354,5 +358,34 @@ func TestPanelPairing(t *testing.T) {
 	decode(t, e.do(c, "GET", "/api/panel/pairing", nil), &st)
 	if len(st.Pending) != 0 || len(st.Approved) != 0 {
 		t.Fatalf("after approve, deny, revoke: %+v", st)
+	}
+}
+
+// TestRemoved covers the answer the panel's removals share (a cron job, a
+// pairing approval), the store's failure included.
+func TestRemoved(t *testing.T) {
+	tests := []struct {
+		name   string
+		ok     bool
+		err    error
+		status int
+		body   string
+	}{
+		{"removed", true, nil, http.StatusNoContent, ""},
+		{"nothing there", false, nil, http.StatusNotFound, "no such thing"},
+		{"store failed", false, errors.New("disk full"), http.StatusInternalServerError, "remove the thing failed; see the daemon log"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &Panel{log: zap.NewNop()}
+			w := httptest.NewRecorder()
+			p.removed(w, tt.ok, tt.err, "remove the thing", "no such thing")
+			if w.Code != tt.status || !strings.Contains(w.Body.String(), tt.body) {
+				t.Errorf("answer = %d %q, want %d with %q", w.Code, w.Body.String(), tt.status, tt.body)
+			}
+			if strings.Contains(w.Body.String(), "disk full") {
+				t.Error("the store's error reached the browser; it belongs in the log")
+			}
+		})
 	}
 }

@@ -42,20 +42,13 @@ func connect(cfg config.NATSConfig, name string, log *zap.Logger) (*nats.Conn, e
 // setupRetrying runs Setup until it succeeds or ctx ends: the daemon may
 // start before NATS does (docker compose, systemd).
 func (b *Bus) setupRetrying(ctx context.Context, js jetstream.JetStream) error {
-	logged := false
-	for {
-		err := Setup(ctx, js, b.cfg)
-		if err == nil {
-			return nil
-		}
-		if !logged {
-			b.log.Warn("nats: cannot set up the streams yet; retrying", zap.Error(err))
-			logged = true
-		}
-		if sleep(ctx, time.Second) != nil {
-			return fmt.Errorf("nats: set up streams: %w", errors.Join(err, ctx.Err()))
-		}
+	err := Retry(ctx, time.Second, func(err error) {
+		b.log.Warn("nats: cannot set up the streams yet; retrying", zap.Error(err))
+	}, func() error { return Setup(ctx, js, b.cfg) })
+	if err != nil {
+		return fmt.Errorf("nats: set up streams: %w", err)
 	}
+	return nil
 }
 
 // consumersRetrying looks up the consumers of the process's roles (Setup
@@ -63,20 +56,16 @@ func (b *Bus) setupRetrying(ctx context.Context, js jetstream.JetStream) error {
 // for channels (nil otherwise). A lookup that fails, as while NATS restarts,
 // is tried again until it succeeds or ctx ends.
 func (b *Bus) consumersRetrying(ctx context.Context, js jetstream.JetStream) (ins []jetstream.Consumer, out jetstream.Consumer, err error) {
-	logged := false
-	for {
+	err = Retry(ctx, retryWait, func(err error) {
+		b.log.Warn("nats: cannot look up the consumers yet; retrying", zap.Error(err))
+	}, func() (err error) {
 		ins, out, err = b.consumers(ctx, js)
-		if err == nil {
-			return ins, out, nil
-		}
-		if !logged {
-			b.log.Warn("nats: cannot look up the consumers yet; retrying", zap.Error(err))
-			logged = true
-		}
-		if sleep(ctx, retryWait) != nil {
-			return nil, nil, fmt.Errorf("nats: look up consumers: %w", errors.Join(err, ctx.Err()))
-		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats: look up consumers: %w", err)
 	}
+	return ins, out, nil
 }
 
 // consumers looks them up once, within 5 s: a request sent as NATS went
@@ -130,25 +119,18 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 // idempotent and every process runs it, so no process has to start first.
 func Setup(ctx context.Context, js jetstream.JetStream, cfg config.NATSConfig) error {
 	n := names{prefix: cfg.Prefix}
-	if err := ensureStream(ctx, js, jetstream.StreamConfig{
-		Name:        n.inStream(),
-		Description: "nanobot inbound messages, one subject per partition of session keys",
-		Subjects:    []string{n.inSubjects()},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Duplicates:  duplicates,
-	}); err != nil {
-		return fmt.Errorf("stream %s: %w", n.inStream(), err)
-	}
-	if err := ensureStream(ctx, js, jetstream.StreamConfig{
-		Name:        n.outStream(),
-		Description: "nanobot outbound messages, one subject per channel",
-		Subjects:    []string{n.outSubjects()},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Duplicates:  duplicates,
-	}); err != nil {
-		return fmt.Errorf("stream %s: %w", n.outStream(), err)
+	for _, sc := range []jetstream.StreamConfig{
+		{Name: n.inStream(), Subjects: []string{n.inSubjects()},
+			Description: "nanobot inbound messages, one subject per partition of session keys"},
+		{Name: n.outStream(), Subjects: []string{n.outSubjects()},
+			Description: "nanobot outbound messages, one subject per channel"},
+	} {
+		// Both are work queues on disk: a message is kept until it is
+		// handled, and a publish retried within duplicates is stored once.
+		sc.Retention, sc.Storage, sc.Duplicates = jetstream.WorkQueuePolicy, jetstream.FileStorage, duplicates
+		if err := ensureStream(ctx, js, sc); err != nil {
+			return fmt.Errorf("stream %s: %w", sc.Name, err)
+		}
 	}
 	for p := range cfg.Partitions {
 		if _, err := js.CreateOrUpdateConsumer(ctx, n.inStream(), jetstream.ConsumerConfig{

@@ -106,7 +106,14 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context) error) e
 	if err != nil {
 		return nil // ended before the bus was connected
 	}
-	kv, err := l.bucketRetrying(ctx, js)
+	// NATS may not be up yet: the bucket is opened until it is.
+	var kv jetstream.KeyValue
+	err = Retry(ctx, time.Second, func(err error) {
+		l.log.Warn("nats: cannot set up the lease bucket yet; retrying", zap.String("bucket", l.bucket), zap.Error(err))
+	}, func() (err error) {
+		kv, err = l.openBucket(ctx, js)
+		return err
+	})
 	if err != nil {
 		return nil // ended while NATS was unreachable
 	}
@@ -118,25 +125,6 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context) error) e
 		done, err := l.hold(ctx, kv, rev, lead)
 		if done || ctx.Err() != nil {
 			return err
-		}
-	}
-}
-
-// bucketRetrying opens the bucket, creating it or setting its TTL when
-// needed, until it succeeds or ctx ends: NATS may not be up yet.
-func (l *Lease) bucketRetrying(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	logged := false
-	for {
-		kv, err := l.openBucket(ctx, js)
-		if err == nil {
-			return kv, nil
-		}
-		if !logged {
-			l.log.Warn("nats: cannot set up the lease bucket yet; retrying", zap.String("bucket", l.bucket), zap.Error(err))
-			logged = true
-		}
-		if sleep(ctx, time.Second) != nil {
-			return nil, ctx.Err()
 		}
 	}
 }

@@ -168,6 +168,19 @@ func (b *Bus) Healthy() error {
 	return nil
 }
 
+// JetStreamer gives the JetStream context of a connection to the stores
+// kept in NATS (jsstore, pairingkv, cursorkv). The daemon passes the Bus,
+// which waits until it is connected; the CLI and tests a JetStreamFunc.
+type JetStreamer interface {
+	JetStream(ctx context.Context) (jetstream.JetStream, error)
+}
+
+// JetStreamFunc adapts a function to JetStreamer.
+type JetStreamFunc func(ctx context.Context) (jetstream.JetStream, error)
+
+// JetStream calls f.
+func (f JetStreamFunc) JetStream(ctx context.Context) (jetstream.JetStream, error) { return f(ctx) }
+
 // JetStream returns the bus's JetStream context once Run is connected and
 // set up, so the session store of bus.nats.sessions: jetstream shares the
 // connection (and its reconnects) instead of opening one of its own.

@@ -15,24 +15,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/config"
 )
 
 // retryWait is the pause before trying to load again: NATS may not be up
 // yet, or restarting.
 const retryWait = time.Second
-
-// Conn gives the store the JetStream context of a connection. The daemon
-// passes the NATS bus, which waits until it is connected.
-type Conn interface {
-	JetStream(ctx context.Context) (jetstream.JetStream, error)
-}
-
-// ConnFunc adapts a function to Conn.
-type ConnFunc func(ctx context.Context) (jetstream.JetStream, error)
-
-// JetStream calls f.
-func (f ConnFunc) JetStream(ctx context.Context) (jetstream.JetStream, error) { return f(ctx) }
 
 // BucketName is the KV bucket of bus.nats.prefix.
 func BucketName(prefix string) string { return strings.ToUpper(prefix) + "_CURSORS" }
@@ -51,7 +40,7 @@ type Options struct {
 // It implements discord.CursorStore; it is safe for concurrent use, and
 // needs no goroutine of its own.
 type Store struct {
-	conn   Conn
+	conn   natsbus.JetStreamer
 	bucket string
 	opts   Options
 	log    *zap.Logger
@@ -69,7 +58,7 @@ type Store struct {
 
 // New returns the store of opts.Key in the bucket of cfg.Prefix reached
 // through conn. It does no I/O.
-func New(cfg config.NATSConfig, conn Conn, opts Options, log *zap.Logger) *Store {
+func New(cfg config.NATSConfig, conn natsbus.JetStreamer, opts Options, log *zap.Logger) *Store {
 	return &Store{conn: conn, bucket: BucketName(cfg.Prefix), opts: opts, log: log}
 }
 
@@ -82,25 +71,18 @@ func (s *Store) String() string { return "nats:" + s.bucket + "/" + s.opts.Key }
 func (s *Store) Load(ctx context.Context) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	logged := false
-	for {
-		data, found, err := s.load(ctx)
-		if err == nil {
-			return data, found, nil
-		}
-		if ctx.Err() != nil {
-			return nil, false, fmt.Errorf("load %s: %w", s, ctx.Err())
-		}
-		if !logged {
-			s.log.Warn("cannot load the cursors from KV yet; retrying", zap.Stringer("key", s), zap.Error(err))
-			logged = true
-		}
-		select {
-		case <-ctx.Done():
-			return nil, false, fmt.Errorf("load %s: %w", s, ctx.Err())
-		case <-time.After(retryWait):
-		}
+	var data []byte
+	var found bool
+	err := natsbus.Retry(ctx, retryWait, func(err error) {
+		s.log.Warn("cannot load the cursors from KV yet; retrying", zap.Stringer("key", s), zap.Error(err))
+	}, func() (err error) {
+		data, found, err = s.load(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("load %s: %w", s, ctx.Err())
 	}
+	return data, found, nil
 }
 
 func (s *Store) load(ctx context.Context) ([]byte, bool, error) {

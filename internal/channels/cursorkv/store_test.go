@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels/cursorkv"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/natsfake"
@@ -34,7 +35,7 @@ func open(t *testing.T, url string, opts cursorkv.Options, log *zap.Logger) *cur
 	if opts.Key == "" {
 		opts.Key = "discord"
 	}
-	return cursorkv.New(config.NATSConfig{Prefix: "test"}, cursorkv.ConnFunc(func(context.Context) (jetstream.JetStream, error) {
+	return cursorkv.New(config.NATSConfig{Prefix: "test"}, natsbus.JetStreamFunc(func(context.Context) (jetstream.JetStream, error) {
 		return js, nil
 	}), opts, log)
 }

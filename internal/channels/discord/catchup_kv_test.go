@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels/cursorkv"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -33,7 +34,7 @@ func kvCursors(t *testing.T, url string) discord.CursorStore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cursorkv.New(config.NATSConfig{Prefix: "test"}, cursorkv.ConnFunc(func(context.Context) (jetstream.JetStream, error) {
+	return cursorkv.New(config.NATSConfig{Prefix: "test"}, natsbus.JetStreamFunc(func(context.Context) (jetstream.JetStream, error) {
 		return js, nil
 	}), cursorkv.Options{Key: "discord"}, zaptest.NewLogger(t))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 )
 
@@ -32,7 +33,13 @@ func (s *Store) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("pairing: %w", err)
 	}
-	kv, err := s.openRetrying(ctx, js)
+	var kv jetstream.KeyValue
+	err = natsbus.Retry(ctx, retryWait, func(err error) {
+		s.log.Warn("nats: cannot open the pairing bucket yet; retrying", zap.String("bucket", s.bucket), zap.Error(err))
+	}, func() (err error) {
+		kv, err = s.open(ctx, js)
+		return err
+	})
 	if err != nil {
 		return nil // ctx ended while NATS was unreachable
 	}
@@ -52,26 +59,6 @@ func (s *Store) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(retryWait):
-		}
-	}
-}
-
-// openRetrying opens the bucket until it succeeds or ctx ends.
-func (s *Store) openRetrying(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	logged := false
-	for {
-		kv, err := s.open(ctx, js)
-		if err == nil {
-			return kv, nil
-		}
-		if !logged && ctx.Err() == nil {
-			s.log.Warn("nats: cannot open the pairing bucket yet; retrying", zap.String("bucket", s.bucket), zap.Error(err))
-			logged = true
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
 		case <-time.After(retryWait):
 		}
 	}

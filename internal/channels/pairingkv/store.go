@@ -3,7 +3,6 @@ package pairingkv
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -16,22 +15,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/config"
 )
-
-// Conn gives the store the JetStream context of a connection. The daemon
-// passes the NATS bus, which waits until it is connected; the CLI a
-// connection of its own.
-type Conn interface {
-	JetStream(ctx context.Context) (jetstream.JetStream, error)
-}
-
-// ConnFunc adapts a function to Conn.
-type ConnFunc func(ctx context.Context) (jetstream.JetStream, error)
-
-// JetStream calls f.
-func (f ConnFunc) JetStream(ctx context.Context) (jetstream.JetStream, error) { return f(ctx) }
 
 // ErrClosed is returned by a store whose Run has returned: it no longer
 // knows the bucket's content. The caller should not retry on this store.
@@ -91,7 +78,7 @@ type entry struct {
 // methods wait, up to Options.Timeout, for Run's first load of the bucket.
 // It is safe for concurrent use.
 type Store struct {
-	conn   Conn
+	conn   natsbus.JetStreamer
 	bucket string
 	opts   Options
 	log    *zap.Logger
@@ -111,7 +98,7 @@ var _ channels.Pairing = (*Store)(nil)
 
 // New returns a store of the bucket of cfg.Prefix reached through conn. It
 // does no I/O; Run does.
-func New(cfg config.NATSConfig, conn Conn, opts Options, log *zap.Logger) *Store {
+func New(cfg config.NATSConfig, conn natsbus.JetStreamer, opts Options, log *zap.Logger) *Store {
 	if opts.TTL <= 0 {
 		opts.TTL = defaultTTL
 	}
@@ -147,7 +134,7 @@ func (s *Store) Request(channel, senderID, senderName, chatID string) (string, e
 			code = r.Pending.Code
 			return false, nil
 		}
-		c, err := newCode()
+		c, err := channels.NewPairingCode()
 		if err != nil {
 			return false, err
 		}
@@ -207,11 +194,11 @@ func (s *Store) tidy(ctx context.Context) {
 
 // Approve lets the sender who was given code in.
 func (s *Store) Approve(code string) (channels.Approval, error) {
-	code = normalize(code)
+	code = channels.NormalizePairingCode(code)
 	var a channels.Approval
 	err := s.onCode(code, func(r *record) (bool, error) {
 		p := r.Pending
-		a = channels.Approval{Channel: p.Channel, SenderID: p.SenderID, SenderName: p.SenderName, ApprovedAt: s.opts.Now().UTC()}
+		a = p.Approval(s.opts.Now())
 		r.Pending, r.Approved = nil, &a
 		return true, nil
 	})
@@ -224,7 +211,7 @@ func (s *Store) Approve(code string) (channels.Approval, error) {
 // Deny drops a pending code without letting its sender in; the sender can
 // ask again later and gets a new code.
 func (s *Store) Deny(code string) (channels.PairingRequest, error) {
-	code = normalize(code)
+	code = channels.NormalizePairingCode(code)
 	var p channels.PairingRequest
 	err := s.onCode(code, func(r *record) (bool, error) {
 		p, r.Pending = *r.Pending, nil
@@ -430,21 +417,4 @@ func (s *Store) apply(key string, rev uint64, value []byte) {
 		return
 	}
 	s.view[key] = entry{rev: rev, rec: r}
-}
-
-func normalize(code string) string { return strings.ToUpper(strings.TrimSpace(code)) }
-
-// codeAlphabet leaves out characters that are easy to misread (0/O, 1/I/L),
-// like the file store's.
-const codeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
-
-func newCode() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	for i := range b {
-		b[i] = codeAlphabet[int(b[i])%len(codeAlphabet)]
-	}
-	return string(b[:]), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/pairingkv"
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -32,7 +33,7 @@ func start(t *testing.T, url string, opts pairingkv.Options) *pairingkv.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := pairingkv.New(config.NATSConfig{Prefix: "test"}, pairingkv.ConnFunc(func(context.Context) (jetstream.JetStream, error) {
+	s := pairingkv.New(config.NATSConfig{Prefix: "test"}, natsbus.JetStreamFunc(func(context.Context) (jetstream.JetStream, error) {
 		return js, nil
 	}), opts, zaptest.NewLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -176,7 +177,7 @@ func TestImportsTheFileOnce(t *testing.T) {
 // TestWaitsForNATS: a store whose NATS is not reachable answers with an
 // error after its timeout instead of hanging or letting anyone in.
 func TestWaitsForNATS(t *testing.T) {
-	s := pairingkv.New(config.NATSConfig{Prefix: "test"}, pairingkv.ConnFunc(func(ctx context.Context) (jetstream.JetStream, error) {
+	s := pairingkv.New(config.NATSConfig{Prefix: "test"}, natsbus.JetStreamFunc(func(ctx context.Context) (jetstream.JetStream, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}), pairingkv.Options{Timeout: 50 * time.Millisecond}, zaptest.NewLogger(t))

@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/provider/httpcall"
 )
 
 // maxErrorBody bounds how much of a refusal's body is read.
@@ -31,8 +30,7 @@ func (p *Provider) streamError(ctx, callCtx context.Context, err error, resp *ht
 		return fmt.Errorf("anthropic %s: %w", p.name, ctx.Err())
 	}
 	if callCtx.Err() != nil {
-		return &llm.APIError{Provider: p.name, Type: "timeout",
-			Message: fmt.Sprintf("no complete answer within %s", p.timeout), Err: callCtx.Err()}
+		return httpcall.Timeout(p.name, p.timeout, callCtx.Err())
 	}
 	var apiErr *llm.APIError
 	var syntaxErr *json.SyntaxError
@@ -85,7 +83,7 @@ func (p *Provider) apiError(resp *http.Response, raw []byte) *llm.APIError {
 	}
 	if resp.StatusCode >= 400 {
 		out.Status = resp.StatusCode
-		out.RetryAfter = retryAfter(resp.Header, p.now())
+		out.RetryAfter = httpcall.RetryAfterMs(resp.Header, p.now())
 	}
 	if out.Message == "" {
 		out.Message = cause.body
@@ -119,31 +117,4 @@ func (e *httpError) Error() string {
 		msg += ": " + e.body
 	}
 	return msg
-}
-
-// retryAfter reads retry-after-ms (milliseconds, Anthropic's precise form)
-// or Retry-After (seconds or an HTTP date). Zero means no usable value.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if h == nil {
-		return 0
-	}
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("retry-after"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }

@@ -22,7 +22,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,6 +36,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/logging"
+	"github.com/nanobot-go/nanobot/internal/provider/httpcall"
 )
 
 // API is the value of llm.Meta.API for messages this adapter produced.
@@ -115,7 +115,7 @@ func (p *Provider) Name() string { return p.name }
 func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Delta] {
 	p = p.withLog(ctx)
 	return func(yield func(llm.Delta) bool) {
-		callCtx, cancel := p.callContext(ctx)
+		callCtx, cancel := httpcall.Context(ctx, p.timeout)
 		defer cancel()
 		e := llm.NewEmitter(yield, llm.Meta{Provider: p.name, API: API, Model: req.Model})
 		body, err := p.request(req)
@@ -143,36 +143,18 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Del
 // do sends one request with the key, the API version and the configured
 // extra headers (which may override the others).
 func (p *Provider) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	hr, err := http.NewRequestWithContext(ctx, method, p.root+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	hr.Header.Set("anthropic-version", apiVersion)
-	if body != nil {
-		hr.Header.Set("content-type", "application/json")
-		hr.Header.Set("accept", "text/event-stream")
-	} else {
-		hr.Header.Set("accept", "application/json")
-	}
-	if p.cfg.APIKey != "" {
-		hr.Header.Set("x-api-key", p.cfg.APIKey)
-	}
-	for k, v := range p.cfg.ExtraHeaders {
-		hr.Header.Set(k, v)
-	}
-	return p.http.Do(hr)
-}
-
-// callContext applies the configured per-call timeout.
-func (p *Provider) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if p.timeout > 0 {
-		return context.WithTimeout(ctx, p.timeout)
-	}
-	return context.WithCancel(ctx)
+	return httpcall.Do(ctx, p.http, method, p.root+path, body, p.cfg.ExtraHeaders, func(h http.Header) {
+		h.Set("anthropic-version", apiVersion)
+		if body != nil {
+			h.Set("content-type", "application/json")
+			h.Set("accept", "text/event-stream")
+		} else {
+			h.Set("accept", "application/json")
+		}
+		if p.cfg.APIKey != "" {
+			h.Set("x-api-key", p.cfg.APIKey)
+		}
+	})
 }
 
 // Models lists the model ids the endpoint offers (first page, GET

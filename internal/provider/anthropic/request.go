@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/provider/render"
 )
 
 const (
@@ -212,7 +213,7 @@ func (r *renderer) render(history []llm.Message) ([]wireMessage, []string) {
 			r.assistant(m)
 		case llm.RoleUser:
 			r.flushAssistant()
-			r.userParts(m.Parts)
+			r.user = render.AppendUser(r.user, m.Parts, r.log, textBlock, imageBlock)
 		case llm.RoleTool:
 			r.flushAssistant()
 			r.toolResults(m.Parts)
@@ -318,43 +319,11 @@ func sanitizeID(id string) string {
 	return string(b)
 }
 
-func (r *renderer) userParts(parts []llm.Part) {
-	for _, part := range parts {
-		switch part.Kind {
-		case llm.PartText:
-			if strings.TrimSpace(part.Text) != "" {
-				r.user = append(r.user, textBlock(part.Text))
-			}
-		case llm.PartImage:
-			if part.Image != nil {
-				r.user = append(r.user, imageBlock(*part.Image))
-			}
-		case llm.PartFileRef:
-			if part.File != nil {
-				r.user = append(r.user, textBlock(fileNote(*part.File)))
-			}
-		default:
-			r.log.Warn("skipping part not allowed in a user message", zap.String("kind", string(part.Kind)))
-		}
-	}
-}
-
 func (r *renderer) toolResults(parts []llm.Part) {
-	for _, part := range parts {
-		if part.Kind != llm.PartToolResult || part.Result == nil {
-			r.log.Warn("skipping part not allowed in a tool message", zap.String("kind", string(part.Kind)))
-			continue
-		}
-		res := part.Result
-		id, ok := r.wire[res.ToolCallID]
-		switch {
-		case !ok:
-			r.log.Warn("dropping tool result without its call", zap.String("tool_call_id", res.ToolCallID))
-			continue
-		case r.results[id].Type == blockToolResult:
-			r.log.Warn("dropping second tool result for one call", zap.String("tool_call_id", res.ToolCallID))
-			continue
-		}
+	known := func(callID string) bool { _, ok := r.wire[callID]; return ok }
+	answered := func(callID string) bool { return r.results[r.wire[callID]].Type == blockToolResult }
+	for res := range render.ToolResults(parts, r.log, known, answered) {
+		id := r.wire[res.ToolCallID]
 		if r.results == nil {
 			r.results = make(map[string]wireBlock)
 		}
@@ -438,25 +407,4 @@ func imageBlock(img llm.Image) wireBlock {
 	default:
 		return textBlock(fmt.Sprintf("[image at %s not attached]", img.Path))
 	}
-}
-
-func fileNote(f llm.FileRef) string {
-	var b strings.Builder
-	b.WriteString("[file: ")
-	b.WriteString(f.Path)
-	var details []string
-	if f.Name != "" && f.Name != f.Path {
-		details = append(details, "name "+f.Name)
-	}
-	if f.MIME != "" {
-		details = append(details, f.MIME)
-	}
-	if f.Size > 0 {
-		details = append(details, strconv.FormatInt(f.Size, 10)+" bytes")
-	}
-	if len(details) > 0 {
-		b.WriteString(" (" + strings.Join(details, ", ") + ")")
-	}
-	b.WriteString("]")
-	return b.String()
 }

@@ -176,23 +176,11 @@ func (d *decoder) blockDelta(ev *wireEvent) bool {
 	delta := ev.Delta
 	switch delta.Type {
 	case "text_delta":
-		b, ok := d.open(i, "text")
-		if !ok {
-			return d.protocolError("text_delta for block %d", i)
-		}
-		return b.kind == "skip" || delta.Text == "" || d.e.Emit(llm.Delta{Kind: llm.DeltaText, Text: delta.Text})
+		return d.fragment(i, "text", delta.Type, delta.Text, llm.Delta{Kind: llm.DeltaText, Text: delta.Text})
 	case "thinking_delta":
-		b, ok := d.open(i, "thinking")
-		if !ok {
-			return d.protocolError("thinking_delta for block %d", i)
-		}
-		return b.kind == "skip" || delta.Thinking == "" || d.e.Emit(llm.Delta{Kind: llm.DeltaThinking, Text: delta.Thinking})
+		return d.fragment(i, "thinking", delta.Type, delta.Thinking, llm.Delta{Kind: llm.DeltaThinking, Text: delta.Thinking})
 	case "signature_delta":
-		b, ok := d.open(i, "thinking")
-		if !ok {
-			return d.protocolError("signature_delta for block %d", i)
-		}
-		return b.kind == "skip" || delta.Signature == "" || d.e.Emit(llm.Delta{Kind: llm.DeltaThinking, Signature: delta.Signature})
+		return d.fragment(i, "thinking", delta.Type, delta.Signature, llm.Delta{Kind: llm.DeltaThinking, Signature: delta.Signature})
 	case "input_json_delta":
 		b, ok := d.open(i, "tool_use")
 		if !ok {
@@ -207,6 +195,17 @@ func (d *decoder) blockDelta(ev *wireEvent) bool {
 		// citations_delta and future delta kinds.
 		return true
 	}
+}
+
+// fragment emits out for a delta event (named event) carrying the text
+// fragment s of block i, which must be open and of kind. An empty fragment,
+// or one of a skipped block, emits nothing.
+func (d *decoder) fragment(i int, kind, event, s string, out llm.Delta) bool {
+	b, ok := d.open(i, kind)
+	if !ok {
+		return d.protocolError("%s for block %d", event, i)
+	}
+	return b.kind == "skip" || s == "" || d.e.Emit(out)
 }
 
 func (d *decoder) blockStop(ev *wireEvent) bool {

@@ -245,38 +245,6 @@ func wantAPIError(status int, typ string, retryAfter time.Duration, retryable, a
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
-	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name   string
-		header map[string]string
-		want   time.Duration
-	}{
-		{"none", nil, 0},
-		{"seconds", map[string]string{"Retry-After": "12"}, 12 * time.Second},
-		{"fractional seconds", map[string]string{"Retry-After": "0.5"}, 500 * time.Millisecond},
-		{"milliseconds preferred", map[string]string{"Retry-After": "12", "Retry-After-Ms": "250"}, 250 * time.Millisecond},
-		{"bad milliseconds fall back", map[string]string{"Retry-After": "3", "Retry-After-Ms": "soon"}, 3 * time.Second},
-		{"http date", map[string]string{"Retry-After": now.Add(90 * time.Second).Format(http1123)}, 90 * time.Second},
-		{"date in the past", map[string]string{"Retry-After": now.Add(-time.Minute).Format(http1123)}, 0},
-		{"negative", map[string]string{"Retry-After": "-4"}, 0},
-		{"garbage", map[string]string{"Retry-After": "tomorrow"}, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := make(map[string][]string)
-			for k, v := range tt.header {
-				h[k] = []string{v}
-			}
-			if got := retryAfter(h, now); got != tt.want {
-				t.Errorf("retryAfter = %s, want %s", got, tt.want)
-			}
-		})
-	}
-}
-
-const http1123 = "Mon, 02 Jan 2006 15:04:05 GMT"
-
 // TestTransportFailures: a connection that cannot be made is a retryable
 // APIError; one that drops after the stream began is a truncation.
 func TestTransportFailures(t *testing.T) {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/provider/httpcall"
 )
 
 // maxErrorBody bounds how much of a refusal's body is read.
@@ -26,8 +26,7 @@ func (p *Provider) transportError(ctx, callCtx context.Context, err error, opene
 	case ctx.Err() != nil:
 		return fmt.Errorf("gemini %s: %w", p.name, ctx.Err())
 	case callCtx.Err() != nil:
-		return &llm.APIError{Provider: p.name, Type: "timeout",
-			Message: fmt.Sprintf("no complete answer within %s", p.timeout), Err: callCtx.Err()}
+		return httpcall.Timeout(p.name, p.timeout, callCtx.Err())
 	case opened:
 		return fmt.Errorf("gemini %s: stream broken before its finish reason: %w: %w", p.name, llm.ErrTruncated, err)
 	}
@@ -48,13 +47,13 @@ func (p *Provider) statusError(resp *http.Response) error {
 		p.fillError(out, body.Error)
 	} else {
 		// Not Google's error object: a proxy's page, a bare string.
-		out.Message = strings.TrimSpace(string(clip(raw, 300)))
+		out.Message = strings.TrimSpace(string(httpcall.Clip(raw, 300)))
 	}
 	if out.Message == "" {
 		out.Message = http.StatusText(resp.StatusCode)
 	}
 	if out.RetryAfter == 0 {
-		out.RetryAfter = retryAfter(resp.Header, p.now())
+		out.RetryAfter = httpcall.RetryAfter(resp.Header, p.now())
 	}
 	return out
 }
@@ -96,45 +95,15 @@ func (p *Provider) fillError(out *llm.APIError, e *wireError) {
 	}
 }
 
-// parseDuration reads a google.protobuf.Duration in JSON ("34s", "0.5s").
+// parseDuration reads a google.protobuf.Duration in JSON ("34s", "0.5s"),
+// which time.ParseDuration reads as written. Zero means no usable value.
 func parseDuration(s string) time.Duration {
-	v, ok := strings.CutSuffix(strings.TrimSpace(s), "s")
-	if !ok {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil || d <= 0 {
 		return 0
 	}
-	secs, err := strconv.ParseFloat(v, 64)
-	if err != nil || secs <= 0 {
-		return 0
-	}
-	return time.Duration(secs * float64(time.Second))
-}
-
-// retryAfter reads Retry-After as seconds or an HTTP date.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		return time.Duration(max(secs, 0) * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0)
-	}
-	return 0
+	return d
 }
 
 // scrub removes the API key from text a server or transport echoed back.
-func (p *Provider) scrub(s string) string {
-	if k := p.cfg.APIKey; len(k) >= 8 {
-		s = strings.ReplaceAll(s, k, "[redacted]")
-	}
-	return s
-}
-
-func clip(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[:n]
-	}
-	return b
-}
+func (p *Provider) scrub(s string) string { return httpcall.Scrub(s, p.cfg.APIKey) }

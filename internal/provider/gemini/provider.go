@@ -19,7 +19,6 @@
 package gemini
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,6 +34,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/logging"
+	"github.com/nanobot-go/nanobot/internal/provider/httpcall"
 )
 
 // API is the value of llm.Meta.API for messages this adapter produced.
@@ -130,7 +130,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Del
 			e.Fail(fmt.Errorf("gemini %s: build request: %w", p.name, err))
 			return
 		}
-		callCtx, cancel := p.callContext(ctx)
+		callCtx, cancel := httpcall.Context(ctx, p.timeout)
 		defer cancel()
 		target := p.root + "/models/" + url.PathEscape(req.Model) + ":streamGenerateContent?alt=sse"
 		resp, err := p.do(callCtx, http.MethodPost, target, body)
@@ -150,34 +150,16 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Del
 
 // do sends one request with the key and the configured extra headers.
 func (p *Provider) do(ctx context.Context, method, target string, body []byte) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	hr, err := http.NewRequestWithContext(ctx, method, target, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		hr.Header.Set("Content-Type", "application/json")
-	}
-	// The key goes in a header, never the URL, so that it cannot end up in
-	// an error message that quotes the URL.
-	if p.cfg.APIKey != "" {
-		hr.Header.Set("x-goog-api-key", p.cfg.APIKey)
-	}
-	for k, v := range p.cfg.ExtraHeaders {
-		hr.Header.Set(k, v)
-	}
-	return p.http.Do(hr)
-}
-
-// callContext applies the configured per-call timeout.
-func (p *Provider) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if p.timeout > 0 {
-		return context.WithTimeout(ctx, p.timeout)
-	}
-	return context.WithCancel(ctx)
+	return httpcall.Do(ctx, p.http, method, target, body, p.cfg.ExtraHeaders, func(h http.Header) {
+		if body != nil {
+			h.Set("Content-Type", "application/json")
+		}
+		// The key goes in a header, never the URL, so that it cannot end up
+		// in an error message that quotes the URL.
+		if p.cfg.APIKey != "" {
+			h.Set("x-goog-api-key", p.cfg.APIKey)
+		}
+	})
 }
 
 // Models lists the model ids the endpoint offers (first page, without the
@@ -185,7 +167,7 @@ func (p *Provider) callContext(ctx context.Context) (context.Context, context.Ca
 // is reachable and the key accepted. Failures are *llm.APIError like
 // Stream's.
 func (p *Provider) Models(ctx context.Context) ([]string, error) {
-	callCtx, cancel := p.callContext(ctx)
+	callCtx, cancel := httpcall.Context(ctx, p.timeout)
 	defer cancel()
 	resp, err := p.do(callCtx, http.MethodGet, p.root+"/models?pageSize=1000", nil)
 	if err != nil {

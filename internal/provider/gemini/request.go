@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/provider/render"
 )
 
 const (
@@ -155,7 +155,7 @@ func (r *renderer) render(history []llm.Message) ([]wireContent, []string) {
 			r.assistant(m, i >= r.current)
 		case llm.RoleUser:
 			r.flushModel()
-			r.userParts(m.Parts)
+			r.user = render.AppendUser(r.user, m.Parts, r.log, textPart, imagePart)
 		case llm.RoleTool:
 			r.flushModel()
 			r.toolResults(m.Parts)
@@ -251,43 +251,11 @@ func toolArgs(c llm.ToolCall) json.RawMessage {
 	return c.Arguments
 }
 
-func (r *renderer) userParts(parts []llm.Part) {
-	for _, part := range parts {
-		switch part.Kind {
-		case llm.PartText:
-			if strings.TrimSpace(part.Text) != "" {
-				r.user = append(r.user, textPart(part.Text))
-			}
-		case llm.PartImage:
-			if part.Image != nil {
-				r.user = append(r.user, imagePart(*part.Image))
-			}
-		case llm.PartFileRef:
-			if part.File != nil {
-				r.user = append(r.user, textPart(fileNote(*part.File)))
-			}
-		default:
-			r.log.Warn("skipping part not allowed in a user message", zap.String("kind", string(part.Kind)))
-		}
-	}
-}
-
 func (r *renderer) toolResults(parts []llm.Part) {
-	for _, part := range parts {
-		if part.Kind != llm.PartToolResult || part.Result == nil {
-			r.log.Warn("skipping part not allowed in a tool message", zap.String("kind", string(part.Kind)))
-			continue
-		}
-		res := part.Result
-		pc, ok := r.pending(res.ToolCallID)
-		switch {
-		case !ok:
-			r.log.Warn("dropping tool result without its call", zap.String("tool_call_id", res.ToolCallID))
-			continue
-		case r.results[res.ToolCallID] != nil:
-			r.log.Warn("dropping second tool result for one call", zap.String("tool_call_id", res.ToolCallID))
-			continue
-		}
+	known := func(callID string) bool { _, ok := r.pending(callID); return ok }
+	answered := func(callID string) bool { return r.results[callID] != nil }
+	for res := range render.ToolResults(parts, r.log, known, answered) {
+		pc, _ := r.pending(res.ToolCallID)
 		if r.results == nil {
 			r.results = make(map[string][]wirePart)
 		}
@@ -394,21 +362,4 @@ func imagePart(img llm.Image) wirePart {
 	default:
 		return textPart(fmt.Sprintf("[image at %s not attached]", img.Path))
 	}
-}
-
-func fileNote(f llm.FileRef) string {
-	var details []string
-	if f.Name != "" && f.Name != f.Path {
-		details = append(details, "name "+f.Name)
-	}
-	if f.MIME != "" {
-		details = append(details, f.MIME)
-	}
-	if f.Size > 0 {
-		details = append(details, strconv.FormatInt(f.Size, 10)+" bytes")
-	}
-	if len(details) == 0 {
-		return "[file: " + f.Path + "]"
-	}
-	return "[file: " + f.Path + " (" + strings.Join(details, ", ") + ")]"
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/provider/httpcall"
 	"github.com/nanobot-go/nanobot/internal/provider/sse"
 )
 
@@ -79,7 +80,7 @@ func (d *decoder) read(ctx, callCtx context.Context, body io.Reader) {
 func (d *decoder) event(data []byte) bool {
 	var c wireResponse
 	if err := json.Unmarshal(data, &c); err != nil {
-		d.p.log.Warn("unreadable stream chunk", zap.String("provider", d.p.name), zap.ByteString("chunk", clip(data, 200)), zap.Error(err))
+		d.p.log.Warn("unreadable stream chunk", zap.String("provider", d.p.name), zap.ByteString("chunk", httpcall.Clip(data, 200)), zap.Error(err))
 		d.e.Fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream",
 			Message: "server sent an event that is not valid JSON", Err: err})
 		return false

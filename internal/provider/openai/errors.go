@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/provider/httpcall"
 )
 
 // doer is the HTTP seam handed to go-openai for one call. It adds the
@@ -96,7 +96,7 @@ func (p *Provider) callError(parent, ctx context.Context, d *doer, err error) er
 		// checks); retrying the same request cannot help.
 		return fmt.Errorf("%s: build request: %w", p.name, err)
 	}
-	retry := retryAfter(d.header, p.now())
+	retry := httpcall.RetryAfterMs(d.header, p.now())
 	var apiErr *goopenai.APIError
 	if errors.As(err, &apiErr) {
 		status := apiErr.HTTPStatusCode
@@ -116,7 +116,7 @@ func (p *Provider) callError(parent, ctx context.Context, d *doer, err error) er
 	if errors.As(err, &reqErr) {
 		// A failure status whose body is not OpenAI's error object (a proxy's
 		// HTML page, a bare string from a compatible server).
-		msg := strings.TrimSpace(string(clip(reqErr.Body, 300)))
+		msg := strings.TrimSpace(string(httpcall.Clip(reqErr.Body, 300)))
 		if msg == "" {
 			msg = http.StatusText(reqErr.HTTPStatusCode)
 		}
@@ -135,12 +135,7 @@ func (p *Provider) callError(parent, ctx context.Context, d *doer, err error) er
 }
 
 func (p *Provider) timeoutError(err error) error {
-	return &llm.APIError{
-		Provider: p.name,
-		Type:     "timeout",
-		Message:  fmt.Sprintf("no complete answer within %s", p.cfg.Timeout),
-		Err:      err,
-	}
+	return httpcall.Timeout(p.name, p.cfg.Timeout, err)
 }
 
 // bodyError converts the "error" member of a stream chunk. It may be OpenAI's
@@ -154,7 +149,7 @@ func (p *Provider) bodyError(raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &e); err != nil {
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
-			s = string(clip(raw, 300))
+			s = string(httpcall.Clip(raw, 300))
 		}
 		e.Message = s
 	}
@@ -193,36 +188,4 @@ func errorType(typ string, code any) string {
 }
 
 // scrub removes the API key from text a server echoed back.
-func (p *Provider) scrub(s string) string {
-	if k := p.cfg.APIKey; len(k) >= 8 {
-		s = strings.ReplaceAll(s, k, "[redacted]")
-	}
-	return s
-}
-
-// retryAfter reads the server's requested wait: OpenAI's retry-after-ms
-// (milliseconds) first, then Retry-After as seconds or an HTTP date.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if h == nil {
-		return 0
-	}
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs < 0 {
-			return 0
-		}
-		return time.Duration(secs * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0)
-	}
-	return 0
-}
+func (p *Provider) scrub(s string) string { return httpcall.Scrub(s, p.cfg.APIKey) }

@@ -1,43 +1,13 @@
 package openai
 
 import (
-	"net/http"
+	"fmt"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
-
-func TestRetryAfter(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	cases := []struct {
-		name   string
-		header map[string]string
-		want   time.Duration
-	}{
-		{"none", nil, 0},
-		{"seconds", map[string]string{"Retry-After": "7"}, 7 * time.Second},
-		{"fractional seconds", map[string]string{"Retry-After": "0.5"}, 500 * time.Millisecond},
-		{"http date", map[string]string{"Retry-After": now.Add(90 * time.Second).Format(http.TimeFormat)}, 90 * time.Second},
-		{"http date in the past", map[string]string{"Retry-After": now.Add(-time.Minute).Format(http.TimeFormat)}, 0},
-		{"milliseconds win", map[string]string{"Retry-After": "7", "Retry-After-Ms": "250"}, 250 * time.Millisecond},
-		{"bad milliseconds fall back", map[string]string{"Retry-After": "3", "Retry-After-Ms": "soon"}, 3 * time.Second},
-		{"negative", map[string]string{"Retry-After": "-5"}, 0},
-		{"garbage", map[string]string{"Retry-After": "later please"}, 0},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := http.Header{}
-			for k, v := range tc.header {
-				h.Set(k, v)
-			}
-			if got := retryAfter(h, now); got != tc.want {
-				t.Errorf("retryAfter = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
 
 func TestIsReasoningModel(t *testing.T) {
 	cases := map[string]bool{
@@ -74,5 +44,36 @@ func TestScrub(t *testing.T) {
 	p := New("x", config.ProviderConfig{APIKey: "sk-secret-value-1234"}, nil, nil)
 	if got := p.scrub("bad key sk-secret-value-1234 given"); got != "bad key [redacted] given" {
 		t.Errorf("scrub = %q", got)
+	}
+}
+
+// TestSteps: an assistant message comes with the tool messages right after
+// it; any other message, a stray tool message included, comes alone.
+func TestSteps(t *testing.T) {
+	u, a, tl := llm.Message{Role: llm.RoleUser}, llm.Message{Role: llm.RoleAssistant}, llm.Message{Role: llm.RoleTool}
+	tests := []struct {
+		name string
+		msgs []llm.Message
+		want string // index:roles of each step
+	}{
+		{"empty", nil, ""},
+		{"call and results", []llm.Message{u, a, tl, tl, u}, "0:user 1:assistant,tool,tool 4:user"},
+		{"assistant without results", []llm.Message{a, a, u}, "0:assistant 1:assistant 2:user"},
+		{"stray tool message", []llm.Message{tl, u, a, tl}, "0:tool 1:user 2:assistant,tool"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for i, step := range steps(tt.msgs) {
+				var roles []string
+				for _, m := range step {
+					roles = append(roles, string(m.Role))
+				}
+				got = append(got, fmt.Sprintf("%d:%s", i, strings.Join(roles, ",")))
+			}
+			if s := strings.Join(got, " "); s != tt.want {
+				t.Errorf("steps = %q, want %q", s, tt.want)
+			}
+		})
 	}
 }

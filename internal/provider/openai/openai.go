@@ -26,6 +26,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/logging"
+	"github.com/nanobot-go/nanobot/internal/provider/httpcall"
 )
 
 // API is the wire-protocol name recorded in llm.Meta for this adapter.
@@ -155,7 +156,7 @@ func (s *stream) begin(parent context.Context, api, model string) (context.Conte
 		s.fail(err)
 		return nil, nil, false
 	}
-	ctx, cancel := s.p.callContext(parent)
+	ctx, cancel := httpcall.Context(parent, s.p.cfg.Timeout)
 	return ctx, cancel, true
 }
 
@@ -228,7 +229,7 @@ func (s *stream) read(parent, ctx context.Context, cs *goopenai.ChatCompletionSt
 		// holds it to that) with 13 → 5 allocations per chunk; it is
 		// already in the binary, through the MCP SDK.
 		if err := chunkJSON.Unmarshal(raw, &c); err != nil {
-			p.log.Warn("unreadable stream chunk", zap.String("provider", p.name), zap.ByteString("chunk", clip(raw, 200)), zap.Error(err))
+			p.log.Warn("unreadable stream chunk", zap.String("provider", p.name), zap.ByteString("chunk", httpcall.Clip(raw, 200)), zap.Error(err))
 			s.fail(&llm.APIError{Provider: p.name, Type: "invalid_chunk", Message: "unreadable stream chunk: " + err.Error(), Err: err})
 			return
 		}
@@ -236,14 +237,6 @@ func (s *stream) read(parent, ctx context.Context, cs *goopenai.ChatCompletionSt
 			return
 		}
 	}
-}
-
-// callContext applies the provider's per-call timeout.
-func (p *Provider) callContext(parent context.Context) (context.Context, context.CancelFunc) {
-	if p.cfg.Timeout > 0 {
-		return context.WithTimeout(parent, p.cfg.Timeout)
-	}
-	return context.WithCancel(parent)
 }
 
 // handle turns one chunk into deltas; false means the stream is over.
@@ -320,13 +313,6 @@ func (s *stream) end(parent, ctx context.Context) {
 		return
 	}
 	s.emit(llm.Delta{Kind: llm.DeltaDone, StopReason: chatStop(s.finish, s.refused)})
-}
-
-func clip(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[:n]
-	}
-	return b
 }
 
 // chatStop normalises a Chat Completions finish_reason

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"math"
 	"path"
 	"strings"
@@ -83,9 +84,8 @@ func (p *Provider) messages(req llm.Request) []goopenai.ChatCompletionMessage {
 	if req.System != "" {
 		out = append(out, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleSystem, Content: req.System})
 	}
-	msgs := req.Messages
-	for i := 0; i < len(msgs); i++ {
-		m := msgs[i]
+	for i, step := range steps(req.Messages) {
+		m := step[0]
 		switch m.Role {
 		case llm.RoleSystem:
 			if t := joinText(m.Parts); t != "" {
@@ -98,12 +98,7 @@ func (p *Provider) messages(req llm.Request) []goopenai.ChatCompletionMessage {
 				p.log.Warn("dropping empty user message", zap.String("provider", p.name), zap.Int("index", i))
 			}
 		case llm.RoleAssistant:
-			j := i + 1
-			for j < len(msgs) && msgs[j].Role == llm.RoleTool {
-				j++
-			}
-			out = p.assistant(out, m, msgs[i+1:j])
-			i = j - 1
+			out = p.assistant(out, m, step[1:])
 		case llm.RoleTool:
 			p.log.Warn("dropping tool results without a preceding tool call", zap.String("provider", p.name), zap.Int("index", i))
 		default:
@@ -111,6 +106,27 @@ func (p *Provider) messages(req llm.Request) []goopenai.ChatCompletionMessage {
 		}
 	}
 	return out
+}
+
+// steps yields the history's messages with their index, each assistant
+// message together with the tool messages right after it (its results),
+// which are not yielded again: both APIs want a call's result right after
+// the call.
+func steps(msgs []llm.Message) iter.Seq2[int, []llm.Message] {
+	return func(yield func(int, []llm.Message) bool) {
+		for i := 0; i < len(msgs); {
+			j := i + 1
+			if msgs[i].Role == llm.RoleAssistant {
+				for j < len(msgs) && msgs[j].Role == llm.RoleTool {
+					j++
+				}
+			}
+			if !yield(i, msgs[i:j]) {
+				return
+			}
+			i = j
+		}
+	}
 }
 
 // noResult is the content sent for a call the history has no result for, so

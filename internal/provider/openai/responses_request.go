@@ -44,9 +44,8 @@ func (r *Responses) responsesRequest(req llm.Request) goopenai.CreateResponseReq
 		out.ToolChoice = map[string]string{"type": "function", "name": req.ForceTool}
 	}
 	var items []any
-	msgs := req.Messages
-	for i := 0; i < len(msgs); i++ {
-		m := msgs[i]
+	for i, step := range steps(req.Messages) {
+		m := step[0]
 		switch m.Role {
 		case llm.RoleSystem:
 			if t := joinText(m.Parts); t != "" {
@@ -57,18 +56,13 @@ func (r *Responses) responsesRequest(req llm.Request) goopenai.CreateResponseReq
 				items = append(items, inputItems(u)...)
 			}
 		case llm.RoleAssistant:
-			j := i + 1
-			for j < len(msgs) && msgs[j].Role == llm.RoleTool {
-				j++
-			}
-			rendered := r.assistant(nil, m, msgs[i+1:j])
+			rendered := r.assistant(nil, m, step[1:])
 			if len(rendered) > 0 && m.Meta != nil && m.Meta.API == ResponsesAPI {
 				items = append(items, reasoningItems(m)...)
 			}
 			for _, c := range rendered {
 				items = append(items, inputItems(c)...)
 			}
-			i = j - 1
 		case llm.RoleTool:
 			r.log.Warn("dropping tool results without a preceding tool call", zap.String("provider", r.name), zap.Int("index", i))
 		}

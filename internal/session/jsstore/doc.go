@@ -18,6 +18,8 @@
 // messages, two meta records, or anything and an archive do not): it reads
 // them, encodes its write again and publishes it after them. Otherwise it
 // returns session.ErrConflict having read the session again, and the
-// caller decides (see Store.Append). Only the daemon constructs a Store; it
-// imports internal/session, internal/llm and internal/config.
+// caller decides (see Store.Append). Loaded sessions are kept in a
+// session.Cache, bounded as the file store's. Only the daemon constructs a
+// Store; it imports internal/session, internal/llm, internal/config and
+// internal/bus/natsbus (the connection it is given).
 package jsstore

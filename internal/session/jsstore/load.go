@@ -14,7 +14,7 @@ import (
 // load reads e's current conversation: from the subject's last record it
 // learns where the conversation starts (its Nanobot-Start header), then
 // reads the records from there on, so archived conversations are not read
-// again. A subject without records is an empty session. Called with e.mu
+// again. A subject without records is an empty session. Called with e's lock
 // held.
 func (s *Store) load(ctx context.Context, e *entry) error {
 	_, st, err := s.setup(ctx)
@@ -50,7 +50,7 @@ func (s *Store) load(ctx context.Context, e *entry) error {
 // returns their kinds and whether one of them is the write named id.
 // When the server refused a write as not following e.last but there is
 // nothing after it (the subject was purged), the session is loaded afresh.
-// Called with e.mu held.
+// Called with e's lock held.
 func (s *Store) catchUp(ctx context.Context, e *entry, id string) (kinds []string, mine bool, err error) {
 	_, st, err := s.setup(ctx)
 	if err != nil {

@@ -1,7 +1,6 @@
 package jsstore
 
 import (
-	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -17,22 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
 )
-
-// Conn gives the store the JetStream context of a connection. The daemon
-// passes the NATS bus, which waits until it is connected.
-type Conn interface {
-	JetStream(ctx context.Context) (jetstream.JetStream, error)
-}
-
-// ConnFunc adapts a function to Conn.
-type ConnFunc func(ctx context.Context) (jetstream.JetStream, error)
-
-// JetStream calls f.
-func (f ConnFunc) JetStream(ctx context.Context) (jetstream.JetStream, error) { return f(ctx) }
 
 // Options configure a Store.
 type Options struct {
@@ -91,7 +79,7 @@ const (
 // key are serialised. Constructing it does no I/O; the first call creates
 // or updates the stream.
 type Store struct {
-	conn Conn
+	conn natsbus.JetStreamer
 	n    names
 	opts Options
 	log  *zap.Logger
@@ -100,25 +88,13 @@ type Store struct {
 	js      jetstream.JetStream
 	stream  jetstream.Stream
 
-	mu      sync.Mutex
-	closed  bool
-	entries map[string]*entry
-	lru     list.List // of *entry, most recently used at the front
-	// weight is the sum of the entries' weights (session.Weight).
-	weight int64
+	cache *session.Cache[*entry]
 }
 
-// entry is one session in the cache. elem and refs belong to Store.mu, the
-// rest to entry.mu; an entry is evicted only while refs is zero.
+// entry is one session in the cache, used with its lock held (see
+// session.Cache).
 type entry struct {
-	key  string
-	elem *list.Element
-	refs int
-	// weight is the session's weight when its last use ended.
-	weight int64
-
-	mu     sync.Mutex
-	dead   bool // the store was closed
+	key    string
 	loaded bool
 	// stale is set by Forget: records written by another process since
 	// are read before the entry is used again.
@@ -132,18 +108,20 @@ type entry struct {
 	log   *session.Log
 }
 
-// New returns a store of the sessions under cfg.Prefix reached through conn.
 // StreamName is the sessions stream of bus.nats.prefix.
 func StreamName(prefix string) string { return strings.ToUpper(prefix) + "_SESSIONS" }
 
-func New(cfg config.NATSConfig, conn Conn, opts Options, log *zap.Logger) *Store {
+// New returns a store of the sessions under cfg.Prefix reached through conn.
+func New(cfg config.NATSConfig, conn natsbus.JetStreamer, opts Options, log *zap.Logger) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = defaultTimeout
 	}
-	return &Store{conn: conn, n: names{prefix: cfg.Prefix}, opts: opts, log: log, entries: make(map[string]*entry)}
+	newEntry := func(key string) *entry { return &entry{key: key} }
+	return &Store{conn: conn, n: names{prefix: cfg.Prefix}, opts: opts, log: log,
+		cache: session.NewCache(opts.CacheSize, opts.CacheBytes, newEntry, log)}
 }
 
 // names are the stream and subjects of one prefix.
@@ -359,50 +337,21 @@ func (s *Store) Forget(key string) error {
 }
 
 // Cached reports how many sessions are loaded in memory, for metrics.
-func (s *Store) Cached() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.entries)
-}
+func (s *Store) Cached() int { return s.cache.Len() }
 
 // CachedBytes reports the weight of the loaded sessions (session.Weight).
-func (s *Store) CachedBytes() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.weight
-}
+func (s *Store) CachedBytes() int64 { return s.cache.Weight() }
 
 // Close waits for calls in progress and drops the cache; later calls fail
 // with session.ErrClosed. Every write was acknowledged when it returned, so
 // nothing is lost. The connection belongs to the caller.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	es := make([]*entry, 0, len(s.entries))
-	for _, e := range s.entries {
-		es = append(es, e)
-	}
-	clear(s.entries)
-	s.lru.Init()
-	s.weight = 0
-	s.mu.Unlock()
-	for _, e := range es {
-		e.mu.Lock()
-		e.dead = true
-		e.mu.Unlock()
-	}
-	return nil
-}
+func (s *Store) Close() error { return s.cache.Close() }
 
 // write publishes the record encode returns (nothing when it returns nil)
 // as the subject's next record and applies it. A refusal because others
 // wrote in between reads their records and, if they commute with op,
 // encodes and publishes again after them; otherwise it is ErrConflict.
-// Called with e.mu held and e loaded.
+// Called with e's lock held and e loaded.
 func (s *Store) write(ctx context.Context, e *entry, op string, encode func() ([]byte, error)) error {
 	id, err := newWriteID()
 	if err != nil {
@@ -540,66 +489,19 @@ func (s *Store) locked(key, op string, fn func(context.Context, *entry) error) e
 	if err := session.CheckKey(key); err != nil {
 		return fmt.Errorf("session %q: %s: %w", key, op, err)
 	}
-	e, err := s.acquire(key)
+	err := s.cache.Use(key, func(e *entry) error {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		defer cancel()
+		return fn(ctx, e)
+	})
 	if err != nil {
-		return fmt.Errorf("session %s: %s: %w", key, op, err)
-	}
-	// Deferred in this order, the weight is read under e's lock, after fn
-	// changed the session, and then handed to the cache.
-	var weight int64
-	defer func() { s.release(e, weight) }()
-	e.mu.Lock()
-	defer func() {
-		weight = e.weigh()
-		e.mu.Unlock()
-	}()
-	if e.dead {
-		return fmt.Errorf("session %s: %s: %w", key, op, session.ErrClosed)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-	defer cancel()
-	if err := fn(ctx, e); err != nil {
 		return fmt.Errorf("session %s: %s: %w", key, op, err)
 	}
 	return nil
 }
 
-// acquire returns the cache entry for key, creating it, marks it in use and
-// most recently used, and evicts idle entries beyond the cache size.
-func (s *Store) acquire(key string) (*entry, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, session.ErrClosed
-	}
-	e := s.entries[key]
-	if e == nil {
-		e = &entry{key: key}
-		e.elem = s.lru.PushFront(e)
-		s.entries[key] = e
-	} else {
-		s.lru.MoveToFront(e.elem)
-	}
-	e.refs++
-	s.evictLocked()
-	return e, nil
-}
-
-// release ends a use of e begun by acquire, recording the weight e has now.
-func (s *Store) release(e *entry, weight int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e.refs--
-	if s.entries[e.key] == e { // not dropped by Close meanwhile
-		s.weight += weight - e.weight
-		e.weight = weight
-	}
-	s.evictLocked()
-}
-
-// weigh is e's session.Weight as loaded now (nothing when not loaded).
-// Called with e.mu held.
-func (e *entry) weigh() int64 {
+// Weight is e's session.Weight as loaded now (nothing when not loaded).
+func (e *entry) Weight() int64 {
 	if !e.loaded || e.log == nil {
 		return 0
 	}
@@ -607,18 +509,5 @@ func (e *entry) weigh() int64 {
 	return session.Weight(snap.Size, len(snap.Messages))
 }
 
-// evictLocked drops idle entries from the LRU end until the cache fits its
-// count and its bytes; entries in use are skipped, so the cache may briefly
-// exceed either.
-func (s *Store) evictLocked() {
-	for el := s.lru.Back(); el != nil && (len(s.entries) > s.opts.CacheSize || s.weight > s.opts.CacheBytes); {
-		e := el.Value.(*entry)
-		prev := el.Prev()
-		if e.refs == 0 {
-			s.lru.Remove(el)
-			delete(s.entries, e.key)
-			s.weight -= e.weight
-		}
-		el = prev
-	}
-}
+// Drop does nothing: an entry holds nothing but memory.
+func (e *entry) Drop() error { return nil }

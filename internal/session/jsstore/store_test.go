@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -43,7 +44,7 @@ var cfg = config.NATSConfig{Prefix: "nbtest"}
 
 // connect opens a connection to srv that reconnects for ever (as the
 // daemon's does), closed when the test ends.
-func connect(t *testing.T, srv *natsfake.Server) (jsstore.Conn, jetstream.JetStream) {
+func connect(t *testing.T, srv *natsfake.Server) (natsbus.JetStreamer, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -54,7 +55,7 @@ func connect(t *testing.T, srv *natsfake.Server) (jsstore.Conn, jetstream.JetStr
 	if err != nil {
 		t.Fatal(err)
 	}
-	return jsstore.ConnFunc(func(context.Context) (jetstream.JetStream, error) { return js, nil }), js
+	return natsbus.JetStreamFunc(func(context.Context) (jetstream.JetStream, error) { return js, nil }), js
 }
 
 // newStore is one "worker": its own connection and cache.
@@ -568,7 +569,7 @@ func TestLostAcknowledgementStoredOnce(t *testing.T) {
 	srv := natsfake.Start(t, t.TempDir())
 	_, js := connect(t, srv)
 	lossy := &lossyJS{JetStream: js}
-	s := jsstore.New(cfg, jsstore.ConnFunc(func(context.Context) (jetstream.JetStream, error) { return lossy, nil }),
+	s := jsstore.New(cfg, natsbus.JetStreamFunc(func(context.Context) (jetstream.JetStream, error) { return lossy, nil }),
 		jsstore.Options{Now: stepClock(), CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(t))
 	t.Cleanup(func() { _ = s.Close() })
 	const key = "telegram:5"

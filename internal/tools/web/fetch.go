@@ -137,9 +137,9 @@ type fetchArgs struct {
 
 // Run fetches the page and returns its text.
 func (f *Fetch) Run(ctx context.Context, inv tools.Invocation) (tools.Result, error) {
-	var a fetchArgs
-	if err := json.Unmarshal(inv.Args, &a); err != nil {
-		return tools.Result{}, fmt.Errorf("web_fetch: %w", err)
+	a, err := tools.DecodeArgs[fetchArgs]("web_fetch", inv)
+	if err != nil {
+		return tools.Result{}, err
 	}
 	u, err := checkURL(a.URL)
 	if err != nil {

@@ -110,9 +110,9 @@ type searchArgs struct {
 
 // Run searches and lists the results.
 func (s *Search) Run(ctx context.Context, inv tools.Invocation) (tools.Result, error) {
-	var a searchArgs
-	if err := json.Unmarshal(inv.Args, &a); err != nil {
-		return tools.Result{}, fmt.Errorf("web_search: %w", err)
+	a, err := tools.DecodeArgs[searchArgs]("web_search", inv)
+	if err != nil {
+		return tools.Result{}, err
 	}
 	q := strings.TrimSpace(a.Query)
 	if q == "" {
