@@ -22,6 +22,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/telegramfake"
+	"github.com/nanobot-go/nanobot/internal/testkit/gobuild"
 )
 
 // These tests run `nanobot gateway` as a real process against the fake
@@ -145,10 +146,10 @@ func (e *gatewayEnv) launch() {
 // env is the daemon's environment: the secrets come from it, as a user's
 // systemd unit or container would pass them.
 func (e *gatewayEnv) env() []string {
-	env := []string{
+	env := append([]string{
 		"HOME=" + e.home, "PATH=" + os.Getenv("PATH"),
 		"OPENAI_API_KEY=" + openaifake.DefaultAPIKey, "TELEGRAM_BOT_TOKEN=" + telegramfake.Token,
-	}
+	}, gobuild.Env()...)
 	if e.dc != nil {
 		env = append(env, "DISCORD_BOT_TOKEN="+e.dc.Token())
 	}

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
-	"github.com/nanobot-go/nanobot/internal/testkit/gobuild"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/openaifake"
+	"github.com/nanobot-go/nanobot/internal/testkit/gobuild"
 )
 
 // binary is the nanobot binary built once for the end-to-end tests, which
@@ -84,10 +84,10 @@ func (e *env) run(args ...string) (string, string, error) {
 // environ is the user's environment: HOME, PATH, the fake's key and URL,
 // then extra (later entries win).
 func (e *env) environ(extra ...string) []string {
-	vars := []string{
+	vars := append([]string{
 		"HOME=" + e.home, "PATH=" + os.Getenv("PATH"),
 		"OPENAI_API_KEY=" + openaifake.DefaultAPIKey,
-	}
+	}, gobuild.Env()...)
 	if e.llm != nil {
 		vars = append(vars, "NANOBOT_PROVIDERS_OPENAI_BASE_URL="+e.llm.URL())
 	}

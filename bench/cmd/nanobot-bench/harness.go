@@ -226,7 +226,7 @@ func (h *harness) start(pprofAddr string) error {
 		godebug = strings.Trim(valgrindGodebug+","+godebug, ",")
 	}
 	cmd := exec.Command(name, args...)
-	cmd.Env = []string{"HOME=" + h.dir, "PATH=" + os.Getenv("PATH")}
+	cmd.Env = h.environ()
 	if pprofAddr != "" {
 		cmd.Env = append(cmd.Env, "NANOBOT_PPROF_ADDR="+pprofAddr)
 	}
@@ -272,6 +272,17 @@ func (h *harness) pid() int { return h.cmd.Process.Pid }
 
 // startWorkers starts the --role agent processes, each on its own listen
 // address, logging to the gateway log.
+// environ is a gateway process's environment: its own HOME, the PATH, and
+// GORACE when the bench has one (its tests run a race-built gateway and say
+// how it ends: internal/testkit/gobuild.Env), then extra.
+func (h *harness) environ(extra ...string) []string {
+	env := []string{"HOME=" + h.dir, "PATH=" + os.Getenv("PATH")}
+	if v, ok := os.LookupEnv("GORACE"); ok {
+		env = append(env, "GORACE="+v)
+	}
+	return append(env, extra...)
+}
+
 func (h *harness) startWorkers() error {
 	for range h.workerN {
 		addr, err := freeAddr()
@@ -279,7 +290,7 @@ func (h *harness) startWorkers() error {
 			return err
 		}
 		cmd := exec.Command(h.bin, "--config", h.configPath(), "gateway", "--role", "agent")
-		cmd.Env = []string{"HOME=" + h.dir, "PATH=" + os.Getenv("PATH"), "NANOBOT_GATEWAY_LISTEN=" + addr}
+		cmd.Env = h.environ("NANOBOT_GATEWAY_LISTEN=" + addr)
 		cmd.Stdout, cmd.Stderr = h.logf, h.logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {

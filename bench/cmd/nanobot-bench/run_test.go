@@ -33,6 +33,12 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	for _, kv := range gobuild.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		if err := os.Setenv(k, v); err != nil {
+			panic(err)
+		}
+	}
 	if err := gobuild.Build(product, nanobot, "./cmd/nanobot"); err != nil {
 		panic("build nanobot: " + err.Error())
 	}

@@ -21,6 +21,19 @@ func Flags() []string {
 	return nil
 }
 
+// Env is what a binary from Build wants in its environment besides what a
+// test gives it. Under -race: no second's sleep before exit (the race
+// runtime's default atexit_sleep_ms=1000, which the end-to-end tests,
+// starting hundreds of processes, would otherwise wait out one by one), and
+// a data race ends the process at once with exit status 66, so the test
+// that drove it fails instead of passing over a report in a log.
+func Env() []string {
+	if raceEnabled {
+		return []string{"GORACE=atexit_sleep_ms=0 halt_on_error=1"}
+	}
+	return nil
+}
+
 // Build runs `go build -o out pkg` in dir ("" for the current directory)
 // with Flags, and returns go build's output with the error.
 func Build(dir, out, pkg string) error {
