@@ -211,6 +211,12 @@ func (e *Exec) run(ctx context.Context, command, dir string) (Result, error) {
 		stopped = fmt.Sprintf("timed out after %s", e.timeout)
 	case <-ctx.Done():
 		stopped = "cancelled"
+		// The call's own deadline (agents.tool_timeout, when shorter than
+		// the tool's) is a timeout too: the model and the user are told
+		// so whichever of this and the registry's answer arrives first.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			stopped = fmt.Sprintf("timed out after %s", time.Since(start).Round(time.Millisecond))
+		}
 	}
 	if err := killProcessGroup(cmd.Process.Pid); err != nil {
 		logging.From(ctx, e.log).Warn("exec: kill process group", zap.Int("pgid", cmd.Process.Pid), zap.Error(err))

@@ -102,6 +102,24 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	eventually(t, 5*time.Second, "process group is empty", func() bool { return len(groupMembers(pids[0])) == 0 })
 }
 
+// A call deadline shorter than the tool's timeout (agents.tool_timeout)
+// ends the command as a timeout, not as a /stop: the result says so even
+// when it reaches the registry before the registry's own timeout answer.
+func TestExecCallDeadlineIsATimeout(t *testing.T) {
+	requireProc(t)
+	ws, _ := testWorkspace(t, true, map[string]string{})
+	e := newExec(t, ws, config.ExecConfig{Timeout: time.Minute}, ExecOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	res, err := e.Run(ctx, Invocation{Args: json.RawMessage(`{"command":"sleep 60"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(res.Text, "[timed out after ") || strings.Contains(res.Text, "cancelled") {
+		t.Fatalf("result %q, want a timeout", res.Text)
+	}
+}
+
 // Cancelling the turn (/stop) kills the group the same way.
 func TestExecCancelKillsProcessGroup(t *testing.T) {
 	requireProc(t)
