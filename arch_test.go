@@ -28,6 +28,8 @@ var allowed = []struct {
 	{"internal/config", nil},
 	{"internal/logging", nil},
 	{"internal/filelock", nil},
+	// atomicfile replaces the files kept outside the workspace, whole.
+	{"internal/atomicfile", nil},
 	{"internal/sandbox", nil},
 	{"internal/workspace", []string{"internal/filelock"}},
 	{"internal/skills", nil},
@@ -41,7 +43,7 @@ var allowed = []struct {
 	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace", "internal/filelock"}},
 	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider", "internal/bytesize"}},
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools", "internal/bytesize"}},
-	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize", "internal/filelock"}},
+	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize", "internal/filelock", "internal/atomicfile"}},
 	{"internal/channels/pairingkv", []string{"internal/bus/natsbus", "internal/config", "internal/channels"}},
 	{"internal/channels/cursorkv", []string{"internal/bus/natsbus", "internal/config"}},
 	// The lab: fakes and helpers for tests (and the bench module, bench/).
@@ -54,7 +56,7 @@ var allowed = []struct {
 	{"internal/pprofserve", nil},
 	{"internal/httpguard", nil},
 	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config", "internal/inbox"}},
-	{"internal/web", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/session", "internal/history", "internal/logging", "internal/workspace", "internal/inbox", "internal/bytesize"}},
+	{"internal/web", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/session", "internal/history", "internal/logging", "internal/workspace", "internal/inbox", "internal/bytesize", "internal/atomicfile"}},
 	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/channels/clock"}},
 	// The daemon is the only composition root: the command parses flags,
 	// loads the config and prints what the daemon built or found (doctor,

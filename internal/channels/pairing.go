@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nanobot-go/nanobot/internal/atomicfile"
 	"github.com/nanobot-go/nanobot/internal/filelock"
 )
 
@@ -290,7 +291,7 @@ func (s *PairingStore) update(fn func(*PairingState) error) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(s.path, append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(s.path, append(data, '\n'), 0o600); err != nil {
 		return err
 	}
 	s.cached = nil

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/nanobot-go/nanobot/internal/atomicfile"
 	"github.com/nanobot-go/nanobot/internal/channels"
 )
 
@@ -31,7 +32,7 @@ func TestStateFileRoundTrip(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			os.Remove(path)
 			if tt.content != nil {
-				if err := channels.WriteFileAtomic(path, []byte(*tt.content), 0o600); err != nil {
+				if err := atomicfile.Write(path, []byte(*tt.content), 0o600); err != nil {
 					t.Fatal(err)
 				}
 				if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {

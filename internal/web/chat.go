@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/atomicfile"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/channels"
@@ -84,7 +85,7 @@ func (c *conversations) save(list []conversation) error {
 	if err != nil {
 		return fmt.Errorf("web conversations: %w", err)
 	}
-	if err := channels.WriteFileAtomic(c.path, data, 0o600); err != nil {
+	if err := atomicfile.Write(c.path, data, 0o600); err != nil {
 		return fmt.Errorf("web conversations: %w", err)
 	}
 	c.list = list

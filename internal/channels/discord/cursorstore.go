@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/atomicfile"
 )
 
 // CursorStore keeps the cursors' document (cursors.go): the JSON of every
@@ -53,7 +53,7 @@ func (f FileCursorStore) Load(context.Context) ([]byte, bool, error) {
 
 // Save replaces the file atomically.
 func (f FileCursorStore) Save(_ context.Context, data []byte) error {
-	return channels.WriteFileAtomic(f.Path, data, 0o600)
+	return atomicfile.Write(f.Path, data, 0o600)
 }
 
 // String names the file in logs.

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/atomicfile"
 	"github.com/nanobot-go/nanobot/internal/channels"
 )
 
@@ -50,7 +51,7 @@ import (
 //	{"ack":[id,...]}                           updates acknowledged
 //
 // Compaction rewrites the file as one snapshot line through a temp file and
-// a rename (channels.WriteFileAtomic), so a crash leaves either the old log
+// a rename (atomicfile.Write), so a crash leaves either the old log
 // or the new snapshot. A crash during an append can leave a torn last line:
 // reading drops it with a warning. It cannot have been confirmed to Telegram
 // (the fsync had not returned) or it was an ack, which at worst replays a
@@ -513,7 +514,7 @@ func (j *journal) rewrite() error {
 	if err := os.MkdirAll(filepath.Dir(j.path), 0o700); err != nil {
 		return fmt.Errorf("update journal: %w", err)
 	}
-	if err := channels.WriteFileAtomic(j.path, data, 0o600); err != nil {
+	if err := atomicfile.Write(j.path, data, 0o600); err != nil {
 		return fmt.Errorf("update journal: %w", err)
 	}
 	j.appended = 0
