@@ -41,7 +41,9 @@ func doctorEnv(t *testing.T, e *env, extra ...string) []string {
 		"NANOBOT_AGENTS_FALLBACKS=anthropic/claude-haiku-4-5",
 		"NANOBOT_PROVIDERS_ANTHROPIC_API_KEY=" + anthropicfake.APIKey,
 		"NANOBOT_PROVIDERS_ANTHROPIC_BASE_URL=" + an.URL(),
-		"NANOBOT_GATEWAY_LISTEN=" + freeAddr(t),
+		// Port 0: free by construction. A port found free beforehand could
+		// be taken by another process before doctor tries it.
+		"NANOBOT_GATEWAY_LISTEN=127.0.0.1:0",
 	}
 	return append(vars, extra...)
 }
