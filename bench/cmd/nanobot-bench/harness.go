@@ -331,25 +331,19 @@ func (h *harness) awaitReady(ctx context.Context, timeout time.Duration) (ready,
 	var r ready
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	url := "http://" + h.listen + "/healthz"
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for r.Healthz == 0 {
+	healthy := func() bool {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := client.Do(req); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				r.Healthz = time.Since(h.started)
-				break
-			}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
 		}
-		select {
-		case <-tick.C:
-		case <-h.exited:
-			return r, h.exitError()
-		case <-ctx.Done():
-			return r, fmt.Errorf("gateway: /healthz not answering after %v (log: %s)", timeout, h.logf.Name())
-		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
 	}
+	if err := h.poll(ctx, healthy, "/healthz not answering", timeout); err != nil {
+		return r, err
+	}
+	r.Healthz = time.Since(h.started)
 	select {
 	case <-h.polls.seen():
 		r.FirstPoll = h.polls.at().Sub(h.started)
@@ -358,19 +352,30 @@ func (h *harness) awaitReady(ctx context.Context, timeout time.Duration) (ready,
 	case <-ctx.Done():
 		return r, fmt.Errorf("gateway: no getUpdates after %v (log: %s)", timeout, h.logf.Name())
 	}
-	for h.dc != nil {
-		if st := h.dc.Stats(); st.Identifies > 0 && st.Live > 0 {
-			break
-		}
-		select {
-		case <-tick.C:
-		case <-h.exited:
-			return r, h.exitError()
-		case <-ctx.Done():
-			return r, fmt.Errorf("gateway: no Discord READY after %v (log: %s)", timeout, h.logf.Name())
+	if h.dc != nil {
+		discordReady := func() bool { st := h.dc.Stats(); return st.Identifies > 0 && st.Live > 0 }
+		if err := h.poll(ctx, discordReady, "no Discord READY", timeout); err != nil {
+			return r, err
 		}
 	}
 	return r, nil
+}
+
+// poll checks done every millisecond until it holds, the gateway exits or
+// ctx ends (the error then says what was missing after timeout).
+func (h *harness) poll(ctx context.Context, done func() bool, missing string, timeout time.Duration) error {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !done() {
+		select {
+		case <-tick.C:
+		case <-h.exited:
+			return h.exitError()
+		case <-ctx.Done():
+			return fmt.Errorf("gateway: %s after %v (log: %s)", missing, timeout, h.logf.Name())
+		}
+	}
+	return nil
 }
 
 func (h *harness) exitError() error {
