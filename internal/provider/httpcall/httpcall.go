@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 		if !(secs > 0) { // negative, or NaN
 			return 0
 		}
-		return time.Duration(secs * float64(time.Second))
+		return duration(secs, time.Second)
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(t.Sub(now), 0)
@@ -80,10 +81,20 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 func RetryAfterMs(h http.Header, now time.Time) time.Duration {
 	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
+			return duration(ms, time.Millisecond)
 		}
 	}
 	return RetryAfter(h, now)
+}
+
+// duration is n units, at most the longest Duration: a server asking for
+// 1e300 seconds means "not soon", not the negative number an overflowing
+// conversion would make of it.
+func duration(n float64, unit time.Duration) time.Duration {
+	if d := n * float64(unit); d < float64(math.MaxInt64) {
+		return time.Duration(d)
+	}
+	return math.MaxInt64
 }
 
 // Scrub removes the API key from text a server or transport echoed back. A

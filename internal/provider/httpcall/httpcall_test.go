@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -34,6 +35,7 @@ func TestRetryAfter(t *testing.T) {
 		{"milliseconds alone", map[string]string{"retry-after-ms": "1500"}, 0, 1500 * time.Millisecond},
 		{"bad milliseconds fall back", map[string]string{"Retry-After": "3", "Retry-After-Ms": "soon"}, 3 * time.Second, 3 * time.Second},
 		{"zero milliseconds fall back", map[string]string{"Retry-After": "3", "Retry-After-Ms": "0"}, 3 * time.Second, 3 * time.Second},
+		{"beyond any duration", map[string]string{"Retry-After": "1e300", "Retry-After-Ms": "1e300"}, math.MaxInt64, math.MaxInt64},
 		{"negative milliseconds fall back", map[string]string{"Retry-After": "3", "Retry-After-Ms": "-1"}, 3 * time.Second, 3 * time.Second},
 	}
 	for _, tt := range tests {
