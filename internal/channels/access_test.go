@@ -278,6 +278,15 @@ func TestIntakePrepareRunsOnlyForAdmitted(t *testing.T) {
 	if v, _ := in.Admit(context.Background(), Arrival{Msg: empty, Prepare: prep}); v != Dropped || *acks != 1 {
 		t.Fatalf("empty: %v acks %d; want dropped and acked", v, *acks)
 	}
+	// Nothing the user sent is lost without a word: both drops were answered.
+	if len(b.out) != 1 || b.out[0].Content != unreadable || b.out[0].ReplyTo != "3" {
+		t.Fatalf("replies %+v, want the unreadable note answering message 3", b.out)
+	}
+	// A message with nothing readable and no Prepare is answered too.
+	bare, _ := msg("1", "4", "  ")
+	if v, _ := in.Admit(context.Background(), Arrival{Msg: bare}); v != Dropped || len(b.out) != 2 {
+		t.Fatalf("bare: %v, replies %+v", v, b.out)
+	}
 }
 
 func TestIntakePublishFailureIsNotAcked(t *testing.T) {

@@ -2,6 +2,7 @@ package channels
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -75,6 +76,10 @@ type Arrival struct {
 	// Addressed is true when a group message mentions the bot, replies to
 	// it, or is a command meant for it.
 	Addressed bool
+	// Said, when set, is the message as its sender wrote it; the intake
+	// renders it (Render) into Msg.Content once the sender passed the gate,
+	// replacing what Content held. Commands are read from Said.Text.
+	Said *Incoming
 	// Prepare, when set, runs only for a message that passed the gate,
 	// before it is published: downloading media, transcribing voice. So a
 	// stranger's attachments are never fetched. An error drops the message
@@ -93,7 +98,7 @@ const (
 	WhoAmI                      // /whoami, answered by the channel layer
 	PairingCode                 // unknown DM sender under pairing: sent a code
 	Denied                      // sender not allowed: dropped without a word
-	Dropped                     // Prepare refused it (e.g. nothing usable in it)
+	Dropped                     // nothing usable in it, or Prepare refused it: the sender is told
 )
 
 func (v Verdict) String() string {
@@ -164,6 +169,9 @@ func (in *Intake) admit(ctx context.Context, a Arrival) (Verdict, error) {
 	if m.Channel == "" {
 		m.Channel = in.cfg.Channel
 	}
+	if a.Said != nil {
+		m.Content = strings.TrimSpace(a.Said.Text) // commands are read from the text alone
+	}
 	if m.MessageID != "" && in.duplicate(m.ChatID+"/"+m.MessageID) {
 		return Duplicate, nil
 	}
@@ -209,11 +217,23 @@ func (in *Intake) admit(ctx context.Context, a Arrival) (Verdict, error) {
 		}
 		return Denied, nil
 	}
+	if a.Said != nil {
+		m.Content = Render(*a.Said)
+	}
 	if a.Prepare != nil {
 		if err := a.Prepare(ctx, &m); err != nil {
 			in.log.Info("inbound message dropped while preparing it", zap.String("sender", m.SenderID), zap.Error(err))
+			if !errors.Is(err, ErrAnswered) {
+				in.reply(ctx, m, unreadable)
+			}
 			return Dropped, nil
 		}
+	}
+	if strings.TrimSpace(m.Content) == "" && len(m.Media) == 0 {
+		// Nothing the user sent is lost without a word (SPEC S-H5).
+		in.log.Info("inbound message with nothing readable", zap.String("sender", m.SenderID))
+		in.reply(ctx, m, unreadable)
+		return Dropped, nil
 	}
 	if n := utf8.RuneCountInString(m.Content); n > in.cfg.MaxChars {
 		m.Content = truncate(m.Content, n, in.cfg.MaxChars)
@@ -223,6 +243,14 @@ func (in *Intake) admit(ctx context.Context, a Arrival) (Verdict, error) {
 	}
 	return Published, nil
 }
+
+// ErrAnswered is what Prepare returns to drop a message whose sender it
+// already told why (e.g. "transcription is off"); any other error is
+// answered with the intake's own note.
+var ErrAnswered = errors.New("message dropped; the sender was told why")
+
+// unreadable is the reply to a message in which nothing could be read.
+const unreadable = "I got your message, but there is nothing in it I can read: no text, and nothing attached that I understand."
 
 func (in *Intake) duplicate(key string) bool {
 	in.mu.Lock()

@@ -262,7 +262,7 @@ func (w *worker) delivered(msg bus.OutboundMessage, err error) {
 func (w *worker) turn(msg bus.OutboundMessage, now time.Time) *turn {
 	t := w.turns[msg.TurnID]
 	if t == nil {
-		t = &turn{id: msg.TurnID, replyTo: msg.ReplyTo, meta: msg.Metadata}
+		t = &turn{id: msg.TurnID, replyTo: PlatformID(msg.ReplyTo), meta: msg.Metadata}
 		w.turns[msg.TurnID] = t
 	}
 	t.seen = now
@@ -559,7 +559,7 @@ func (w *worker) render(md string) []Chunk {
 func (w *worker) sendChunk(msg bus.OutboundMessage, c Chunk, first bool) error {
 	out := Outgoing{ChatID: w.key.chat, Metadata: msg.Metadata}
 	if first {
-		out.ReplyTo = msg.ReplyTo
+		out.ReplyTo = PlatformID(msg.ReplyTo)
 	}
 	err := w.retry("send", false, func(ctx context.Context, plain bool) error {
 		o := out
@@ -584,7 +584,7 @@ func (w *worker) sendMedia(msg bus.OutboundMessage, reply bool) error {
 	for i, part := range msg.Media {
 		out := Outgoing{ChatID: w.key.chat, Metadata: msg.Metadata, Media: []llm.Part{part}}
 		if reply && i == 0 {
-			out.ReplyTo = msg.ReplyTo
+			out.ReplyTo = PlatformID(msg.ReplyTo)
 		}
 		err := w.retry("send media", false, func(ctx context.Context, _ bool) error {
 			_, err := w.rt.ch.Send(ctx, out)

@@ -168,7 +168,7 @@ func (c *Channel) getUpdates(ctx context.Context, offset int64, timeout time.Dur
 	body, _ := json.Marshal(map[string]any{
 		"offset":          offset,
 		"timeout":         int(timeout / time.Second),
-		"allowed_updates": []string{models.AllowedUpdateMessage},
+		"allowed_updates": allowedUpdates,
 	})
 	u := c.apiURL + "/bot" + c.token + "/getUpdates"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
@@ -211,3 +211,7 @@ func (c *Channel) scrub(s string) string {
 	}
 	return strings.ReplaceAll(s, c.token, "<token>")
 }
+
+// allowedUpdates are the kinds of update the channel asks for: new and
+// edited messages (docs/telegram.md#edited-messages).
+var allowedUpdates = []string{models.AllowedUpdateMessage, models.AllowedUpdateEditedMessage}

@@ -266,7 +266,7 @@ func TestGroupGating(t *testing.T) {
 	e.srv.PushMessage(telegramfake.Mention(chat, owner, "what time is it?"))
 	e.srv.Wait(t, "answer to the mention", func() bool { return len(e.srv.Visible(chat)) == 1 })
 	reply := telegramfake.Group(chat, owner, "and now?")
-	reply.ReplyToMessage = &models.Message{ID: e.srv.Sent(chat)[0].ID, From: &e.srv.Bot, Chat: reply.Chat}
+	reply.ReplyToMessage = &models.Message{ID: e.srv.Sent(chat)[0].ID, From: &e.srv.Bot, Chat: reply.Chat, Text: "echo: what time is it?"}
 	e.srv.PushMessage(reply)
 	e.srv.Wait(t, "answer to the reply", func() bool { return len(e.srv.Visible(chat)) == 2 })
 	cmd := telegramfake.Group(chat, owner, "/status@"+telegramfake.Username)
@@ -277,7 +277,8 @@ func TestGroupGating(t *testing.T) {
 	for _, m := range e.agent.received() {
 		contents = append(contents, m.Content)
 	}
-	if strings.Join(contents, "|") != "what time is it?|and now?|/status" {
+	// A reply carries what it answers (SPEC S-H5).
+	if strings.Join(contents, "|") != "what time is it?|[in reply to your earlier message: \"echo: what time is it?\"]\nand now?|/status" {
 		t.Fatalf("agent got %q: want the mention stripped, unaddressed chatter dropped", contents)
 	}
 }

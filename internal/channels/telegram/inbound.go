@@ -2,7 +2,6 @@ package telegram
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,21 +41,26 @@ func (c *Channel) handle(parts []*models.Update) {
 		ack() // channel posts, anonymous admins, other bots, ourselves
 		return
 	}
-	a := c.arrival(first, me)
-	a.Msg.Ack = ack
 	var msgs []*models.Message
 	for _, u := range parts {
 		msgs = append(msgs, u.Message)
 	}
-	var texts []string
-	for _, m := range msgs {
-		if t := messageText(m, me); t != "" {
-			texts = append(texts, t)
-		}
+	a := c.arrival(first, me)
+	a.Msg.Ack = ack
+	a.Said = said(msgs, me, first.EditDate != 0)
+	if a.Said.Text == "" && len(a.Said.Items) == 0 && a.Said.Reply == nil && !hasMedia(msgs) && isService(first) {
+		ack() // a member joined, a title changed: nobody said anything
+		return
 	}
-	a.Msg.Content = strings.Join(texts, "\n\n")
-	a.Prepare = func(ctx context.Context, in *bus.InboundMessage) error {
-		return c.prepareMedia(ctx, msgs, in)
+	if first.EditDate != 0 {
+		// An edit is a message of its own (docs/telegram.md#edited-messages):
+		// its own id, its own time, nothing fetched again.
+		a.Msg.MessageID = channels.EditID(a.Msg.MessageID, strconv.FormatInt(parts[0].ID, 10))
+		a.Msg.Time = unix(first.EditDate)
+	} else {
+		a.Prepare = func(ctx context.Context, in *bus.InboundMessage) error {
+			return c.prepareMedia(ctx, msgs, in)
+		}
 	}
 	if _, err := c.intake.Admit(ctx, a); err != nil {
 		// The bus refused (shutting down): leave the update unacknowledged
@@ -73,7 +77,7 @@ func (c *Channel) arrival(m *models.Message, me *models.User) channels.Arrival {
 	in := bus.InboundMessage{
 		Channel:    Name,
 		SenderID:   strconv.FormatInt(m.From.ID, 10),
-		SenderName: senderName(m.From),
+		SenderName: displayName(m.From),
 		ChatID:     chat,
 		MessageID:  strconv.Itoa(m.ID),
 		Metadata:   meta,
@@ -87,11 +91,14 @@ func (c *Channel) arrival(m *models.Message, me *models.User) channels.Arrival {
 	return channels.Arrival{Msg: in, Username: m.From.Username, Group: group, Addressed: !group || addressed(m, me)}
 }
 
-func senderName(u *models.User) string {
-	if u.Username != "" {
-		return "@" + u.Username
+// hasMedia reports whether one of msgs carries what Prepare fetches.
+func hasMedia(msgs []*models.Message) bool {
+	for _, m := range msgs {
+		if len(m.Photo) > 0 || m.Document != nil || m.Voice != nil || m.Audio != nil {
+			return true
+		}
 	}
-	return strings.TrimSpace(u.FirstName + " " + u.LastName)
+	return false
 }
 
 // addressed reports whether a group message is for the bot: it mentions the
@@ -176,10 +183,12 @@ func replaceFold(s, old, repl string) string {
 }
 
 // albums collects the messages of one media group, which Telegram delivers
-// as separate updates, and hands them over together after wait.
+// as separate updates, and hands them over together after wait. The first
+// part takes the chat's place in line at once (the caller queues the
+// album's handler on the chat's lane, where it waits for the rest), so a
+// message sent after the album is not answered before it.
 type albums struct {
 	wait time.Duration
-	done func([]*models.Update)
 
 	mu     sync.Mutex
 	groups map[string]*album
@@ -189,19 +198,29 @@ type albums struct {
 type album struct {
 	parts []*models.Update
 	timer *time.Timer
+	ready chan struct{} // closed once the parts are collected
 }
 
-func newAlbums(wait time.Duration, done func([]*models.Update)) *albums {
-	return &albums{wait: wait, done: done, groups: map[string]*album{}}
+// collected waits until the album is complete and returns its parts.
+func (g *album) collected() []*models.Update {
+	<-g.ready
+	return g.parts
 }
 
-func (a *albums) add(u *models.Update) {
+func newAlbums(wait time.Duration) *albums {
+	return &albums{wait: wait, groups: map[string]*album{}}
+}
+
+// add files u under its album; for an album's first part it returns the
+// album, whose handler the caller queues on the chat's lane.
+func (a *albums) add(u *models.Update) (first *album) {
 	key := strconv.FormatInt(u.Message.Chat.ID, 10) + "/" + u.Message.MediaGroupID
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	g := a.groups[key]
 	if g == nil {
-		g = &album{}
+		g = &album{ready: make(chan struct{})}
+		first = g
 		a.groups[key] = g
 		a.wg.Add(1)
 		g.timer = time.AfterFunc(a.wait, func() {
@@ -210,33 +229,30 @@ func (a *albums) add(u *models.Update) {
 		})
 	}
 	g.parts = append(g.parts, u)
+	return first
 }
 
 func (a *albums) fire(key string) {
 	a.mu.Lock()
-	g := a.groups[key]
-	delete(a.groups, key)
-	a.mu.Unlock()
-	if g != nil {
-		a.done(g.parts)
+	defer a.mu.Unlock()
+	if g := a.groups[key]; g != nil {
+		delete(a.groups, key)
+		close(g.ready)
 	}
 }
 
-// flush hands over every album still collecting and waits for timers that
+// flush completes every album still collecting and waits for timers that
 // already fired, so no timer goroutine outlives it.
 func (a *albums) flush() {
 	a.mu.Lock()
 	groups := a.groups
 	a.groups = map[string]*album{}
-	a.mu.Unlock()
 	for _, g := range groups {
 		if g.timer.Stop() {
 			a.wg.Done()
-			a.done(g.parts)
 		}
+		close(g.ready)
 	}
+	a.mu.Unlock()
 	a.wg.Wait()
 }
-
-// errNothing drops a message with nothing the agent could use.
-var errNothing = errors.New("message has no text or usable attachment")

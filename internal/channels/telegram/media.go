@@ -15,6 +15,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bytesize"
+	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
@@ -28,6 +29,7 @@ var errTooLarge = errors.New("file too large")
 // senders the gate let in.
 func (c *Channel) prepareMedia(ctx context.Context, msgs []*models.Message, in *bus.InboundMessage) error {
 	var notes []string
+	told := false // the sender was told already why nothing came through
 	for _, m := range msgs {
 		if len(m.Photo) > 0 {
 			part, err := c.photo(ctx, m.Photo)
@@ -48,7 +50,10 @@ func (c *Channel) prepareMedia(ctx context.Context, msgs []*models.Message, in *
 		if m.Voice != nil || m.Audio != nil {
 			text, err := c.transcribe(ctx, m)
 			switch {
+			case errors.Is(err, errTranscriptionOff) && m.Voice == nil:
+				notes = append(notes, audioItem(m.Audio).String()) // music, a recording: said what it is
 			case errors.Is(err, errTranscriptionOff):
+				told = true
 				c.tell(ctx, in, "I can't listen to voice messages: transcription is off. Please type your message.")
 			case err != nil:
 				notes = append(notes, c.mediaNote("voice message", err))
@@ -60,8 +65,8 @@ func (c *Channel) prepareMedia(ctx context.Context, msgs []*models.Message, in *
 	if len(notes) > 0 {
 		in.Content = strings.TrimSpace(in.Content + "\n\n" + strings.Join(notes, "\n"))
 	}
-	if strings.TrimSpace(in.Content) == "" && len(in.Media) == 0 {
-		return errNothing
+	if told && strings.TrimSpace(in.Content) == "" && len(in.Media) == 0 {
+		return channels.ErrAnswered
 	}
 	return nil
 }

@@ -231,12 +231,7 @@ func (c *Channel) Run(ctx context.Context) error {
 	}()
 
 	lanes := channels.NewLanes(1024)
-	albums := newAlbums(c.deps.AlbumWait, func(parts []*models.Update) {
-		key := strconv.FormatInt(parts[0].Message.Chat.ID, 10)
-		if err := lanes.Go(context.Background(), key, func() { c.handle(parts) }); err != nil {
-			c.log.Debug("album left for replay", zap.Error(err))
-		}
-	})
+	albums := newAlbums(c.deps.AlbumWait)
 	c.runMu.Lock()
 	c.lanes, c.albums = lanes, albums
 	c.handCtx = context.WithoutCancel(ctx)
@@ -319,7 +314,7 @@ func (c *Channel) accept(ctx context.Context, raw json.RawMessage) {
 		return
 	}
 	m := u.Message
-	if m == nil {
+	if m == nil || liveLocationMoved(m) {
 		c.journal.ack(u.ID)
 		return
 	}
@@ -329,14 +324,25 @@ func (c *Channel) accept(ctx context.Context, raw json.RawMessage) {
 	if lanes == nil {
 		return // shutting down: stays in the journal, replayed next start
 	}
-	if m.MediaGroupID != "" {
-		albums.add(&u)
-		return
-	}
 	key := strconv.FormatInt(m.Chat.ID, 10)
-	if err := lanes.Go(ctx, key, func() { c.handle([]*models.Update{&u}) }); err != nil {
+	run := func() { c.handle([]*models.Update{&u}) }
+	if m.MediaGroupID != "" && m.EditDate == 0 {
+		g := albums.add(&u)
+		if g == nil {
+			return // a later part: its album is in line already
+		}
+		run = func() { c.handle(g.collected()) }
+	}
+	if err := lanes.Go(ctx, key, run); err != nil {
 		c.log.Debug("update left for replay", zap.Int64("update", u.ID), zap.Error(err))
 	}
+}
+
+// liveLocationMoved reports an edit that only moves a live location:
+// Telegram sends one every few seconds while a location is shared live, and
+// none of them is a message.
+func liveLocationMoved(m *models.Message) bool {
+	return m.EditDate != 0 && m.Location != nil && m.Location.LivePeriod > 0
 }
 
 // messageUpdate is the part of an update the channel reads: it asks for
@@ -351,21 +357,31 @@ func (c *Channel) accept(ctx context.Context, raw json.RawMessage) {
 type messageUpdate struct {
 	ID      int64           `json:"update_id"`
 	Message json.RawMessage `json:"message"`
+	Edited  json.RawMessage `json:"edited_message"`
 }
 
 // decodeUpdate reads the update in raw; its Message is nil when it has none.
+// An edited_message is decoded as the Message too: its edit_date, which
+// Telegram sets on every edit, tells it from a new one.
 func decodeUpdate(raw json.RawMessage) (models.Update, error) {
 	var in messageUpdate
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return models.Update{}, err
 	}
 	u := models.Update{ID: in.ID}
+	edited := len(in.Message) == 0 || string(in.Message) == "null"
+	if edited {
+		in.Message = in.Edited
+	}
 	if len(in.Message) == 0 || string(in.Message) == "null" {
 		return u, nil
 	}
 	u.Message = new(models.Message)
 	if err := json.Unmarshal(in.Message, u.Message); err != nil {
 		return models.Update{}, fmt.Errorf("message: %w", err)
+	}
+	if edited && u.Message.EditDate == 0 {
+		u.Message.EditDate = max(u.Message.Date, 1) // an edit all the same
 	}
 	return u, nil
 }
@@ -486,7 +502,7 @@ func (c *Channel) runWebhook(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, c.deps.CallTimeout)
 		_, err := c.api.SetWebhook(cctx, &bot.SetWebhookParams{
 			URL: c.cfg.WebhookURL, SecretToken: c.cfg.WebhookSecret,
-			AllowedUpdates: []string{models.AllowedUpdateMessage},
+			AllowedUpdates: allowedUpdates,
 		})
 		cancel()
 		if err == nil {

@@ -19,7 +19,8 @@ func TestDecodeUpdate(t *testing.T) {
 		wantErr bool
 	}{
 		{"a message", `{"update_id":7,"message":{"message_id":1,"date":1,"chat":{"id":5,"type":"private"},"text":"hi"}}`, 7, "hi", false},
-		{"no message (another kind of update)", `{"update_id":8,"edited_message":{"message_id":1}}`, 8, "-", false},
+		{"no message (another kind of update)", `{"update_id":8,"callback_query":{"id":"1"}}`, 8, "-", false},
+		{"an edited message", `{"update_id":11,"edited_message":{"message_id":1,"date":1,"edit_date":2,"chat":{"id":5,"type":"private"},"text":"hi"}}`, 11, "hi", false},
 		{"a null message", `{"update_id":9,"message":null}`, 9, "-", false},
 		{"an unreadable message", `{"update_id":10,"message":{"message_id":"one"}}`, 0, "", true},
 		{"not JSON", `{"update_id":`, 0, "", true},

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -190,6 +191,18 @@ func (s *Server) PushMessage(m models.Message) int64 {
 	}
 	s.mu.Unlock()
 	return s.PushUpdate(models.Update{Message: &m})
+}
+
+// PushEdit queues an edited_message update: m is the new version of a
+// message pushed earlier (same ID), its EditDate set to now when zero.
+func (s *Server) PushEdit(m models.Message) int64 {
+	if m.Date == 0 {
+		m.Date = int(time.Now().Unix())
+	}
+	if m.EditDate == 0 {
+		m.EditDate = int(time.Now().Unix())
+	}
+	return s.PushUpdate(models.Update{EditedMessage: &m})
 }
 
 // AddFile stores a downloadable file and returns its file_id.
@@ -572,6 +585,14 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 	offset, _ := strconv.ParseInt(p["offset"], 10, 64)
 	timeout, _ := strconv.Atoi(p["timeout"])
 	limit, _ := strconv.Atoi(p["limit"])
+	// Like Telegram, send only the kinds of update asked for; an absent
+	// list means every kind but a few the fake never makes.
+	var allowed []string
+	if raw := p["allowed_updates"]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &allowed); err != nil {
+			return nil, badRequest("can't parse allowed_updates: %v", err)
+		}
+	}
 	if limit <= 0 || limit > 100 {
 		limit = 100
 	}
@@ -606,7 +627,7 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 		}
 		var out []models.Update
 		for _, u := range s.updates {
-			if u.ID >= offset && len(out) < limit {
+			if u.ID >= offset && len(out) < limit && (len(allowed) == 0 || slices.Contains(allowed, updateKind(u))) {
 				out = append(out, u)
 			}
 		}
@@ -628,6 +649,19 @@ func (s *Server) getUpdates(ctx context.Context, p map[string]string) (any, *api
 			return []models.Update{}, nil
 		}
 	}
+}
+
+// updateKind is the allowed_updates name of u's kind.
+func updateKind(u models.Update) string {
+	switch {
+	case u.Message != nil:
+		return models.AllowedUpdateMessage
+	case u.EditedMessage != nil:
+		return models.AllowedUpdateEditedMessage
+	case u.CallbackQuery != nil:
+		return models.AllowedUpdateCallbackQuery
+	}
+	return "other"
 }
 
 func (s *Server) chatID(p map[string]string) (int64, *apiError) {
