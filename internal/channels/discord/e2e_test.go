@@ -62,9 +62,9 @@ func TestE2EGuildMentionGatingAndThreads(t *testing.T) {
 	}
 
 	// A reply to the bot's message counts as addressing it, even without
-	// the ping.
+	// the ping, and carries what it answers (SPEC S-H5).
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: ch, Author: carol, Content: "and tomorrow?", ReplyTo: reply.ID, NoReplyPing: true})
-	e.receivedIs("and tomorrow?")
+	e.receivedIs("[in reply to your earlier message: \"echo: what time is it?\"]\nand tomorrow?")
 
 	// The bot's role mentioned.
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: ch, Author: carol, Content: "<@&" + e.fake.BotRoleID(g) + "> ping"})

@@ -29,6 +29,26 @@ func (c *Channel) onMessageCreate(_ *discordgo.Session, e *discordgo.MessageCrea
 	c.receive(m)
 }
 
+// onMessageUpdate runs on discordgo's gateway reader for MESSAGE_UPDATE.
+// Only an edit the author made (edited_timestamp set) is a message; Discord
+// also sends updates that merely add link previews. Edits are not caught up
+// after a restart, and go to the chat's lane behind what it already holds
+// (docs/discord.md#edited-messages).
+func (c *Channel) onMessageUpdate(_ *discordgo.Session, e *discordgo.MessageUpdate) {
+	m := e.Message
+	if m == nil || m.EditedTimestamp == nil || !fromHuman(m, c.state.bot()) {
+		return
+	}
+	ctxp, lanes := c.runCtx.Load(), c.lanes.Load()
+	if ctxp == nil || lanes == nil {
+		return
+	}
+	ctx := *ctxp
+	if err := lanes.Go(ctx, m.ChannelID, func() { c.handle(ctx, m) }); err != nil {
+		c.log.Info("edited message not handled: shutting down", zap.String("message", m.ID))
+	}
+}
+
 // receive queues a live or caught-up message on its chat's lane, waiting
 // while too many are pending, so a chat's messages keep their order and
 // memory stays bounded. It reports whether the message was queued: not when
@@ -62,6 +82,7 @@ func (c *Channel) receive(m *discordgo.Message) bool {
 // nothing but this check.
 func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 	bot := c.state.bot()
+	edit := m.EditedTimestamp != nil
 	in := bus.InboundMessage{
 		Channel:    Name,
 		SenderID:   m.Author.ID,
@@ -72,9 +93,16 @@ func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 		Time:       m.Timestamp,
 		Metadata:   map[string]string{"is_group": "false"},
 	}
+	if edit {
+		// An edit is a message of its own (docs/discord.md#edited-messages):
+		// its own id and time; not tracked by the cursors, which count
+		// messages, not versions.
+		in.MessageID = channels.EditID(m.ID, strconv.FormatInt(m.EditedTimestamp.UnixMilli(), 10))
+		in.Time = *m.EditedTimestamp
+	}
 	a := channels.Arrival{Msg: in, Username: m.Author.Username}
 	id, err := strconv.ParseUint(m.ID, 10, 64)
-	if c.cursors != nil && err == nil {
+	if c.cursors != nil && err == nil && !edit {
 		a.Msg.Ack = func() { c.cursors.ack(m.ChannelID, id) }
 	}
 	if m.GuildID != "" {
@@ -99,13 +127,11 @@ func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 			}
 		}
 	}
-	a.Msg.Content = strings.TrimSpace(replaceMentions(a.Msg.Content, m.Mentions))
-	if q := quoted(m, bot); q != "" {
-		// After the text, so a reply that is a command stays a command.
-		a.Msg.Content = strings.TrimSpace(a.Msg.Content + "\n" + q)
-	}
-	a.Prepare = func(ctx context.Context, msg *bus.InboundMessage) error {
-		return c.prepare(ctx, m, msg)
+	a.Said = said(m, strings.TrimSpace(replaceMentions(a.Msg.Content, m.Mentions)), bot, edit)
+	if !edit {
+		a.Prepare = func(ctx context.Context, msg *bus.InboundMessage) error {
+			return c.prepare(ctx, m, msg)
+		}
 	}
 	if _, err := c.intake.Admit(ctx, a); errors.Is(err, context.Canceled) {
 		c.log.Info("inbound message dropped: shutting down", zap.String("message", m.ID))
@@ -120,10 +146,6 @@ func (c *Channel) allowed(u *discordgo.User) bool {
 	return ok && err == nil
 }
 
-// errNothingToSay drops a message left with no text and nothing attached
-// (a sticker, a bare mention).
-var errNothingToSay = errors.New("no text and no usable attachment")
-
 // prepare fetches the attachments of an admitted message.
 func (c *Channel) prepare(ctx context.Context, m *discordgo.Message, msg *bus.InboundMessage) error {
 	md := c.fetchMedia(ctx, m)
@@ -135,9 +157,6 @@ func (c *Channel) prepare(ctx context.Context, m *discordgo.Message, msg *bus.In
 		text = strings.TrimSpace(text + "\n" + n)
 	}
 	msg.Content, msg.Media = text, md.parts
-	if msg.Content == "" && len(msg.Media) == 0 {
-		return errNothingToSay
-	}
 	return nil
 }
 
@@ -253,18 +272,4 @@ func replaceMentions(text string, users []*discordgo.User) string {
 		text = strings.NewReplacer("<@"+u.ID+">", name, "<@!"+u.ID+">", name).Replace(text)
 	}
 	return text
-}
-
-// quoted gives context for a reply to someone else's message (replies to
-// the bot's own messages are already in the session).
-func quoted(m *discordgo.Message, bot string) string {
-	ref := m.ReferencedMessage
-	if ref == nil || ref.Author == nil || ref.Author.ID == bot || strings.TrimSpace(ref.Content) == "" {
-		return ""
-	}
-	q := []rune(strings.TrimSpace(ref.Content))
-	if len(q) > 300 {
-		q = append(q[:300], '…')
-	}
-	return "[in reply to @" + ref.Author.Username + ": " + strings.ReplaceAll(string(q), "\n", " ") + "]"
 }

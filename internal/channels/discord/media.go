@@ -38,7 +38,13 @@ type media struct {
 func (c *Channel) fetchMedia(ctx context.Context, m *discordgo.Message) media {
 	var out media
 	voice := m.Flags&discordgo.MessageFlagsIsVoiceMessage != 0
-	for _, a := range m.Attachments {
+	attachments := m.Attachments
+	for _, s := range m.MessageSnapshots {
+		if s.Message != nil { // a forward's files are in its snapshot
+			attachments = append(attachments[:len(attachments):len(attachments)], s.Message.Attachments...)
+		}
+	}
+	for _, a := range attachments {
 		if a == nil {
 			continue
 		}

@@ -20,6 +20,16 @@ type Incoming struct {
 	// Roles are the author's roles in the guild (for guild channels).
 	Roles       []string
 	Attachments []IncomingFile
+	// Forward is the id of a message this one forwards: it then has no
+	// content of its own, and the forwarded message's content and files in
+	// message_snapshots, as Discord's clients send a forward.
+	Forward  string
+	Stickers []StickerItem
+	Embeds   []Embed
+	Poll     *Poll
+	// Activity and App make the message an activity invitation.
+	Activity *Activity
+	App      *Application
 }
 
 // IncomingFile is an attachment of an incoming message. Its bytes are served
@@ -90,6 +100,25 @@ func (s *Server) SendMessageCreate(in Incoming) string {
 			m.Mentions = append(m.Mentions, ref.obj.Author)
 		}
 	}
+	if in.Forward != "" {
+		src, ok := s.byID[in.Forward]
+		if !ok {
+			s.t.Fatalf("discordfake: SendMessageCreate: unknown message %s to forward", in.Forward)
+		}
+		o := src.obj
+		m.MessageReference = &MessageReference{Type: ReferenceForward, MessageID: o.ID, ChannelID: o.ChannelID, GuildID: o.GuildID}
+		m.MessageSnapshots = []MessageSnapshot{{Message: SnapshotMessage{Type: o.Type, Content: o.Content, Embeds: o.Embeds,
+			Attachments: o.Attachments, Timestamp: o.Timestamp, EditedTimestamp: o.EditedTimestamp, Flags: o.Flags,
+			Mentions: o.Mentions, MentionRoles: o.MentionRoles, StickerItems: o.StickerItems}}}
+	}
+	m.StickerItems, m.Poll, m.Activity, m.Application = in.Stickers, in.Poll, in.Activity, in.App
+	for _, e := range in.Embeds {
+		raw, err := json.Marshal(e)
+		if err != nil {
+			s.t.Fatalf("discordfake: embed: %v", err)
+		}
+		m.Embeds = append(m.Embeds, raw)
+	}
 	for _, f := range in.Attachments {
 		size := f.Size
 		if size == 0 {
@@ -110,6 +139,51 @@ func (s *Server) SendMessageCreate(in Incoming) string {
 	s.dispatchMessage(m)
 	s.notify()
 	return m.ID
+}
+
+// SendMessageUpdate edits a user's message to content and dispatches
+// MESSAGE_UPDATE with edited_timestamp set, as Discord does for an edit.
+func (s *Server) SendMessageUpdate(messageID, content string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.byID[messageID]
+	if !ok {
+		s.t.Fatalf("discordfake: SendMessageUpdate: unknown message %s", messageID)
+	}
+	st.obj.Content = content
+	now := timestamp(time.Now())
+	st.obj.EditedTimestamp = &now
+	st.history = append(st.history, content)
+	s.dispatchUpdate(st.obj)
+	s.notify()
+}
+
+// AddLinkPreview adds an embed to a message and dispatches MESSAGE_UPDATE
+// without edited_timestamp, as Discord does when it unfurls a link.
+func (s *Server) AddLinkPreview(messageID string, e Embed) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.byID[messageID]
+	if !ok {
+		s.t.Fatalf("discordfake: AddLinkPreview: unknown message %s", messageID)
+	}
+	raw, err := json.Marshal(e)
+	if err != nil {
+		s.t.Fatalf("discordfake: embed: %v", err)
+	}
+	st.obj.Embeds = append(st.obj.Embeds, raw)
+	s.dispatchUpdate(st.obj)
+	s.notify()
+}
+
+// dispatchUpdate sends MESSAGE_UPDATE under the same intents as a create.
+// Callers hold s.mu.
+func (s *Server) dispatchUpdate(m MessageObject) {
+	need := IntentGuildMessages
+	if m.GuildID == "" {
+		need = IntentDirectMessages
+	}
+	s.dispatch("MESSAGE_UPDATE", func(int) any { return m }, need)
 }
 
 // Redeliver dispatches an already posted message again, as Discord may do

@@ -113,12 +113,88 @@ type MessageObject struct {
 	Flags             int               `json:"flags"`
 	MessageReference  *MessageReference `json:"message_reference,omitempty"`
 	ReferencedMessage *MessageObject    `json:"referenced_message,omitempty"`
+	// MessageSnapshots hold a forwarded message (message_reference type 1).
+	MessageSnapshots []MessageSnapshot `json:"message_snapshots,omitempty"`
+	StickerItems     []StickerItem     `json:"sticker_items,omitempty"`
+	Poll             *Poll             `json:"poll,omitempty"`
+	Activity         *Activity         `json:"activity,omitempty"`
+	Application      *Application      `json:"application,omitempty"`
+}
+
+// MessageSnapshot is a forwarded message's copy: a partial message object
+// (no author, no id).
+type MessageSnapshot struct {
+	Message SnapshotMessage `json:"message"`
+}
+
+// SnapshotMessage is the part of a message a forward copies.
+type SnapshotMessage struct {
+	Type            int               `json:"type"`
+	Content         string            `json:"content"`
+	Embeds          []json.RawMessage `json:"embeds"`
+	Attachments     []Attachment      `json:"attachments"`
+	Timestamp       string            `json:"timestamp"`
+	EditedTimestamp *string           `json:"edited_timestamp"`
+	Flags           int               `json:"flags"`
+	Mentions        []User            `json:"mentions"`
+	MentionRoles    []string          `json:"mention_roles"`
+	StickerItems    []StickerItem     `json:"sticker_items,omitempty"`
+}
+
+// StickerItem is the short form of a sticker sent with a message.
+type StickerItem struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	FormatType int    `json:"format_type"`
+}
+
+// Poll is a message's poll (the request form: question and answers).
+type Poll struct {
+	Question         PollMedia    `json:"question"`
+	Answers          []PollAnswer `json:"answers"`
+	AllowMultiselect bool         `json:"allow_multiselect"`
+	LayoutType       int          `json:"layout_type"`
+	Expiry           string       `json:"expiry,omitempty"`
+}
+
+// PollMedia is a poll's question or an answer's text.
+type PollMedia struct {
+	Text string `json:"text,omitempty"`
+}
+
+// PollAnswer is one answer of a poll.
+type PollAnswer struct {
+	AnswerID  int       `json:"answer_id"`
+	PollMedia PollMedia `json:"poll_media"`
+}
+
+// Activity is a rich presence invitation attached to a message.
+type Activity struct {
+	Type    int    `json:"type"`
+	PartyID string `json:"party_id,omitempty"`
+}
+
+// Application is the application of a message's activity.
+type Application struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// Embed is the part of an embed object the fake makes.
+type Embed struct {
+	Type        string `json:"type,omitempty"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	URL         string `json:"url,omitempty"`
 }
 
 // Message types and flags the fake produces.
 const (
 	MessageTypeDefault = 0
 	MessageTypeReply   = 19
+
+	// ReferenceForward is message_reference.type of a forward.
+	ReferenceForward = 1
 
 	// FlagVoiceMessage marks a voice message (IS_VOICE_MESSAGE).
 	FlagVoiceMessage = 1 << 13
