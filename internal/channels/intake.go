@@ -230,7 +230,8 @@ func (in *Intake) admit(ctx context.Context, a Arrival) (Verdict, error) {
 		}
 	}
 	if strings.TrimSpace(m.Content) == "" && len(m.Media) == 0 {
-		// Nothing the user sent is lost without a word (SPEC S-H5).
+		// Nothing the user sent is lost without a word
+		// (docs/channels.md#what-each-message-kind-becomes).
 		in.log.Info("inbound message with nothing readable", zap.String("sender", m.SenderID))
 		in.reply(ctx, m, unreadable)
 		return Dropped, nil

@@ -62,7 +62,7 @@ func TestE2EGuildMentionGatingAndThreads(t *testing.T) {
 	}
 
 	// A reply to the bot's message counts as addressing it, even without
-	// the ping, and carries what it answers (SPEC S-H5).
+	// the ping, and carries what it answers.
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: ch, Author: carol, Content: "and tomorrow?", ReplyTo: reply.ID, NoReplyPing: true})
 	e.receivedIs("[in reply to your earlier message: \"echo: what time is it?\"]\nand tomorrow?")
 

@@ -33,7 +33,7 @@ func (c *Channel) onMessageCreate(_ *discordgo.Session, e *discordgo.MessageCrea
 // Only an edit the author made (edited_timestamp set) is a message; Discord
 // also sends updates that merely add link previews. Edits are not caught up
 // after a restart, and go to the chat's lane behind what it already holds
-// (docs/discord.md#edited-messages).
+// (docs/channels.md#edited-messages).
 func (c *Channel) onMessageUpdate(_ *discordgo.Session, e *discordgo.MessageUpdate) {
 	m := e.Message
 	if m == nil || m.EditedTimestamp == nil || !fromHuman(m, c.state.bot()) {
@@ -94,7 +94,7 @@ func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 		Metadata:   map[string]string{"is_group": "false"},
 	}
 	if edit {
-		// An edit is a message of its own (docs/discord.md#edited-messages):
+		// An edit is a message of its own (docs/channels.md#edited-messages):
 		// its own id and time; not tracked by the cursors, which count
 		// messages, not versions.
 		in.MessageID = channels.EditID(m.ID, strconv.FormatInt(m.EditedTimestamp.UnixMilli(), 10))

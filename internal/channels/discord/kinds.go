@@ -10,7 +10,8 @@ import (
 )
 
 // messageFields says, for every field of discordgo.Message, what becomes of
-// it (SPEC S-H5), with the reason: "routing" and "text" fields are read by
+// it (docs/channels.md#what-each-message-kind-becomes), with the reason:
+// "routing" and "text" fields are read by
 // inbound.go, "content" and "context" ones become parts (media.go) or
 // Items and quotes (below), "ignored" ones carry nothing a person said to
 // the bot. TestEveryMessageFieldIsAccounted holds the table to the

@@ -77,8 +77,7 @@ var kindCases = []kindCase{
 }
 
 // TestEveryMessageFieldIsAccounted walks discordgo.Message: a field the
-// channel neither reads nor lists as ignored, with a reason, fails here
-// (SPEC S-H5).
+// channel neither reads nor lists as ignored, with a reason, fails here.
 func TestEveryMessageFieldIsAccounted(t *testing.T) {
 	uses := discord.MessageFieldUses()
 	typ := reflect.TypeFor[discordgo.Message]()

@@ -213,5 +213,5 @@ func (c *Channel) scrub(s string) string {
 }
 
 // allowedUpdates are the kinds of update the channel asks for: new and
-// edited messages (docs/telegram.md#edited-messages).
+// edited messages (docs/channels.md#edited-messages).
 var allowedUpdates = []string{models.AllowedUpdateMessage, models.AllowedUpdateEditedMessage}

@@ -277,7 +277,7 @@ func TestGroupGating(t *testing.T) {
 	for _, m := range e.agent.received() {
 		contents = append(contents, m.Content)
 	}
-	// A reply carries what it answers (SPEC S-H5).
+	// A reply carries what it answers.
 	if strings.Join(contents, "|") != "what time is it?|[in reply to your earlier message: \"echo: what time is it?\"]\nand now?|/status" {
 		t.Fatalf("agent got %q: want the mention stripped, unaddressed chatter dropped", contents)
 	}

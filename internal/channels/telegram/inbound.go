@@ -53,7 +53,7 @@ func (c *Channel) handle(parts []*models.Update) {
 		return
 	}
 	if first.EditDate != 0 {
-		// An edit is a message of its own (docs/telegram.md#edited-messages):
+		// An edit is a message of its own (docs/channels.md#edited-messages):
 		// its own id, its own time, nothing fetched again.
 		a.Msg.MessageID = channels.EditID(a.Msg.MessageID, strconv.FormatInt(parts[0].ID, 10))
 		a.Msg.Time = unix(first.EditDate)

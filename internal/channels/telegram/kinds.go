@@ -41,7 +41,7 @@ type field struct {
 }
 
 // messageFields says, for every field of models.Message, what becomes of
-// it (SPEC S-H5). TestEveryMessageFieldIsAccounted fails on a field of the
+// it. TestEveryMessageFieldIsAccounted fails on a field of the
 // library's type missing here, so a new Bot API kind cannot be dropped in
 // silence; TestEveryContentKindReachesTheAgent sends each useContent and
 // useContext field through the fake and reads what the agent got.

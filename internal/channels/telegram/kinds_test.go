@@ -125,7 +125,7 @@ var kindCases = []kindCase{
 
 // TestEveryMessageFieldIsAccounted walks models.Message: a field the
 // channel neither reads nor lists as ignored, with a reason, fails here, so
-// a new Bot API version cannot bring silence back (SPEC S-H5).
+// a new Bot API version cannot bring silence back.
 func TestEveryMessageFieldIsAccounted(t *testing.T) {
 	uses := telegram.MessageFieldUses()
 	typ := reflect.TypeFor[models.Message]()
@@ -244,7 +244,7 @@ func TestEditReachesTheAgentAsACorrection(t *testing.T) {
 }
 
 // An album held back to collect its parts is not overtaken by the message
-// sent after it (SPEC S-H5).
+// sent after it.
 func TestAlbumIsNotOvertaken(t *testing.T) {
 	e := start(t, opts{})
 	for i := range 2 {
@@ -266,4 +266,3 @@ func TestAlbumIsNotOvertaken(t *testing.T) {
 		t.Fatalf("the agent read %q, want the album first", order)
 	}
 }
-
