@@ -5,9 +5,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
@@ -119,7 +121,12 @@ func TestE2EEveryKindReachesTheAgent(t *testing.T) {
 				in.Content = strings.TrimSpace(e.mention() + " " + in.Content)
 			}
 			e.fake.SendMessageCreate(in)
-			got := e.received()
+			var got bus.InboundMessage
+			select {
+			case got = <-e.got:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the agent got no message within 10s: the kind was dropped")
+			}
 			if c.media != "" && (len(got.Media) != 1 || got.Media[0].Kind != c.media) {
 				t.Fatalf("media %+v, want one %s part", got.Media, c.media)
 			}
