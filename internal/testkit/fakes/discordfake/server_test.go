@@ -137,6 +137,37 @@ func TestIdentifyHeartbeatAndDispatch(t *testing.T) {
 	}
 }
 
+// A forward carries its source in message_snapshots; an edit and a link
+// preview are MESSAGE_UPDATEs, told apart by edited_timestamp.
+func TestForwardEditAndLinkPreview(t *testing.T) {
+	s := New(t, Options{})
+	g := s.AddGuild("g")
+	ch := s.AddTextChannel(g, "general")
+	c := dial(t, s, "/gateway")
+	c.identify(s.Token(), allIntents)
+	u := s.NewUser("alice")
+	src := s.SendMessageCreate(Incoming{ChannelID: ch, Author: u, Content: "the plan"})
+	c.readDispatch("MESSAGE_CREATE")
+	s.SendMessageCreate(Incoming{ChannelID: ch, Author: u, Forward: src})
+	var fwd MessageObject
+	_ = json.Unmarshal(c.readDispatch("MESSAGE_CREATE").D, &fwd)
+	if fwd.Content != "" || fwd.MessageReference == nil || fwd.MessageReference.Type != ReferenceForward ||
+		len(fwd.MessageSnapshots) != 1 || fwd.MessageSnapshots[0].Message.Content != "the plan" {
+		t.Fatalf("forward = %+v", fwd)
+	}
+	s.AddLinkPreview(src, Embed{Type: "link", URL: "https://example.com"})
+	s.SendMessageUpdate(src, "the new plan")
+	var preview, edit MessageObject
+	_ = json.Unmarshal(c.readDispatch("MESSAGE_UPDATE").D, &preview)
+	_ = json.Unmarshal(c.readDispatch("MESSAGE_UPDATE").D, &edit)
+	if preview.EditedTimestamp != nil || len(preview.Embeds) != 1 {
+		t.Errorf("link preview update = %+v", preview)
+	}
+	if edit.EditedTimestamp == nil || edit.Content != "the new plan" || edit.ID != src {
+		t.Errorf("edit = %+v", edit)
+	}
+}
+
 func TestIdentifyRefused(t *testing.T) {
 	tests := []struct {
 		name    string

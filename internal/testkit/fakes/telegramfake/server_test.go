@@ -105,6 +105,22 @@ func TestGetUpdatesOffsetAndTimeout(t *testing.T) {
 	}
 }
 
+// Like Telegram, the fake sends only the kinds of update asked for.
+func TestGetUpdatesHonoursAllowedUpdates(t *testing.T) {
+	s := New(t)
+	s.PushMessage(models.Message{ID: 1, Chat: models.Chat{ID: 1}, Text: "a"})
+	edit := s.PushEdit(models.Message{ID: 1, Chat: models.Chat{ID: 1}, Text: "a, edited"})
+	var ups []models.Update
+	_ = json.Unmarshal(call(t, s, "getUpdates", map[string]any{"offset": 0, "allowed_updates": []string{"message"}}).Result, &ups)
+	if len(ups) != 1 || ups[0].Message == nil {
+		t.Fatalf("messages only: %+v", ups)
+	}
+	_ = json.Unmarshal(call(t, s, "getUpdates", map[string]any{"offset": 0, "allowed_updates": []string{"message", "edited_message"}}).Result, &ups)
+	if len(ups) != 2 || ups[1].ID != edit || ups[1].EditedMessage == nil || ups[1].EditedMessage.EditDate == 0 {
+		t.Fatalf("with edits: %+v", ups)
+	}
+}
+
 func TestSendEditDeleteAndErrors(t *testing.T) {
 	s := New(t)
 	a := call(t, s, "sendMessage", map[string]any{"chat_id": 5, "text": "<b>hi</b>", "parse_mode": "HTML"})
