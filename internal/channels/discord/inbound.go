@@ -232,14 +232,18 @@ func (c *Channel) addressed(ctx context.Context, m *discordgo.Message, bot strin
 	return mentioned || len(hit) > 0, hit
 }
 
+// displayName is how the sender is shown to the model: the name people see
+// (server nickname, else global name) and the @username, which stays put,
+// as Telegram's adapter writes them ("Ann Lee (@ann)").
 func displayName(u *discordgo.User, member *discordgo.Member) string {
+	name := u.GlobalName
 	if member != nil && member.Nick != "" {
-		return member.Nick
+		name = member.Nick
 	}
-	if u.GlobalName != "" {
-		return u.GlobalName
+	if name == "" || name == u.Username {
+		return u.Username
 	}
-	return u.Username
+	return name + " (@" + u.Username + ")"
 }
 
 var mentionToken = regexp.MustCompile(`<@[!&]?(\d+)>`)

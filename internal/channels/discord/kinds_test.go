@@ -127,6 +127,9 @@ func TestE2EEveryKindReachesTheAgent(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the agent got no message within 10s: the kind was dropped")
 			}
+			if got.SenderID != k.alice.ID || got.SenderName != k.alice.Username {
+				t.Errorf("sender %s %q, want %s", got.SenderID, got.SenderName, k.alice.Username)
+			}
 			if c.media != "" && (len(got.Media) != 1 || got.Media[0].Kind != c.media) {
 				t.Fatalf("media %+v, want one %s part", got.Media, c.media)
 			}

@@ -173,6 +173,9 @@ func TestEveryContentKindReachesTheAgent(t *testing.T) {
 				t.Fatalf("the agent got %d messages, want 1", len(got)-before)
 			}
 			in := got[before]
+			if in.SenderName != "User (@user100)" {
+				t.Errorf("sender %q, want the display name and @username", in.SenderName)
+			}
 			if c.media != "" && (len(in.Media) != 1 || in.Media[0].Kind != c.media) {
 				t.Fatalf("media %+v, want one %s part", in.Media, c.media)
 			}
