@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -14,8 +15,13 @@ import (
 )
 
 // loadConfig loads and validates the configuration and builds the logger
-// (with every configured secret redacted).
+// (with every configured secret redacted), logging to stderr.
 func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
+	return loadConfigLogTo(g, nil)
+}
+
+// loadConfigLogTo is loadConfig with the log written to out (nil: stderr).
+func loadConfigLogTo(g *globalFlags, out io.Writer) (*config.Config, *zap.Logger, error) {
 	path := g.configFile()
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -29,7 +35,7 @@ func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
 		level = g.logLevel
 	}
 	log, err := logging.New(logging.Options{Level: level, Format: cfg.Log.Format, Secrets: cfg.Secrets(),
-		SecretFiles: daemon.SecretFiles(cfg, filepath.Dir(path))})
+		SecretFiles: daemon.SecretFiles(cfg, filepath.Dir(path)), Out: out})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -43,8 +49,18 @@ func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
 // the config and the logger, makes the process non-dumpable (harden) and
 // runs fn; the logger is flushed when fn returns.
 func hardened(g *globalFlags, fn func(cmd *cobra.Command, cfg *config.Config, log *zap.Logger) error) func(*cobra.Command, []string) error {
+	return hardenedLogTo(g, nil, fn)
+}
+
+// hardenedLogTo is hardened with the log written where logTo says (nil, or
+// a nil writer from it: stderr).
+func hardenedLogTo(g *globalFlags, logTo func() io.Writer, fn func(cmd *cobra.Command, cfg *config.Config, log *zap.Logger) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
-		cfg, log, err := loadConfig(g)
+		var out io.Writer
+		if logTo != nil {
+			out = logTo()
+		}
+		cfg, log, err := loadConfigLogTo(g, out)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/nanobot-go/nanobot/internal/sandbox"
@@ -20,8 +21,9 @@ func main() {
 	sandbox.MaybeLaunch()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stop := onSignals(cancel)
-	err := newRootCmd().ExecuteContext(ctx)
+	ints := &interrupts{}
+	stop := onSignals(cancel, ints)
+	err := newRootCmd(ints).ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		var exit exitError
@@ -37,26 +39,33 @@ func main() {
 // so they shut down in order (the gateway finishes its turns within
 // gateway.shutdown_grace), and exits at once on the second: an operator who
 // presses Ctrl-C twice is not kept waiting. The exit status is then
-// 128+signal, as a shell reports a process killed by it. stop ends the
-// handler goroutine.
-func onSignals(cancel context.CancelFunc) (stop func()) {
+// 128+signal, as a shell reports a process killed by it. A SIGINT that a
+// command took over (ints: the REPL, where Ctrl-C stops an answer) is
+// handed to it instead and counts for neither. stop ends the handler
+// goroutine.
+func onSignals(cancel context.CancelFunc, ints *interrupts) (stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
-		select {
-		case <-sigs:
-			cancel()
-		case <-done:
-			return
-		}
-		select {
-		case s := <-sigs:
-			fmt.Fprintf(os.Stderr, "nanobot: second signal (%s): exiting now, without finishing the shutdown\n", s)
-			os.Exit(128 + signalNumber(s))
-		case <-done:
+		cancelled := false
+		for {
+			select {
+			case s := <-sigs:
+				switch {
+				case s == os.Interrupt && ints.forward():
+				case !cancelled:
+					cancelled = true
+					cancel()
+				default:
+					fmt.Fprintf(os.Stderr, "nanobot: second signal (%s): exiting now, without finishing the shutdown\n", s)
+					os.Exit(128 + signalNumber(s))
+				}
+			case <-done:
+				return
+			}
 		}
 	}()
 	return func() {
@@ -64,6 +73,46 @@ func onSignals(cancel context.CancelFunc) (stop func()) {
 		close(done)
 		<-ended
 	}
+}
+
+// interrupts hands Ctrl-C (SIGINT) to the command that took it over; with
+// none, a SIGINT is a shutdown like SIGTERM. A nil *interrupts has no taker.
+type interrupts struct {
+	mu sync.Mutex
+	to chan struct{}
+}
+
+// take routes SIGINT to the returned channel (one pending at most: a burst
+// of presses while the taker is busy is one) until release.
+func (i *interrupts) take() (ints <-chan struct{}, release func()) {
+	ch := make(chan struct{}, 1)
+	i.mu.Lock()
+	i.to = ch
+	i.mu.Unlock()
+	return ch, func() {
+		i.mu.Lock()
+		if i.to == ch {
+			i.to = nil
+		}
+		i.mu.Unlock()
+	}
+}
+
+// forward hands a SIGINT to the taker and reports whether there was one.
+func (i *interrupts) forward() bool {
+	if i == nil {
+		return false
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.to == nil {
+		return false
+	}
+	select {
+	case i.to <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 func signalNumber(s os.Signal) int {

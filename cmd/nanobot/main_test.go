@@ -14,7 +14,7 @@ import (
 func TestFirstSignalCancelsAndStopEndsTheHandler(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stop := onSignals(cancel)
+	stop := onSignals(cancel, nil)
 	if err := syscall.Kill(syscall.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -37,5 +37,5 @@ func TestFirstSignalCancelsAndStopEndsTheHandler(t *testing.T) {
 	// Without any signal, stop ends it too.
 	_, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
-	onSignals(cancel2)()
+	onSignals(cancel2, nil)()
 }

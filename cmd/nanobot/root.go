@@ -15,7 +15,8 @@ type globalFlags struct {
 	logLevel   string
 }
 
-func newRootCmd() *cobra.Command {
+// newRootCmd builds the commands; ints is where a command takes Ctrl-C over.
+func newRootCmd(ints *interrupts) *cobra.Command {
 	g := &globalFlags{}
 	root := &cobra.Command{
 		Use:           "nanobot",
@@ -30,7 +31,7 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "", "log level: debug, info, warn, error (overrides log.level)")
 	root.AddCommand(
 		newOnboardCmd(g),
-		newAgentCmd(g),
+		newAgentCmd(g, ints),
 		newGatewayCmd(g),
 		newStatusCmd(g),
 		newDoctorCmd(g),

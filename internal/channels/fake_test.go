@@ -210,9 +210,19 @@ type harness struct {
 
 func newHarness(t *testing.T, out config.OutputConfig, cfg ManagerConfig) *harness {
 	t.Helper()
+	return newHarnessOn(t, out, cfg, nil)
+}
+
+// newHarnessOn is newHarness on the platform ch (nil: a new one), for a
+// manager that takes over from another one, as after a restart.
+func newHarnessOn(t *testing.T, out config.OutputConfig, cfg ManagerConfig, ch *fakeChannel) *harness {
+	t.Helper()
 	h := &harness{t: t, clock: clock.NewFake(), src: make(chan bus.OutboundMessage), handled: map[string]int{},
 		idleAt: map[string]time.Time{}, idle: make(chan struct{}, 1)}
-	h.ch = newFakeChannel(h.clock)
+	h.ch = ch
+	if h.ch == nil {
+		h.ch = newFakeChannel(h.clock)
+	}
 	cfg.Clock = h.clock
 	h.m = NewManager(h.src, cfg, zaptest.NewLogger(t))
 	h.m.idleHook = func(chat string, n int, at time.Time) {

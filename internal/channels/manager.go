@@ -42,6 +42,29 @@ type ManagerConfig struct {
 	Clock clock.Clock
 	// Observer is told the outcome of every platform call [nothing is].
 	Observer Observer
+	// Drafts keeps which platform messages show each turn's streamed
+	// draft beyond this process [nothing does: a process that restarts
+	// mid-turn sends the answer as new messages].
+	Drafts DraftRecord
+}
+
+// DraftRecord keeps, beyond the process, which platform messages show a
+// turn's streamed draft. A channels process of a scaled-out deployment
+// (docs/scale-out.md) that is killed after a draft went out and restarted
+// gets the turn's later drafts and its final again from the outbound
+// stream; with the record it edits them into the messages already on
+// screen, as it would have, instead of sending the answer a second time
+// beside its draft. Edits repeat harmlessly, so a final delivered again
+// after a crash that came before its acknowledgement is not shown twice
+// either.
+//
+// The worker calls Remember each time a turn's draft starts a new platform
+// message (or drops its messages: refs empty), and Recall when a draft or
+// final arrives for a turn it has not seen. Calls come from many chat
+// workers at once and block only their chat.
+type DraftRecord interface {
+	Remember(ctx context.Context, channel, turn string, refs []Sent) error
+	Recall(ctx context.Context, channel, turn string) ([]Sent, error)
 }
 
 // Observer is told the outcome of each platform call the manager makes

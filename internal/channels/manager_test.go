@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -676,5 +678,73 @@ func TestMailboxCoalescesDrafts(t *testing.T) {
 	want := "start:|draft:ab|draft:other turn|final:abc|draft:next turn reusing the id"
 	if strings.Join(got, "|") != want {
 		t.Fatalf("mailbox = %q\nwant %q", strings.Join(got, "|"), want)
+	}
+}
+
+// drafts is a DraftRecord kept in memory, as NATS KV keeps it across a
+// channels process's restart.
+type drafts struct {
+	mu sync.Mutex
+	m  map[string][]Sent
+}
+
+func (d *drafts) Remember(_ context.Context, channel, turn string, refs []Sent) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[string][]Sent{}
+	}
+	d.m[channel+"/"+turn] = slices.Clone(refs)
+	return nil
+}
+
+func (d *drafts) Recall(_ context.Context, channel, turn string) ([]Sent, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.m[channel+"/"+turn]), nil
+}
+
+// A manager that stops (a channels process killed) after a turn's draft
+// went out, and the one that takes over: the turn's later drafts and its
+// final, and the same final once more (delivered again after a crash
+// before its acknowledgement), are edited into the draft on screen; the
+// chat shows the answer once. Without a record the answer would be sent
+// again beside the draft.
+func TestRestartedManagerEditsTheAnswerIntoTheDraftShownBefore(t *testing.T) {
+	tests := []struct {
+		name  string
+		after []bus.OutboundMessage // what the new manager gets of the turn
+	}{
+		{"final only", []bus.OutboundMessage{{Kind: bus.KindFinal, TurnID: "t", Content: "the whole answer"}}},
+		{"drafts then final", []bus.OutboundMessage{
+			{Kind: bus.KindDraft, TurnID: "t", Content: "the whole"},
+			{Kind: bus.KindFinal, TurnID: "t", Content: "the whole answer"},
+		}},
+		{"final delivered again", []bus.OutboundMessage{
+			{Kind: bus.KindFinal, TurnID: "t", Content: "the whole answer"},
+			{Kind: bus.KindFinal, TurnID: "t", Content: "the whole answer"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &drafts{}
+			first := newHarness(t, streaming, ManagerConfig{Drafts: rec})
+			first.send(2,
+				bus.OutboundMessage{Kind: bus.KindStart, TurnID: "t"},
+				bus.OutboundMessage{Kind: bus.KindDraft, TurnID: "t", Content: "the"},
+			)
+			first.stop()
+			if got := joinVisible(first.ch.visible()); got != "the" {
+				t.Fatalf("before the restart the chat shows %q, want the draft", got)
+			}
+			second := newHarnessOn(t, streaming, ManagerConfig{Drafts: rec}, first.ch)
+			second.send(len(tt.after), tt.after...)
+			if got := joinVisible(second.ch.visible()); got != "<the whole answer>" {
+				t.Errorf("after the restart the chat shows %q, want the answer once, in the draft's message", got)
+			}
+			if n := len(second.ch.ops("send")); n != 1 {
+				t.Errorf("%d sends in all, want 1 (the draft)", n)
+			}
+		})
 	}
 }

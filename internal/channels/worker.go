@@ -228,6 +228,9 @@ func (w *worker) handle(msg bus.OutboundMessage) {
 		t.status, t.dirty = msg.Content, true
 	case bus.KindFinal:
 		t := w.turns[msg.TurnID]
+		if t == nil {
+			t = w.recall(msg, now) // a draft shown before this process started
+		}
 		delete(w.turns, msg.TurnID)
 		if t != nil {
 			msg.Content = t.unsettled(msg.Content)
@@ -261,12 +264,56 @@ func (w *worker) delivered(msg bus.OutboundMessage, err error) {
 
 func (w *worker) turn(msg bus.OutboundMessage, now time.Time) *turn {
 	t := w.turns[msg.TurnID]
+	if t == nil && msg.Kind != bus.KindStart {
+		// A turn that starts here is new; one that does not may have
+		// begun before this process did.
+		t = w.recall(msg, now)
+	}
 	if t == nil {
 		t = &turn{id: msg.TurnID, replyTo: PlatformID(msg.ReplyTo), meta: msg.Metadata}
 		w.turns[msg.TurnID] = t
 	}
 	t.seen = now
 	return t
+}
+
+// recall returns msg's turn as the draft record knows it: the platform
+// messages its draft showed before this process started (docs:
+// DraftRecord), or nil when there were none. What they show is unknown, so
+// the next draft or the final edits every one of them.
+func (w *worker) recall(msg bus.OutboundMessage, now time.Time) *turn {
+	if w.m.cfg.Drafts == nil || msg.TurnID == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(w.m.workCtx, w.m.cfg.CallTimeout)
+	defer cancel()
+	refs, err := w.m.cfg.Drafts.Recall(ctx, w.key.channel, msg.TurnID)
+	if err != nil {
+		w.log.Warn("cannot read the draft record; a draft shown before a restart may stay beside the answer",
+			zap.String("turn", msg.TurnID), zap.Error(err))
+		return nil
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	t := &turn{id: msg.TurnID, replyTo: msg.ReplyTo, meta: msg.Metadata, seen: now, refs: refs, shown: make([]string, len(refs))}
+	w.turns[msg.TurnID] = t
+	w.log.Info("recalled a draft shown before the restart; editing the answer into it", zap.String("turn", msg.TurnID), zap.Int("messages", len(refs)))
+	return t
+}
+
+// remember records t's draft messages (see DraftRecord), before anything
+// else happens in the chat: a process killed after a draft went out finds
+// it again. A failure is logged; streaming goes on.
+func (w *worker) remember(t *turn) {
+	if w.m.cfg.Drafts == nil || t.id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.m.workCtx, w.m.cfg.CallTimeout)
+	defer cancel()
+	if err := w.m.cfg.Drafts.Remember(ctx, w.key.channel, t.id, t.refs); err != nil {
+		w.log.Warn("cannot record the draft; after a restart the answer may show beside it", zap.String("turn", t.id), zap.Error(err))
+	}
 }
 
 // due does whatever has come due: typing refreshes, throttled draft edits,
@@ -353,6 +400,7 @@ func (w *worker) flushDraft(t *turn, now time.Time) {
 			if err == nil {
 				t.refs = append(t.refs, sent)
 				t.shown = append(t.shown, "")
+				w.remember(t)
 			}
 		}
 		cancel()
@@ -471,6 +519,7 @@ func (w *worker) settleDrafts() {
 			t.settled = t.raw
 		}
 		t.draft, t.dirty, t.refs, t.shown = "", false, nil, nil
+		w.remember(t) // the settled messages are no longer the draft's
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/cursorkv"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/channels/draftkv"
 	"github.com/nanobot-go/nanobot/internal/channels/pairingkv"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -100,7 +101,7 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux(), started: time.Now(), links: links,
 		secrets: secrets, health: health.New(secrets.Redact)}
 	g.manager = channels.NewManager(core.Bus.Outbound(), channels.ManagerConfig{
-		DrainTimeout: outboundDrain, Observer: core.Metrics,
+		DrainTimeout: outboundDrain, Observer: core.Metrics, Drafts: g.draftRecord(),
 	}, log.Named("channels"))
 	if g.runs(RoleChannels) {
 		if err := g.buildChannels(); err != nil {
@@ -320,6 +321,19 @@ func (g *Gateway) discordCursors() discord.CursorStore {
 	return cursorkv.New(g.cfg.Bus.NATS, g.core.NATS, cursorkv.Options{
 		Key: "discord", ImportFile: filepath.Join(g.opts.DataDir, discord.CursorFile),
 	}, g.log.Named("cursors"))
+}
+
+// draftRecord is where the channel manager keeps which messages show each
+// turn's draft: with the NATS bus, the KV bucket <PREFIX>_DRAFTS, so that a
+// channels process restarted mid-turn edits the answer into the draft on
+// screen instead of sending it again beside it (docs/scale-out.md). A single
+// process has no use for one: a restart there resends from the session. Like
+// the cursors, it rides on the bus's connection.
+func (g *Gateway) draftRecord() channels.DraftRecord {
+	if g.core.NATS == nil {
+		return nil
+	}
+	return draftkv.New(g.cfg.Bus.NATS, g.core.NATS)
 }
 
 // RunGateway builds and runs the gateway until ctx ends.

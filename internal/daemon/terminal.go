@@ -19,7 +19,13 @@ type TerminalOptions struct {
 	Message string
 	// Stream prints the reply as it streams (a terminal), not only whole.
 	Stream bool
+	// Interrupts are the user's Ctrl-C presses, for the REPL (cli.CLI's
+	// Interrupts); nil leaves Ctrl-C to the caller.
+	Interrupts <-chan struct{}
 }
+
+// TerminalHint is the line the REPL's caller prints before the first prompt.
+const TerminalHint = cli.Hint
 
 // ReplyError is what RunTerminal returns when the agent answered with an
 // error message, which was printed already.
@@ -36,6 +42,7 @@ const MCPConnecting = mcp.StateConnecting
 func (c *Core) RunTerminal(ctx context.Context, o TerminalOptions) error {
 	term := cli.New(c.Bus, o.Out)
 	term.Stream = o.Stream
+	term.Interrupts = o.Interrupts
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	eg, ctx := errgroup.WithContext(ctx)

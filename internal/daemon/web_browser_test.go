@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -361,6 +363,20 @@ func TestWebPageInBrowser(t *testing.T) {
 		t.Fatalf("the assistant's version was overwritten: %q", got)
 	}
 
+	// Files: each file named once, every size in one unit style.
+	b.do("open files", chromedp.Click(chromedp.CSS("#tab-files")))
+	b.until("the files", `document.querySelectorAll('#panel-body tbody tr').length > 0`)
+	rows := eval[[][]string](b, `[...document.querySelectorAll('#panel-body tbody tr')].map(r => [...r.cells].map(c => c.textContent))`)
+	for _, r := range rows {
+		if len(r) != 2 || !strings.Contains(r[0], ".md") {
+			t.Errorf("files row %q, want the file's path and its size", r)
+			continue
+		}
+		if r[1] != "missing" && !sizeStyle.MatchString(r[1]) {
+			t.Errorf("%s: size %q is not in bytesize's style (\"2.9 KiB\", \"512 B\")", r[0], r[1])
+		}
+	}
+
 	// Cron: the job is listed and removed (confirm() answered yes).
 	eval[bool](b, `(window.confirm = () => true) !== null`)
 	b.do("open cron", chromedp.Click(chromedp.CSS("#tab-cron")))
@@ -420,4 +436,84 @@ func TestWebPageCatchesUpAfterABlip(t *testing.T) {
 	if got := eval[string](b, lastAssistant); strings.TrimSpace(got) != answer {
 		t.Fatalf("answer shown = %q", got)
 	}
+}
+
+// sizeStyle is how bytesize.Format writes a size.
+var sizeStyle = regexp.MustCompile(`^(\d+ B|\d+\.\d (KiB|MiB|GiB))$`)
+
+// layout is what a phone shows of the page: where the composer's text box
+// sits, whether the page itself scrolls, and where the transcript is.
+type layout struct {
+	InputTop, InputBottom, ViewHeight  float64
+	PageScroll                         float64 // how far the page could scroll; 0 when only its parts do
+	TranscriptHeight, TranscriptClient float64
+	TranscriptBottomGap                float64 // scrollHeight - scrollTop - clientHeight; 0 at the newest message
+}
+
+const measureLayout = `(() => {
+	const r = document.querySelector('#input').getBoundingClientRect();
+	const t = document.querySelector('#transcript');
+	const page = document.scrollingElement;
+	return { InputTop: r.top, InputBottom: r.bottom, ViewHeight: window.innerHeight,
+		PageScroll: page.scrollHeight - page.clientHeight,
+		TranscriptHeight: t.scrollHeight, TranscriptClient: t.clientHeight,
+		TranscriptBottomGap: t.scrollHeight - t.scrollTop - t.clientHeight };
+})()`
+
+// On a phone (390×844, the size of a common one) with a long conversation,
+// the composer stays in view, the transcript scrolls inside the page (not
+// the page), and a chat opens at its newest message, also after a reload.
+// The login card keeps off the screen's edges and needs no scrollbar.
+func TestWebPageOnAPhone(t *testing.T) {
+	g := startWith(t, setup{})
+	b := newBrowser(t)
+	tok := webToken(g)
+	b.do("a phone's screen", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch, chromedp.EmulateScale(1)))
+
+	b.do("open the page", chromedp.Navigate(g.base+"/"), chromedp.WaitVisible(chromedp.CSS("#login-token")))
+	card := eval[struct{ Left, Right, Width, PageScroll float64 }](b, `(() => {
+		const r = document.querySelector('#login-form').getBoundingClientRect(), page = document.scrollingElement;
+		return { Left: r.left, Right: r.right, Width: window.innerWidth, PageScroll: page.scrollHeight - page.clientHeight };
+	})()`)
+	if card.Left < 8 || card.Width-card.Right < 8 {
+		t.Errorf("the login card spans x %.0f..%.0f of %.0f: it touches the screen's edges", card.Left, card.Right, card.Width)
+	}
+	if card.PageScroll > 0 {
+		t.Errorf("the login page scrolls by %.0f px; it fits the screen", card.PageScroll)
+	}
+	b.do("log in", chromedp.SendKeys(chromedp.CSS("#login-token"), tok),
+		chromedp.Click(chromedp.CSS("#login-form button")), chromedp.WaitVisible(chromedp.CSS("#input")))
+	b.until("the stream", `document.querySelector('#transcript').dataset.ready === '1'`)
+
+	// A conversation several screens long: each answer is a page of text.
+	const turns = 6
+	for i := range turns {
+		g.script.Push(fakellm.Reply{Text: fmt.Sprintf("Answer %d.\n\n%s", i, strings.Repeat("A line of a long answer that wraps on a narrow screen.\n\n", 12))})
+		b.send(fmt.Sprintf("question %d", i))
+		b.until(fmt.Sprintf("answer %d", i), `!document.querySelector('#transcript .msg.draft') && `+lastAssistant+fmt.Sprintf(`.includes('Answer %d.')`, i))
+	}
+	check := func(when string) {
+		t.Helper()
+		l := eval[layout](b, measureLayout)
+		if l.TranscriptHeight < 3*l.ViewHeight {
+			t.Fatalf("%s: the transcript is %.0f px tall, not the long conversation this test needs", when, l.TranscriptHeight)
+		}
+		if l.InputTop < 0 || l.InputBottom > l.ViewHeight {
+			t.Errorf("%s: the text box sits at y %.0f..%.0f, outside the %.0f px screen", when, l.InputTop, l.InputBottom, l.ViewHeight)
+		}
+		if l.PageScroll > 0 {
+			t.Errorf("%s: the whole page scrolls by %.0f px; only the transcript should", when, l.PageScroll)
+		}
+		if l.TranscriptClient >= l.TranscriptHeight {
+			t.Errorf("%s: the transcript shows all its %.0f px at once; it should scroll", when, l.TranscriptHeight)
+		}
+		if l.TranscriptBottomGap > 2 {
+			t.Errorf("%s: the transcript is %.0f px above its newest message", when, l.TranscriptBottomGap)
+		}
+	}
+	check("after the conversation")
+	b.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#input")))
+	b.until("the conversation restored", lastAssistant+fmt.Sprintf(`.includes('Answer %d.')`, turns-1))
+	check("after a reload")
+	b.screenshot("web-phone.png")
 }

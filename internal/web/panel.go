@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -156,8 +157,11 @@ func (p *Panel) status(w http.ResponseWriter, r *http.Request) {
 
 // sessionSummary is one session in the list.
 type sessionSummary struct {
-	Key      string    `json:"key"`
-	Size     int64     `json:"size"`
+	Key  string `json:"key"`
+	Size int64  `json:"size"`
+	// SizeText is Size as a person reads it (bytesize.Format), so every
+	// size the panel shows has one unit style.
+	SizeText string    `json:"size_text"`
 	Modified time.Time `json:"modified"`
 }
 
@@ -182,7 +186,7 @@ func (p *Panel) listSessions(w http.ResponseWriter, r *http.Request) {
 	if q == "" {
 		out := make([]sessionSummary, 0, len(infos))
 		for _, in := range infos {
-			out = append(out, sessionSummary{Key: in.Key, Size: in.Size, Modified: in.ModTime})
+			out = append(out, sessionSummary{Key: in.Key, Size: in.Size, SizeText: bytesize.Format(in.Size), Modified: in.ModTime})
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
 		return
@@ -464,10 +468,11 @@ func (p *Panel) read(rel string) ([]byte, bool, error) {
 
 func (p *Panel) listFiles(w http.ResponseWriter, r *http.Request) {
 	type file struct {
-		Name   string `json:"name"`
-		Path   string `json:"path"`
-		Exists bool   `json:"exists"`
-		Size   int    `json:"size"`
+		Name     string `json:"name"`
+		Path     string `json:"path"`
+		Exists   bool   `json:"exists"`
+		Size     int    `json:"size"`
+		SizeText string `json:"size_text"` // as sessionSummary's
 	}
 	out := make([]file, 0, len(editable))
 	for _, e := range editable {
@@ -476,7 +481,7 @@ func (p *Panel) listFiles(w http.ResponseWriter, r *http.Request) {
 			p.fail(w, "read "+e.rel, err)
 			return
 		}
-		out = append(out, file{Name: e.name, Path: e.rel, Exists: ok, Size: len(data)})
+		out = append(out, file{Name: e.name, Path: e.rel, Exists: ok, Size: len(data), SizeText: bytesize.Format(int64(len(data)))})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"files": out})
 }

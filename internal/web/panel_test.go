@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/history"
@@ -208,15 +209,30 @@ func TestPanelConcurrentMemoryEdits(t *testing.T) {
 func TestPanelBootstrapFiles(t *testing.T) {
 	e := newPanelEnv(t)
 	c := e.login()
+	if err := os.WriteFile(filepath.Join(e.ws, "AGENTS.md"), []byte(strings.Repeat("x", 18*1024+300)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var list struct {
 		Files []struct {
-			Name   string
-			Exists bool
+			Name     string
+			Exists   bool
+			Size     int64
+			SizeText string `json:"size_text"`
 		}
 	}
 	decode(t, e.do(c, "GET", "/api/panel/files", nil), &list)
 	if len(list.Files) != len(editable) || list.Files[1].Name != "AGENTS.md" {
 		t.Fatalf("files = %+v", list.Files)
+	}
+	// Every size in the panel is in bytesize's one style (not "2923 B"
+	// beside "18 KiB").
+	for _, f := range list.Files {
+		if f.SizeText != bytesize.Format(f.Size) {
+			t.Errorf("%s: size_text %q for %d bytes, want %q", f.Name, f.SizeText, f.Size, bytesize.Format(f.Size))
+		}
+	}
+	if got := list.Files[1].SizeText; got != "18.3 KiB" {
+		t.Errorf("AGENTS.md of 18,732 bytes shows as %q", got)
 	}
 	var f struct{ ETag string }
 	decode(t, e.do(c, "GET", "/api/panel/files/SOUL.md", nil), &f)

@@ -11,7 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
@@ -39,12 +42,30 @@ type CLI struct {
 	Stream bool
 	// SenderID identifies the local user [local].
 	SenderID string
+	// Interrupts are the user's Ctrl-C presses, when the terminal hands
+	// them over [none]: one during an answer stops it (like /stop) and
+	// returns to the prompt; at the prompt the first says how to leave and
+	// a second within ExitWindow leaves.
+	Interrupts <-chan struct{}
+	// ExitWindow is how soon a second Ctrl-C at the prompt must follow the
+	// first to leave [2s].
+	ExitWindow time.Duration
+	// Now is the clock the exit window is measured on [time.Now].
+	Now func() time.Time
+
+	stops atomic.Int64 // numbers the /stop requests, to know their replies
 }
 
 // New returns a CLI that prints to out.
 func New(b Bus, out io.Writer) *CLI {
-	return &CLI{b: b, out: out, SenderID: "local"}
+	return &CLI{b: b, out: out, SenderID: "local", ExitWindow: 2 * time.Second, Now: time.Now}
 }
+
+// exitWords leave the REPL; the slash forms read like the chat commands.
+var exitWords = []string{"/exit", "/quit", "exit", "quit", ":q"}
+
+// Hint is the line the REPL prints before its first prompt.
+const Hint = "Ctrl-C stops an answer; Ctrl-D or /exit leaves."
 
 // ErrNoAnswer means the bus closed before the turn's final message arrived.
 var ErrNoAnswer = errors.New("no answer: the agent stopped before replying")
@@ -69,13 +90,33 @@ func (c *CLI) Ask(ctx context.Context, text string) error {
 }
 
 // await prints outbound messages until the turn's final message (or, for a
-// command, its single reply).
+// command, its single reply). A Ctrl-C meanwhile sends /stop; the wait then
+// lasts until both the turn's final and the stop's own reply are printed,
+// so neither shows up later at the next prompt.
 func (c *CLI) await(ctx context.Context, command bool) error {
 	var shown string // the streamed draft already on screen
+	stopID := ""     // the /stop sent for a Ctrl-C, until its reply came
+	var result error
+	over := false // the turn (or the command) is over
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-c.Interrupts:
+			if stopID != "" || over {
+				continue // stopping already
+			}
+			if shown != "" {
+				fmt.Fprintln(c.out)
+				shown = ""
+			}
+			stopID = "stop-" + strconv.FormatInt(c.stops.Add(1), 10)
+			if err := c.b.PublishInbound(ctx, bus.InboundMessage{
+				Channel: Name, ChatID: ChatID, SenderID: c.SenderID, SenderName: c.SenderID,
+				Content: "/stop", MessageID: stopID, Time: time.Now(),
+			}); err != nil {
+				return fmt.Errorf("send /stop to agent: %w", err)
+			}
 		case m, ok := <-c.b.Outbound():
 			if !ok {
 				return ErrNoAnswer
@@ -83,12 +124,23 @@ func (c *CLI) await(ctx context.Context, command bool) error {
 			if m.Channel != Name {
 				continue
 			}
-			done, err := c.show(m, command, &shown)
+			var done bool
+			var err error
+			if stopID != "" && m.Kind == bus.KindMessage && m.ReplyTo == stopID {
+				stopID = ""
+				done, err = over, result
+				fmt.Fprintln(c.out, m.Content)
+			} else {
+				done, err = c.show(m, command, &shown)
+			}
 			if m.Delivered != nil {
 				m.Delivered() // printed: the terminal has it
 			}
-			if done {
-				return err
+			if done && !over {
+				over, result = true, err
+			}
+			if over && stopID == "" {
+				return result
 			}
 		}
 	}
@@ -130,11 +182,11 @@ func (c *CLI) show(m bus.OutboundMessage, command bool, shown *string) (done boo
 		switch {
 		case *shown != "" && strings.HasPrefix(text, *shown):
 			text = text[len(*shown):]
-		case *shown != "":
-			fmt.Fprintln(c.out)
+		case *shown != "" && text != "":
+			fmt.Fprintln(c.out) // a final that does not continue the draft
 		}
 		if text != "" || *shown != "" {
-			fmt.Fprintln(c.out, text)
+			fmt.Fprintln(c.out, text) // an empty one ends the draft's line
 		}
 		return true, replyErr(m)
 	}
@@ -148,23 +200,41 @@ func replyErr(m bus.OutboundMessage) error {
 	return nil
 }
 
-// REPL reads lines from in and asks each, until EOF, "exit" or ctx ends.
+// REPL reads lines from in and asks each, until EOF (Ctrl-D), /exit, a
+// second Ctrl-C at the prompt, or ctx ends.
 func (c *CLI) REPL(ctx context.Context, in io.Reader, prompt string) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	lines, readErr := readLines(ctx, in)
+	var interrupted time.Time // the last Ctrl-C at the prompt
 	for {
 		fmt.Fprint(c.out, prompt)
-		if !sc.Scan() {
+		var line string
+		select {
+		case <-ctx.Done():
 			fmt.Fprintln(c.out)
-			return sc.Err()
-		}
-		line := strings.TrimSpace(sc.Text())
-		switch line {
-		case "":
+			return ctx.Err()
+		case err := <-readErr:
+			fmt.Fprintln(c.out)
+			return err
+		case <-c.Interrupts:
+			// The terminal has thrown the half-typed line away already.
+			now := c.Now()
+			if !interrupted.IsZero() && now.Sub(interrupted) < c.ExitWindow {
+				fmt.Fprintln(c.out)
+				return nil
+			}
+			interrupted = now
+			fmt.Fprintln(c.out, "\n(Ctrl-C again to leave, or Ctrl-D or /exit)")
 			continue
-		case "exit", "quit", ":q":
+		case line = <-lines:
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if slices.Contains(exitWords, line) {
 			return nil
 		}
+		interrupted = time.Time{}
 		if err := c.Ask(ctx, line); err != nil {
 			if ctx.Err() != nil || errors.Is(err, ErrNoAnswer) {
 				return err
@@ -172,6 +242,29 @@ func (c *CLI) REPL(ctx context.Context, in io.Reader, prompt string) error {
 			// The error was printed; the conversation goes on.
 		}
 	}
+}
+
+// readLines reads in line by line on its own goroutine, so that the REPL
+// can wait for a line and a Ctrl-C at once. The goroutine ends at EOF (its
+// error, nil for a clean EOF, is sent on the second channel) or when ctx
+// has ended and a line is read; a read blocked on a terminal cannot be
+// cancelled, and the process exits right after the REPL anyway.
+func readLines(ctx context.Context, in io.Reader) (<-chan string, <-chan error) {
+	lines := make(chan string)
+	readErr := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+		readErr <- sc.Err()
+	}()
+	return lines, readErr
 }
 
 // isCommand reports whether text is a chat command answered by a single

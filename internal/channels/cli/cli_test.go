@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,5 +166,107 @@ func TestREPL(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "one,fail,two" {
 		t.Errorf("agent got %v (blank lines and text after exit must not be sent)", got)
+	}
+}
+
+// Ctrl-C during an answer sends /stop and returns to the prompt once the
+// turn's final and the stop's reply are printed; at the prompt one Ctrl-C
+// prints how to leave, and a second one soon after leaves.
+func TestREPLInterrupts(t *testing.T) {
+	b := bus.New(16)
+	ints := make(chan struct{}, 1)
+	stopped := make(chan struct{})
+	var stopReplyTo string
+	runAgent(t, b, func(m bus.InboundMessage) []bus.OutboundMessage {
+		switch m.Content {
+		case "long":
+			ints <- struct{}{} // the user presses Ctrl-C mid-answer
+			return []bus.OutboundMessage{{Kind: bus.KindDraft, Content: "Once upon", TurnID: "t1"}}
+		case "/stop":
+			stopReplyTo = m.MessageID
+			close(stopped)
+			return []bus.OutboundMessage{{Kind: bus.KindFinal, TurnID: "t1"}, {Kind: bus.KindMessage, Content: "⏹ Stopped.", ReplyTo: m.MessageID}}
+		}
+		return []bus.OutboundMessage{{Kind: bus.KindFinal, Content: "echo " + m.Content}}
+	})
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	var out syncBuffer
+	c := New(b, &out)
+	c.Stream = true
+	c.Interrupts = ints
+	now := time.Unix(0, 0)
+	c.Now = func() time.Time { return now }
+	done := make(chan error, 1)
+	go func() { done <- c.REPL(context.Background(), inR, "> ") }()
+	if _, err := io.WriteString(inW, "long\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-stopped
+	if _, err := io.WriteString(inW, "after\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &out, "echo after\n> ")
+	if stopReplyTo == "" {
+		t.Error("the /stop had no message id for its reply to name")
+	}
+	ints <- struct{}{}
+	waitFor(t, &out, "(Ctrl-C again to leave, or Ctrl-D or /exit)\n> ")
+	now = now.Add(c.ExitWindow / 2)
+	ints <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatalf("REPL after a second Ctrl-C: %v", err)
+	}
+	want := "> Once upon\n⏹ Stopped.\n> echo after\n> \n(Ctrl-C again to leave, or Ctrl-D or /exit)\n> \n"
+	if out.String() != want {
+		t.Errorf("REPL printed %q, want %q", out.String(), want)
+	}
+}
+
+func TestREPLExitWords(t *testing.T) {
+	for _, w := range exitWords {
+		t.Run(w, func(t *testing.T) {
+			b := bus.New(16)
+			runAgent(t, b, func(m bus.InboundMessage) []bus.OutboundMessage {
+				return []bus.OutboundMessage{{Kind: bus.KindFinal, Content: "echo " + m.Content}}
+			})
+			var out bytes.Buffer
+			if err := New(b, &out).REPL(context.Background(), strings.NewReader(w+"\nnever\n"), "> "); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != "> " {
+				t.Errorf("printed %q after %s", out.String(), w)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the REPL writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls until out ends with suffix.
+func waitFor(t *testing.T, out *syncBuffer, suffix string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.HasSuffix(out.String(), suffix) {
+		if time.Now().After(deadline) {
+			t.Fatalf("printed %q, waiting for it to end with %q", out.String(), suffix)
+		}
+		time.Sleep(2 * time.Millisecond) // polling the output
 	}
 }

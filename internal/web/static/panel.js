@@ -108,7 +108,7 @@ async function sessions(body) {
   });
   const { sessions: list } = await api('GET', '/api/panel/sessions');
   out.replaceChildren(table(['Session', 'Size', 'Last change'], list.map((s) =>
-    [button(s.key, 'link', () => session(out, s.key)), `${Math.ceil(s.size / 1024)} KiB`, when(s.modified)])));
+    [button(s.key, 'link', () => session(out, s.key)), s.size_text, when(s.modified)])));
   body.replaceChildren(form, out);
 }
 
@@ -149,14 +149,18 @@ async function editor(name, body) {
   });
   save.id = 'file-save';
   const reload = button('Reload', 'link', () => editor(name, body));
-  body.replaceChildren(el('h3', '', `${name} (${f.path})`), ta, save, reload, msg);
+  // The heading is the file's place in the workspace, once (for the
+  // bootstrap files that is their name).
+  body.replaceChildren(el('h3', '', f.path), ta, save, reload, msg);
 }
 
 async function files(body) {
   const { files: list } = await api('GET', '/api/panel/files');
   const out = el('div');
-  body.replaceChildren(table(['File', 'Path', 'Size'], list.filter((f) => f.name !== 'MEMORY.md').map((f) =>
-    [button(f.name, 'link', () => editor(f.name, out)), f.path, f.exists ? `${f.size} B` : 'missing'])), out);
+  // One column names the file by its place in the workspace: a second
+  // column repeated it for every bootstrap file.
+  body.replaceChildren(table(['File', 'Size'], list.filter((f) => f.name !== 'MEMORY.md').map((f) =>
+    [button(f.path, 'link', () => editor(f.name, out)), f.exists ? f.size_text : 'missing'])), out);
 }
 
 async function cron(body) {
