@@ -236,14 +236,18 @@ func build(raw map[string]any, lines lineIndex, lookup lookupFunc, env bool) (*C
 	restoreCase(settings, raw)
 
 	var errs []error
+	vars := map[string]SecretVar{}
 	for _, key := range slices.Sorted(maps.Keys(settings)) {
 		var e []error
-		settings[key], e = interpolate(key, settings[key], lookup, lines)
+		settings[key], e = interpolate(key, settings[key], lookup, lines, vars)
 		errs = append(errs, e...)
 	}
 	errs = append(errs, checkKeys("", settings, reflect.TypeFor[Config](), lines)...)
 	cfg, decodeErrs := decode(settings, lines)
 	errs = append(errs, decodeErrs...)
+	if cfg != nil && len(vars) > 0 {
+		cfg.SecretVars = vars
+	}
 	// One problem per key, in key order, whatever stage found it.
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return cfg, errs

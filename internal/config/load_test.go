@@ -352,8 +352,8 @@ func TestInterpolationErrors(t *testing.T) {
 		want       []string
 	}{
 		{"unset variable names key and variable",
-			"providers:\n  openai:\n    api_key: ${NANOBOT_TEST_UNSET}\n",
-			[]string{"providers.openai.api_key: environment variable NANOBOT_TEST_UNSET is not set", "line 3"}},
+			"agents:\n  model: ${NANOBOT_TEST_UNSET}\n",
+			[]string{"agents.model: environment variable NANOBOT_TEST_UNSET is not set", "line 2"}},
 		{"unset in a list item",
 			"channels:\n  telegram:\n    allow_from: [\"${NANOBOT_TEST_UNSET}\"]\n",
 			[]string{"channels.telegram.allow_from[0]: environment variable NANOBOT_TEST_UNSET is not set"}},
@@ -374,6 +374,61 @@ func TestInterpolationErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnsetSecretIsMissingNotAnError: a secret whose variable is unset loads
+// as empty, recorded with its variable, in every kind of secret key; a set one
+// is recorded too, so an error can name the variable to fix.
+func TestUnsetSecretIsMissingNotAnError(t *testing.T) {
+	isolateEnv(t, "NB_UNSET", "NB_SET")
+	t.Setenv("NB_SET", "sk-set-0123456789")
+	cfg := mustLoad(t, `
+providers:
+  openai:
+    api_key: ${NB_SET}
+  anthropic:
+    api_key: ${NB_UNSET}
+    extra_headers: {Authorization: "Bearer ${NB_UNSET}", X-Title: bot}
+channels:
+  telegram:
+    token: ${NB_UNSET}
+  discord:
+    token: "${NB_UNSET}"
+api:
+  keys: {alice: "${NB_UNSET}"}
+tools:
+  web: {brave_api_key: "${NB_UNSET}"}
+  mcp_servers:
+    gh: {command: gh-mcp, env: {GITHUB_TOKEN: "${NB_UNSET}"}}
+`)
+	want := map[string]SecretVar{
+		"providers.openai.api_key":                        {Name: "NB_SET", Set: true},
+		"providers.anthropic.api_key":                     {Name: "NB_UNSET"},
+		"providers.anthropic.extra_headers.Authorization": {Name: "NB_UNSET"},
+		"channels.telegram.token":                         {Name: "NB_UNSET"},
+		"channels.discord.token":                          {Name: "NB_UNSET"},
+		"api.keys.alice":                                  {Name: "NB_UNSET"},
+		"tools.web.brave_api_key":                         {Name: "NB_UNSET"},
+		"tools.mcp_servers.gh.env.GITHUB_TOKEN":           {Name: "NB_UNSET"},
+	}
+	if !reflect.DeepEqual(cfg.SecretVars, want) {
+		t.Errorf("SecretVars = %v\nwant %v", cfg.SecretVars, want)
+	}
+	if cfg.Providers["anthropic"].APIKey != "" || cfg.Providers["anthropic"].ExtraHeaders["Authorization"] != "" {
+		t.Errorf("an unset secret should load empty: %+v", cfg.Providers["anthropic"])
+	}
+	if p := cfg.ProviderProblem("anthropic"); !strings.Contains(p, "NB_UNSET is not set") || strings.Contains(p, ":-default") {
+		t.Errorf("ProviderProblem = %q, want the variable named and no default advised", p)
+	}
+	if p := cfg.ProviderProblem("openai"); p != "" {
+		t.Errorf("ProviderProblem(openai) = %q, want none", p)
+	}
+	if p := cfg.ChannelProblem("telegram"); !strings.Contains(p, "NB_UNSET is not set") {
+		t.Errorf("ChannelProblem = %q", p)
+	}
+	if v := cfg.KeyVar("openai"); v != "NB_SET" {
+		t.Errorf("KeyVar(openai) = %q", v)
 	}
 }
 
@@ -473,12 +528,10 @@ agents:
 channels:
   telegram:
     tokn: x
-providers:
-  openai:
-    api_key: ${NANOBOT_TEST_UNSET}
+    allow_from: ["${NANOBOT_TEST_UNSET}"]
 `)
 	for _, want := range []string{"4 problems", "agents.max_tool_iterations:", "agents.tool_timeout:",
-		"channels.telegram.tokn:", "providers.openai.api_key:"} {
+		"channels.telegram.tokn:", "channels.telegram.allow_from[0]:"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error does not contain %q:\n%s", want, msg)
 		}
