@@ -51,10 +51,10 @@ const (
 type Gateway struct {
 	core *Core
 	// secrets redact what the health checks and the control panel show.
-	secrets  *logging.Secrets
-	cfg      *config.Config
-	opts     Options
-	log      *zap.Logger
+	secrets *logging.Secrets
+	cfg     *config.Config
+	opts    Options
+	log     *zap.Logger
 	// channels are the chat channels' supervisors (channelrun.go): a
 	// channel that cannot start is down with its reason, never the end of
 	// the daemon.
