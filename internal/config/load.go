@@ -50,7 +50,8 @@ func defaultPath() (string, error) {
 }
 
 // Load reads the YAML file at path ("" means DefaultPath), lays it over the
-// defaults, lets NANOBOT_* environment variables override any key, expands
+// defaults, lays the secrets overlay beside it over both (SecretsFile), lets
+// NANOBOT_* environment variables override any key, expands
 // ${VAR} references and decodes the result strictly: unknown keys and values
 // of the wrong type are all reported at once, each with its key path.
 //
@@ -76,13 +77,16 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, errs := build(raw, lines, os.LookupEnv, true)
-	if len(errs) > 0 {
-		return nil, problems("config "+path, errs)
-	}
 	dir := filepath.Dir(path)
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
+	}
+	if err := applyOverlay(raw, dir); err != nil {
+		return nil, err
+	}
+	cfg, errs := build(raw, lines, os.LookupEnv, true)
+	if len(errs) > 0 {
+		return nil, problems("config "+path, errs)
 	}
 	finish(cfg, dir)
 	return cfg, nil

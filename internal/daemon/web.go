@@ -42,12 +42,18 @@ func (g *Gateway) buildWeb() error {
 		// (docs/scale-out.md#subjects-and-streams).
 		sessions = freshSessions{g.core.Sessions}
 	}
-	srv := web.New(wc, web.Deps{
+	deps := web.Deps{
 		Bus: g.core.Pub, Sessions: sessions, Workspace: g.cfg.Agents.Workspace,
 		StateFile: filepath.Join(g.opts.DataDir, webConversationsFile),
 		TokenFile: filepath.Join(g.opts.DataDir, WebTokenFile),
 		Panel:     g.panel(),
-	}, g.log.Named("web"))
+	}
+	if g.opts.Role == RoleAll {
+		// The setup view puts a new key in this process's providers; a
+		// split channels process has no agent to give it to.
+		deps.Setup = webSetup{g}
+	}
+	srv := web.New(wc, deps, g.log.Named("web"))
 	if err := g.manager.RegisterReceiver(web.Channel, srv); err != nil {
 		return fmt.Errorf("channels.web: %w", err)
 	}
