@@ -62,8 +62,12 @@ func (c *Config) ProviderProblem(name string) string {
 		return ""
 	}
 	key := "providers." + name + ".api_key"
-	if v, ok := c.SecretVars[key]; ok && !v.Set {
-		return fmt.Sprintf("no API key: %s is not set (%s: ${%s}); export it and restart, or paste a key on the web page", v.Name, key, v.Name)
+	if v, ok := c.SecretVars[key]; ok {
+		how := "is not set"
+		if v.Set {
+			how = "is empty"
+		}
+		return fmt.Sprintf("no API key: %s %s (%s: ${%s}); export it and restart, or paste a key on the web page", v.Name, how, key, v.Name)
 	}
 	if env := c.KeyVar(name); env != "" {
 		return fmt.Sprintf("no API key: %s is empty (write api_key: ${%s} and export %s, or paste a key on the web page)", key, env, env)
@@ -76,8 +80,22 @@ func (c *Config) ProviderProblem(name string) string {
 // or "" when nothing is known to be wrong.
 func (c *Config) ChannelProblem(channel string) string {
 	key := "channels." + channel + ".token"
-	if v, ok := c.SecretVars[key]; ok && !v.Set {
-		return fmt.Sprintf("no bot token: %s is not set (%s: ${%s}); export it and restart, or paste a token on the web page", v.Name, key, v.Name)
+	if v, ok := c.SecretVars[key]; ok && (!v.Set || c.channelToken(channel) == "") {
+		how := "is not set"
+		if v.Set {
+			how = "is empty"
+		}
+		return fmt.Sprintf("no bot token: %s %s (%s: ${%s}); export it and restart, or paste a token on the web page", v.Name, how, key, v.Name)
+	}
+	return ""
+}
+
+func (c *Config) channelToken(channel string) string {
+	switch channel {
+	case "telegram":
+		return c.Channels.Telegram.Token
+	case "discord":
+		return c.Channels.Discord.Token
 	}
 	return ""
 }

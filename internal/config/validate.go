@@ -24,8 +24,8 @@ func (c *Config) Validate() error {
 	validateHistory(&p, &c.History)
 	c.validateProviders(&p)
 	c.validateRoutes(&p)
-	validateTelegram(&p, &c.Channels.Telegram, c.unsetVar("channels.telegram.token"))
-	validateDiscord(&p, &c.Channels.Discord, c.unsetVar("channels.discord.token"))
+	validateTelegram(&p, &c.Channels.Telegram, c.ChannelProblem("telegram") != "")
+	validateDiscord(&p, &c.Channels.Discord, c.ChannelProblem("discord") != "")
 	validateTranscription(&p, &c.Channels.Transcription)
 	c.validateTools(&p)
 	validateGateway(&p, &c.Gateway)
@@ -211,13 +211,6 @@ func (c *Config) validateProviders(p *checker) {
 		// degraded and says what is missing (ProviderProblem), and the web
 		// page can take the key.
 	}
-}
-
-// unsetVar reports whether the secret at key was read from a variable that
-// is not set.
-func (c *Config) unsetVar(key string) bool {
-	v, ok := c.SecretVars[key]
-	return ok && !v.Set
 }
 
 // telegramToken is a bot token's shape: the bot's numeric id, a colon and

@@ -292,3 +292,24 @@ func (mp *modelProviders) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// ModelAdvice says, for the operator at a terminal, what to fix when the
+// last model call failed on the key: the provider, the variable its key
+// comes from and the key path, as doctor names them. "" otherwise. The
+// chat user reads only the short message of llm.Policies; this is the
+// operator's line (`nanobot agent` prints it on stderr).
+func (c *Core) ModelAdvice() string {
+	err, _ := c.ModelHealth.LastFailure()
+	if err == nil || llm.Classify(err).Kind != llm.KindAuth {
+		return ""
+	}
+	var api *llm.APIError
+	if !errors.As(err, &api) || api.Provider == "" {
+		return "the model provider refused the API key; `nanobot doctor` names the provider and the key to fix"
+	}
+	name := api.Provider
+	if problem := c.Config.ProviderProblem(name); problem != "" {
+		return fmt.Sprintf("providers.%s: %s", name, problem)
+	}
+	return fmt.Sprintf("providers.%s refused the API key: %s (`nanobot doctor` checks it)", name, keyHint(name, c.Config.KeyVar(name)))
+}
