@@ -93,7 +93,7 @@ func Doctor(ctx context.Context, path, version string) *Report {
 	case len(errs) == 0:
 		r.add("config", VerdictOK, path+" is valid", "")
 	default:
-		r.add("config", VerdictWarn, "the checks below use what could be read of "+path+" and the defaults elsewhere", "")
+		r.add("defaults", VerdictWarn, "the checks below use what could be read of "+path+" and the defaults elsewhere", "fix the config problems above first")
 	}
 	if err := config.CheckPermissions(path); err != nil {
 		r.add("config mode", VerdictWarn, err.Error(), "chmod 600 "+path)
