@@ -55,7 +55,7 @@ func TestCommandsWithoutAKey(t *testing.T) {
 		want     string // in stdout or stderr
 		wantNone string // in neither
 	}{
-		{[]string{"status"}, 0, "api key not set", "is not set (export it"},
+		{[]string{"status"}, 0, "api key not set, DOWN: no API key: OPENAI_API_KEY is not set", "is not set (export it"},
 		{[]string{"pairing", "list"}, 0, "", "OPENAI_API_KEY"},
 		{[]string{"web", "token"}, 0, "", "OPENAI_API_KEY"},
 		{[]string{"healthcheck"}, 1, "", "OPENAI_API_KEY"}, // no gateway runs: unhealthy, not a config error
@@ -191,6 +191,15 @@ func TestGatewayDegradedOverHTTP(t *testing.T) {
 	if _, body, _ := p.get("/metrics"); !strings.Contains(body, `nanobot_provider_up{provider="openai"} 0`) ||
 		!strings.Contains(body, `nanobot_channel_up{channel="telegram"} 0`) || !strings.Contains(body, `nanobot_channel_up{channel="discord"} 1`) {
 		t.Errorf("metrics do not show the states:\n%s", grep(body, "_up{"))
+	}
+
+	// status shows each part up or down with the reason, from the gateway.
+	listen := strings.TrimPrefix(p.base, "http://")
+	out, stderr, code := e.runEnv(e.withoutKey(append(vars, "NANOBOT_GATEWAY_LISTEN="+listen)...), "status")
+	for _, want := range []string{"DOWN: no API key: OPENAI_API_KEY is not set", "DOWN: the bot token was refused", "groups: mention, up"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("status (exit %d) lacks %q:\n%s%s", code, want, out, stderr)
+		}
 	}
 
 	// Discord serves meanwhile: a message gets the kind answer about the key.
