@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -52,6 +53,12 @@ func newOnboardCmd(g *globalFlags) *cobra.Command {
 			fmt.Fprintf(out, "workspace: %s (%d files created)\n", abs, len(created))
 			for _, c := range created {
 				fmt.Fprintf(out, "  + %s\n", c)
+			}
+			if isTerminal(os.Stdin) {
+				// A person at a terminal: ask for the key now (onboard_setup.go).
+				if err := promptSetup(cmd.Context(), cmd.InOrStdin(), out, path); err != nil {
+					return err
+				}
 			}
 			fmt.Fprintf(out, "\nNext:\n  export OPENAI_API_KEY=...   (or edit %s)\n  nanobot agent -m \"hello\"\n  nanobot gateway             (after enabling a channel; the web page is on http://127.0.0.1:18790/)\n", path)
 			return nil

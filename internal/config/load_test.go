@@ -764,3 +764,48 @@ func TestSessionsDirIsInTheDataDir(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretsOverlay: the overlay beside the config lays its secrets over
+// the file's references (so no variable is missing any more), a NANOBOT_*
+// variable still wins, and a key the overlay may not set is refused.
+func TestSecretsOverlay(t *testing.T) {
+	isolateEnv(t, "NB_OVERLAY_UNSET")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte("providers:\n  openai:\n    api_key: ${NB_OVERLAY_UNSET}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, err := WriteOverlayData(map[string]string{"providers.openai.api_key": "sk-from-the-page-${x}", "channels.telegram.token": "1:abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SecretsFile), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Providers["openai"].APIKey; got != "sk-from-the-page-${x}" {
+		t.Errorf("api_key = %q, want the overlay's, literally", got)
+	}
+	if p := cfg.ProviderProblem("openai"); p != "" {
+		t.Errorf("ProviderProblem = %q, want none", p)
+	}
+	if cfg.Channels.Telegram.Token != "1:abc" {
+		t.Errorf("token = %q", cfg.Channels.Telegram.Token)
+	}
+	t.Setenv("NANOBOT_PROVIDERS_OPENAI_API_KEY", "sk-from-env")
+	if cfg, err := Load(path); err != nil || cfg.Providers["openai"].APIKey != "sk-from-env" {
+		t.Errorf("env should win over the overlay: %v", err)
+	}
+	if _, err := WriteOverlayData(map[string]string{"agents.model": "x"}); err == nil {
+		t.Error("WriteOverlayData took a key that is not a secret")
+	}
+	if err := os.WriteFile(filepath.Join(dir, SecretsFile), []byte("agents:\n  model: x/y\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "agents.model: not a key the secrets file may set") {
+		t.Errorf("Load with a foreign key in the overlay: %v", err)
+	}
+}

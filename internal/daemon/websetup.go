@@ -118,13 +118,15 @@ func testToken(ctx context.Context, cfg *config.Config, dataDir, channel, token 
 		if !config.ValidTelegramToken(token) {
 			return "", errors.New("that is not a Telegram bot token: it looks like 123456789:AAF… (from @BotFather)")
 		}
-		c.Channels.Telegram.Token = token
+		// Only getMe runs: who may talk to the bot does not matter here,
+		// and an empty allowlist (not set up yet) must not stop the check.
+		c.Channels.Telegram.Token, c.Channels.Telegram.Policy = token, "open"
 		build = func() (tokenChecker, error) { return newTelegram(&c, parts, zap.NewNop()) }
 	case "discord":
 		if !config.ValidDiscordToken(token) {
 			return "", errors.New("that is not a Discord bot token: three parts joined by dots (developer portal → Bot → Reset Token)")
 		}
-		c.Channels.Discord.Token = token
+		c.Channels.Discord.Token, c.Channels.Discord.Policy = token, "open"
 		build = func() (tokenChecker, error) { return newDiscord(&c, parts, zap.NewNop()) }
 	default:
 		return "", fmt.Errorf("channel %q takes no token here (telegram or discord)", channel)
