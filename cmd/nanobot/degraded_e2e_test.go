@@ -151,6 +151,15 @@ func TestGatewayDegradedOverHTTP(t *testing.T) {
 		"NANOBOT_CHANNELS_DISCORD_ALLOW_FROM="+owner.ID)
 	p := e.startGatewayEnv(e.withoutKey(vars...))
 
+	// The first-run line gives a one-time link straight to the setup view.
+	waitUntil(t, "the first-run login link", 10*time.Second, func() bool {
+		for _, l := range p.logLines() {
+			if u, _ := l["url"].(string); strings.HasPrefix(l["msg"].(string), "no model key yet") && strings.Contains(u, "/#login=") {
+				return true
+			}
+		}
+		return false
+	})
 	if code, body, err := p.get("/healthz"); err != nil || code != 200 {
 		t.Fatalf("/healthz = %d %q %v", code, body, err)
 	}

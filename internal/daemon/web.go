@@ -88,6 +88,13 @@ func (g *Gateway) startWeb(addr net.Addr) {
 	}
 	g.links.base = url
 	g.log.Info("web page", zap.String("url", url+"/"))
+	if g.core.Providers.NeedsKey() && g.opts.Role == RoleAll {
+		// First run: the person who just started the gateway in a terminal
+		// opens this and lands on the setup view, no token to copy. The
+		// link works once, for 10 minutes; `nanobot web token` still works.
+		g.log.Warn("no model key yet: open this link to set one up on the web page (it works once, for 10 minutes)",
+			zap.String("url", url+"/#login="+g.web.IssueLink()))
+	}
 	host, _, _ := net.SplitHostPort(g.cfg.Gateway.Listen)
 	if !config.IsLoopback(host) && !strings.HasPrefix(wc.PublicURL, "https://") {
 		g.log.Warn("the web page is served on a non-loopback address without TLS: tokens and cookies cross the network in clear; " +
