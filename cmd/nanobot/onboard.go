@@ -54,7 +54,7 @@ func newOnboardCmd(g *globalFlags) *cobra.Command {
 			for _, c := range created {
 				fmt.Fprintf(out, "  + %s\n", c)
 			}
-			if isTerminal(os.Stdin) {
+			if isTTY(os.Stdin) {
 				// A person at a terminal: ask for the key now (onboard_setup.go).
 				if err := promptSetup(cmd.Context(), cmd.InOrStdin(), out, path); err != nil {
 					return err
