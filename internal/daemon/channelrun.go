@@ -23,7 +23,7 @@ const (
 )
 
 // channelRun supervises one chat channel: a channel that cannot start is a
-// degraded state, never the end of the daemon (SPEC §0). Before the
+// degraded state, never the end of the daemon (docs/operations.md#readiness). Before the
 // adapter runs, its token is checked; a refused one is retried with
 // backoff. A channel that stops with an error stays down with the reason.
 // Its state is what /readyz, status, the metrics and the page show.

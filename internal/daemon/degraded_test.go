@@ -23,7 +23,7 @@ func failing(r health.Report, name string) (string, bool) {
 }
 
 // TestGatewayStartsWithoutAKey: a key whose variable is unset is a degraded
-// provider (SPEC §0): the gateway serves, /readyz names the provider and the
+// provider (docs/operations.md#readiness): the gateway serves, /readyz names the provider and the
 // variable, a chat gets the short kind message at once (no request is sent
 // without a key), and giving the provider a key in place makes it ready and
 // answering without a restart.
