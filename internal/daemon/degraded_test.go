@@ -78,10 +78,15 @@ func TestRefusedKeyShowsOnReadyz(t *testing.T) {
 	g := newGW(t, setup{})
 	g.writeConfig(setup{apiKey: `"sk-wrong-key-0123456789"`}, "")
 	g.start()
-	r := g.waitReady(false)
-	msg, down := failing(r, "provider openai")
-	if !down || !strings.Contains(msg, "the API key was refused") || !strings.Contains(msg, "providers.openai.api_key") {
-		t.Errorf("readyz provider check = %q (down %v), want the refusal and the key named", msg, down)
+	// The probe runs beside the start; other checks may fail first.
+	var msg string
+	g.waitUntil("the provider down", func() bool {
+		var down bool
+		msg, down = failing(g.waitReady(false), "provider openai")
+		return down
+	})
+	if !strings.Contains(msg, "the API key was refused") || !strings.Contains(msg, "providers.openai.api_key") {
+		t.Errorf("readyz provider check = %q, want the refusal and the key named", msg)
 	}
 }
 
