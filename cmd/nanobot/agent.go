@@ -85,6 +85,9 @@ func newAgentCmd(g *globalFlags, ints *interrupts) *cobra.Command {
 			}
 			var replyErr *daemon.ReplyError
 			if errors.As(err, &replyErr) {
+				if advice := core.ModelAdvice(); advice != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), "nanobot: "+advice)
+				}
 				return exitError{code: 1} // the agent's message was printed already
 			}
 			return err

@@ -27,7 +27,7 @@ import (
 func doctorEnv(t *testing.T, e *env, extra ...string) []string {
 	t.Helper()
 	tg := telegramfake.New(t)
-	dc := discordfake.New(t, discordfake.Options{Token: "discord-bot-token-abc123"})
+	dc := discordfake.New(t, discordfake.Options{Token: "MTIzNDU2Nzg5MDEyMzQ1Njc4.GdOcTr.discord-bot-token-abc123"})
 	an := anthropicfake.New(t, nil)
 	vars := []string{
 		"NANOBOT_CHANNELS_TELEGRAM_ENABLED=true",
@@ -140,7 +140,7 @@ func TestDoctorReportsEachProblemWithAFix(t *testing.T) {
 	vars := doctorEnv(t, e,
 		"OPENAI_API_KEY="+badKey,
 		"NANOBOT_CHANNELS_TELEGRAM_TOKEN="+badToken,
-		"NANOBOT_CHANNELS_DISCORD_TOKEN=not-the-discord-token",
+		"NANOBOT_CHANNELS_DISCORD_TOKEN=MTIz.nOtThE.not-the-discord-token",
 		"NANOBOT_AGENTS_MODEL=openai/gpt-4o-mini-typo",
 	)
 	busy, err := net.Listen("tcp", "127.0.0.1:0")

@@ -53,9 +53,15 @@ func telegramEnv(tg *telegramfake.Server, allowed ...int64) []string {
 // it is still running.
 func (e *env) startGateway(extra []string, args ...string) *gatewayProc {
 	e.t.Helper()
+	return e.startGatewayEnv(e.environ(extra...), args...)
+}
+
+// startGatewayEnv is startGateway with vars as the whole environment.
+func (e *env) startGatewayEnv(vars []string, args ...string) *gatewayProc {
+	e.t.Helper()
 	p := &gatewayProc{t: e.t, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary, append(args, "gateway")...)
-	p.cmd.Env = e.environ(extra...)
+	p.cmd.Env = vars
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		e.t.Fatal(err)

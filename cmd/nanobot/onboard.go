@@ -59,6 +59,12 @@ func newOnboardCmd(g *globalFlags) *cobra.Command {
 			for _, c := range created {
 				fmt.Fprintf(out, "  + %s\n", c)
 			}
+			if isTTY(os.Stdin) {
+				// A person at a terminal: ask for the key now (onboard_setup.go).
+				if err := promptSetup(cmd.Context(), cmd.InOrStdin(), out, path); err != nil {
+					return err
+				}
+			}
 			self := invokedAs(os.Args[0])
 			fmt.Fprintf(out, "\nNext:\n  export OPENAI_API_KEY=...   (or edit %s)\n  %s agent -m \"hello\"\n  %s gateway\n", path, self, self)
 			for _, l := range pageLines(pageOf(path), inContainer(), self) {

@@ -42,6 +42,21 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 		return "set"
 	}
 	sum := daemon.Summarize(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	states := daemon.PartStates(ctx, cfg)
+	cancel()
+	// state is ", up" or ", DOWN: why" for a part the gateway (or the
+	// config alone) says something about.
+	state := func(name string) string {
+		st, ok := states[name]
+		switch {
+		case !ok || !st.Known:
+			return ""
+		case st.Up:
+			return ", up"
+		}
+		return ", DOWN: " + st.Reason
+	}
 	fmt.Fprintf(w, "nanobot %s\n\n", buildVersion())
 	fmt.Fprintf(w, "Config\t%s\n", path)
 	fmt.Fprintf(w, "Workspace\t%s\n", cfg.Agents.Workspace)
@@ -69,7 +84,7 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 		if store, ok := sum.ResponsesStore[name]; ok {
 			fmt.Fprintf(w, ", store %s", store)
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintln(w, state("provider "+name))
 	}
 	fmt.Fprintln(w)
 	channel := func(name string, enabled bool, token string, a config.Access) {
@@ -77,8 +92,8 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 			fmt.Fprintf(w, "Channel %s\tdisabled\n", name)
 			return
 		}
-		fmt.Fprintf(w, "Channel %s\tenabled, token %s, policy %s (%d allowed), groups: %s\n",
-			name, set(token), a.Policy, len(a.AllowFrom), a.GroupPolicy)
+		fmt.Fprintf(w, "Channel %s\tenabled, token %s, policy %s (%d allowed), groups: %s%s\n",
+			name, set(token), a.Policy, len(a.AllowFrom), a.GroupPolicy, state(name))
 	}
 	channel("telegram", cfg.Channels.Telegram.Enabled, cfg.Channels.Telegram.Token, cfg.Channels.Telegram.Access)
 	channel("discord", cfg.Channels.Discord.Enabled, cfg.Channels.Discord.Token, cfg.Channels.Discord.Access)

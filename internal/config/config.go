@@ -39,6 +39,22 @@ type Config struct {
 	API       APIConfig                 `mapstructure:"api"`
 	Bus       BusConfig                 `mapstructure:"bus"`
 	Log       LogConfig                 `mapstructure:"log"`
+
+	// SecretVars maps the key of each secret written as one ${NAME}
+	// reference to that variable ("providers.openai.api_key" →
+	// OPENAI_API_KEY), so an error can name what to fix. A secret whose
+	// variable is unset loads as empty instead of failing (Set false): what
+	// needs it starts degraded and says which variable is missing
+	// (ProviderProblem, ChannelProblem), so the page, status and doctor still
+	// run. Filled by Load; not a key.
+	SecretVars map[string]SecretVar `mapstructure:"-"`
+}
+
+// SecretVar is the environment variable a secret was read from.
+type SecretVar struct {
+	Name string
+	// Set is false when the variable was not set: the secret is empty.
+	Set bool
 }
 
 // AgentsConfig configures the agent loop.

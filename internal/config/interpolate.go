@@ -1,11 +1,21 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 )
+
+// unsetError is a ${NAME} reference without a default whose variable is
+// not set. In a key holding a secret it is not a load error but a missing
+// secret (Config.Unset): the part that needs it starts degraded.
+type unsetError struct{ name string }
+
+func (e *unsetError) Error() string {
+	return fmt.Sprintf("environment variable %s is not set (export it, or write ${%s:-default})", e.name, e.name)
+}
 
 // lookupFunc reads an environment variable (os.LookupEnv in Load).
 type lookupFunc func(name string) (string, bool)
@@ -47,7 +57,7 @@ func expand(s string, lookup lookupFunc) (string, error) {
 		case hasDef:
 			b.WriteString(def)
 		case !ok:
-			return "", fmt.Errorf("environment variable %s is not set (export it, or write ${%s:-default})", name, name)
+			return "", &unsetError{name}
 		}
 		s = s[i+end+1:]
 	}
@@ -66,12 +76,39 @@ func isEnvName(s string) bool {
 	return true
 }
 
+// secretKey reports whether the key at p holds a secret: its name looks
+// secret (api_key, token, webhook_secret, a header or variable named
+// Authorization or GITHUB_TOKEN), or its map's does (api.keys.<name>). A
+// list item is judged by its list's name.
+func secretKey(p string) bool {
+	if i := strings.IndexByte(p, '['); i >= 0 {
+		p = p[:i]
+	}
+	parts := strings.Split(p, ".")
+	if looksSecret(parts[len(parts)-1]) {
+		return true
+	}
+	return len(parts) > 1 && looksSecret(parts[len(parts)-2])
+}
+
 // interpolate expands every string in the settings tree in place (map
 // values and list items, never keys) and reports each failure with its key.
-func interpolate(path string, v any, lookup lookupFunc, lines lineIndex) (any, []error) {
+// An unset variable in a secret's key is no failure: the value is left empty
+// and vars records the key and the variable (see Config.SecretVars), as it
+// does for a secret read from one variable that is set.
+func interpolate(path string, v any, lookup lookupFunc, lines lineIndex, vars map[string]SecretVar) (any, []error) {
 	switch x := v.(type) {
 	case string:
 		out, err := expand(x, lookup)
+		var ue *unsetError
+		if errors.As(err, &ue) && secretKey(path) {
+			// Half a secret is no secret: "Bearer ${TOKEN}" is empty too.
+			vars[path] = SecretVar{Name: ue.name}
+			return "", nil
+		}
+		if name, ok := soleRef(x); ok && err == nil && secretKey(path) {
+			vars[path] = SecretVar{Name: name, Set: true}
+		}
 		if err != nil {
 			return x, []error{fmt.Errorf("%s: %w%s", path, err, lines.hint(path, ""))}
 		}
@@ -80,7 +117,7 @@ func interpolate(path string, v any, lookup lookupFunc, lines lineIndex) (any, [
 		var errs []error
 		for _, k := range slices.Sorted(maps.Keys(x)) {
 			var e []error
-			x[k], e = interpolate(joinPath(path, k), x[k], lookup, lines)
+			x[k], e = interpolate(joinPath(path, k), x[k], lookup, lines, vars)
 			errs = append(errs, e...)
 		}
 		return x, errs
@@ -88,7 +125,7 @@ func interpolate(path string, v any, lookup lookupFunc, lines lineIndex) (any, [
 		var errs []error
 		for i := range x {
 			var e []error
-			x[i], e = interpolate(fmt.Sprintf("%s[%d]", path, i), x[i], lookup, lines)
+			x[i], e = interpolate(fmt.Sprintf("%s[%d]", path, i), x[i], lookup, lines, vars)
 			errs = append(errs, e...)
 		}
 		return x, errs
@@ -96,10 +133,20 @@ func interpolate(path string, v any, lookup lookupFunc, lines lineIndex) (any, [
 		var errs []error
 		out := make([]string, len(x))
 		for i := range x {
-			s, e := interpolate(fmt.Sprintf("%s[%d]", path, i), x[i], lookup, lines)
+			s, e := interpolate(fmt.Sprintf("%s[%d]", path, i), x[i], lookup, lines, vars)
 			out[i], errs = s.(string), append(errs, e...)
 		}
 		return out, errs
 	}
 	return v, nil
+}
+
+// soleRef returns NAME when s is exactly "${NAME}" or "${NAME:-default}".
+func soleRef(s string) (string, bool) {
+	ref, ok := strings.CutPrefix(s, "${")
+	if !ok || !strings.HasSuffix(ref, "}") || strings.Contains(s[2:], "${") {
+		return "", false
+	}
+	name, _, _ := strings.Cut(strings.TrimSuffix(ref, "}"), ":-")
+	return name, isEnvName(name)
 }

@@ -50,7 +50,8 @@ func defaultPath() (string, error) {
 }
 
 // Load reads the YAML file at path ("" means DefaultPath), lays it over the
-// defaults, lets NANOBOT_* environment variables override any key, expands
+// defaults, lays the secrets overlay beside it over both (SecretsFile), lets
+// NANOBOT_* environment variables override any key, expands
 // ${VAR} references and decodes the result strictly: unknown keys and values
 // of the wrong type are all reported at once, each with its key path.
 //
@@ -58,34 +59,76 @@ func defaultPath() (string, error) {
 // missing file is reported with a hint to run `nanobot onboard` and matches
 // errors.Is(err, fs.ErrNotExist).
 func Load(path string) (*Config, error) {
+	cfg, errs, err := load(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		return nil, problems("config "+path, errs)
+	}
+	return cfg, nil
+}
+
+// LoadPartial is Load for `nanobot doctor`, which reports every problem and
+// still checks the rest: it returns the problems one by one and, beside
+// them, the configuration as far as it could be read — the file's values
+// where they decode, the defaults elsewhere (the defaults alone when the
+// file does not parse). err is set only when the file cannot be read.
+func LoadPartial(path string) (*Config, []error, error) {
+	cfg, errs, err := load(path)
+	if err != nil && !strings.Contains(err.Error(), "(YAML syntax)") && !strings.Contains(err.Error(), "must be a mapping") {
+		return nil, nil, err
+	}
+	if err != nil {
+		errs = []error{err}
+	}
+	if cfg == nil {
+		d := Defaults()
+		dir := filepath.Dir(path)
+		if abs, aerr := filepath.Abs(dir); aerr == nil {
+			dir = abs
+		}
+		finish(&d, dir)
+		cfg = &d
+	}
+	return cfg, errs, nil
+}
+
+// load reads path into a config and its problems (cfg may be set beside
+// problems: what decoded); err is a file that cannot be read or parsed.
+func load(path string) (*Config, []error, error) {
 	if path == "" {
 		p, err := defaultPath()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		path = p
 	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("config %s: %w (run `nanobot onboard` to create it, or pass --config)", path, err)
+		return nil, nil, fmt.Errorf("config %s: %w (run `nanobot onboard` to create it, or pass --config)", path, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	raw, lines, err := parseYAML(path, data)
 	if err != nil {
-		return nil, err
-	}
-	cfg, errs := build(raw, lines, os.LookupEnv, true)
-	if len(errs) > 0 {
-		return nil, problems("config "+path, errs)
+		return nil, nil, err
 	}
 	dir := filepath.Dir(path)
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	finish(cfg, dir)
-	return cfg, nil
+	var errs []error
+	if err := applyOverlay(raw, dir); err != nil {
+		errs = append(errs, err)
+	}
+	cfg, buildErrs := build(raw, lines, os.LookupEnv, true)
+	errs = append(errs, buildErrs...)
+	if cfg != nil {
+		finish(cfg, dir)
+	}
+	return cfg, errs, nil
 }
 
 // problems joins errs under a heading; several problems each get a line.
@@ -236,14 +279,18 @@ func build(raw map[string]any, lines lineIndex, lookup lookupFunc, env bool) (*C
 	restoreCase(settings, raw)
 
 	var errs []error
+	vars := map[string]SecretVar{}
 	for _, key := range slices.Sorted(maps.Keys(settings)) {
 		var e []error
-		settings[key], e = interpolate(key, settings[key], lookup, lines)
+		settings[key], e = interpolate(key, settings[key], lookup, lines, vars)
 		errs = append(errs, e...)
 	}
 	errs = append(errs, checkKeys("", settings, reflect.TypeFor[Config](), lines)...)
 	cfg, decodeErrs := decode(settings, lines)
 	errs = append(errs, decodeErrs...)
+	if cfg != nil && len(vars) > 0 {
+		cfg.SecretVars = vars
+	}
 	// One problem per key, in key order, whatever stage found it.
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return cfg, errs

@@ -352,8 +352,8 @@ func TestInterpolationErrors(t *testing.T) {
 		want       []string
 	}{
 		{"unset variable names key and variable",
-			"providers:\n  openai:\n    api_key: ${NANOBOT_TEST_UNSET}\n",
-			[]string{"providers.openai.api_key: environment variable NANOBOT_TEST_UNSET is not set", "line 3"}},
+			"agents:\n  model: ${NANOBOT_TEST_UNSET}\n",
+			[]string{"agents.model: environment variable NANOBOT_TEST_UNSET is not set", "line 2"}},
 		{"unset in a list item",
 			"channels:\n  telegram:\n    allow_from: [\"${NANOBOT_TEST_UNSET}\"]\n",
 			[]string{"channels.telegram.allow_from[0]: environment variable NANOBOT_TEST_UNSET is not set"}},
@@ -374,6 +374,61 @@ func TestInterpolationErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnsetSecretIsMissingNotAnError: a secret whose variable is unset loads
+// as empty, recorded with its variable, in every kind of secret key; a set one
+// is recorded too, so an error can name the variable to fix.
+func TestUnsetSecretIsMissingNotAnError(t *testing.T) {
+	isolateEnv(t, "NB_UNSET", "NB_SET")
+	t.Setenv("NB_SET", "sk-set-0123456789")
+	cfg := mustLoad(t, `
+providers:
+  openai:
+    api_key: ${NB_SET}
+  anthropic:
+    api_key: ${NB_UNSET}
+    extra_headers: {Authorization: "Bearer ${NB_UNSET}", X-Title: bot}
+channels:
+  telegram:
+    token: ${NB_UNSET}
+  discord:
+    token: "${NB_UNSET}"
+api:
+  keys: {alice: "${NB_UNSET}"}
+tools:
+  web: {brave_api_key: "${NB_UNSET}"}
+  mcp_servers:
+    gh: {command: gh-mcp, env: {GITHUB_TOKEN: "${NB_UNSET}"}}
+`)
+	want := map[string]SecretVar{
+		"providers.openai.api_key":                        {Name: "NB_SET", Set: true},
+		"providers.anthropic.api_key":                     {Name: "NB_UNSET"},
+		"providers.anthropic.extra_headers.Authorization": {Name: "NB_UNSET"},
+		"channels.telegram.token":                         {Name: "NB_UNSET"},
+		"channels.discord.token":                          {Name: "NB_UNSET"},
+		"api.keys.alice":                                  {Name: "NB_UNSET"},
+		"tools.web.brave_api_key":                         {Name: "NB_UNSET"},
+		"tools.mcp_servers.gh.env.GITHUB_TOKEN":           {Name: "NB_UNSET"},
+	}
+	if !reflect.DeepEqual(cfg.SecretVars, want) {
+		t.Errorf("SecretVars = %v\nwant %v", cfg.SecretVars, want)
+	}
+	if cfg.Providers["anthropic"].APIKey != "" || cfg.Providers["anthropic"].ExtraHeaders["Authorization"] != "" {
+		t.Errorf("an unset secret should load empty: %+v", cfg.Providers["anthropic"])
+	}
+	if p := cfg.ProviderProblem("anthropic"); !strings.Contains(p, "NB_UNSET is not set") || strings.Contains(p, ":-default") {
+		t.Errorf("ProviderProblem = %q, want the variable named and no default advised", p)
+	}
+	if p := cfg.ProviderProblem("openai"); p != "" {
+		t.Errorf("ProviderProblem(openai) = %q, want none", p)
+	}
+	if p := cfg.ChannelProblem("telegram"); !strings.Contains(p, "NB_UNSET is not set") {
+		t.Errorf("ChannelProblem = %q", p)
+	}
+	if v := cfg.KeyVar("openai"); v != "NB_SET" {
+		t.Errorf("KeyVar(openai) = %q", v)
 	}
 }
 
@@ -473,12 +528,10 @@ agents:
 channels:
   telegram:
     tokn: x
-providers:
-  openai:
-    api_key: ${NANOBOT_TEST_UNSET}
+    allow_from: ["${NANOBOT_TEST_UNSET}"]
 `)
 	for _, want := range []string{"4 problems", "agents.max_tool_iterations:", "agents.tool_timeout:",
-		"channels.telegram.tokn:", "providers.openai.api_key:"} {
+		"channels.telegram.tokn:", "channels.telegram.allow_from[0]:"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error does not contain %q:\n%s", want, msg)
 		}
@@ -709,5 +762,50 @@ func TestSessionsDirIsInTheDataDir(t *testing.T) {
 		if err := cfg.Validate(); err != nil && strings.Contains(err.Error(), "sessions_dir") {
 			t.Errorf("%q: %v", tt.yaml, err)
 		}
+	}
+}
+
+// TestSecretsOverlay: the overlay beside the config lays its secrets over
+// the file's references (so no variable is missing any more), a NANOBOT_*
+// variable still wins, and a key the overlay may not set is refused.
+func TestSecretsOverlay(t *testing.T) {
+	isolateEnv(t, "NB_OVERLAY_UNSET")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte("providers:\n  openai:\n    api_key: ${NB_OVERLAY_UNSET}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, err := WriteOverlayData(map[string]string{"providers.openai.api_key": "sk-from-the-page-${x}", "channels.telegram.token": "1:abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SecretsFile), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Providers["openai"].APIKey; got != "sk-from-the-page-${x}" {
+		t.Errorf("api_key = %q, want the overlay's, literally", got)
+	}
+	if p := cfg.ProviderProblem("openai"); p != "" {
+		t.Errorf("ProviderProblem = %q, want none", p)
+	}
+	if cfg.Channels.Telegram.Token != "1:abc" {
+		t.Errorf("token = %q", cfg.Channels.Telegram.Token)
+	}
+	t.Setenv("NANOBOT_PROVIDERS_OPENAI_API_KEY", "sk-from-env")
+	if cfg, err := Load(path); err != nil || cfg.Providers["openai"].APIKey != "sk-from-env" {
+		t.Errorf("env should win over the overlay: %v", err)
+	}
+	if _, err := WriteOverlayData(map[string]string{"agents.model": "x"}); err == nil {
+		t.Error("WriteOverlayData took a key that is not a secret")
+	}
+	if err := os.WriteFile(filepath.Join(dir, SecretsFile), []byte("agents:\n  model: x/y\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "agents.model: not a key the secrets file may set") {
+		t.Errorf("Load with a foreign key in the overlay: %v", err)
 	}
 }

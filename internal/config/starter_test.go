@@ -18,8 +18,17 @@ func TestStarterYAMLLoadsAndValidates(t *testing.T) {
 			if err := WriteStarter(path, StarterYAML(ws)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "OPENAI_API_KEY is not set") {
-				t.Errorf("Load without OPENAI_API_KEY: %v, want the variable named", err)
+			// Without the key the file loads and validates: the provider
+			// is degraded and names the variable.
+			bare, err := Load(path)
+			if err != nil {
+				t.Fatalf("Load without OPENAI_API_KEY: %v", err)
+			}
+			if err := bare.Validate(); err != nil {
+				t.Errorf("Validate without OPENAI_API_KEY: %v", err)
+			}
+			if p := bare.ProviderProblem("openai"); !strings.Contains(p, "OPENAI_API_KEY is not set") {
+				t.Errorf("ProviderProblem without OPENAI_API_KEY = %q, want the variable named", p)
 			}
 			t.Setenv("OPENAI_API_KEY", "sk-starter-0123456789")
 			cfg, err := Load(path)

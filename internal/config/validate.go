@@ -24,8 +24,8 @@ func (c *Config) Validate() error {
 	validateHistory(&p, &c.History)
 	c.validateProviders(&p)
 	c.validateRoutes(&p)
-	validateTelegram(&p, &c.Channels.Telegram)
-	validateDiscord(&p, &c.Channels.Discord)
+	validateTelegram(&p, &c.Channels.Telegram, c.ChannelProblem("telegram") != "")
+	validateDiscord(&p, &c.Channels.Discord, c.ChannelProblem("discord") != "")
 	validateTranscription(&p, &c.Channels.Transcription)
 	c.validateTools(&p)
 	validateGateway(&p, &c.Gateway)
@@ -207,18 +207,30 @@ func (c *Config) validateProviders(p *checker) {
 		}
 		p.positive(key+".timeout", pc.Timeout)
 		p.atLeast(key+".max_retries", int64(pc.MaxRetries), 0)
-		if pc.APIKey == "" && len(used[name]) > 0 {
-			base := pc.BaseURL
-			if base == "" && kind == "gemini" {
-				base = GeminiBaseURL // the adapter's default
-			}
-			if u, err := url.Parse(base); err == nil && officialHosts[u.Hostname()] != "" {
-				env := officialHosts[u.Hostname()]
-				p.add(key+".api_key", "must be set: %s uses %s (write api_key: ${%s} and export %s)",
-					used[name][0], u.Hostname(), env, env)
-			}
-		}
+		// An empty key is no configuration error: the provider starts
+		// degraded and says what is missing (ProviderProblem), and the web
+		// page can take the key.
 	}
+}
+
+// telegramToken is a bot token's shape: the bot's numeric id, a colon and
+// the secret (letters, digits, _ and -). discordToken is three base64url
+// parts joined by dots (the bot's id, a timestamp, an HMAC).
+var (
+	telegramToken = regexp.MustCompile(`^[0-9]+:[A-Za-z0-9_-]+$`)
+	discordToken  = regexp.MustCompile(`^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$`)
+)
+
+// ValidTelegramToken reports whether s has the shape of a Telegram bot
+// token (123456789:AAF…); whether Telegram accepts it only getMe tells.
+func ValidTelegramToken(s string) bool { return len(s) <= 256 && telegramToken.MatchString(s) }
+
+// ValidDiscordToken reports whether s (with or without "Bot ") has the
+// shape of a Discord bot token; whether Discord accepts it only users/@me
+// tells.
+func ValidDiscordToken(s string) bool {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "Bot ")
+	return len(s) <= 256 && discordToken.MatchString(s)
 }
 
 func (c *Config) validateRoutes(p *checker) {
@@ -281,10 +293,16 @@ var telegramSecret = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 func validTelegramSecret(s string) bool { return len(s) <= 256 && telegramSecret.MatchString(s) }
 
-func validateTelegram(p *checker, t *TelegramConfig) {
+func validateTelegram(p *checker, t *TelegramConfig, unset bool) {
 	const key = "channels.telegram"
-	if t.Enabled && t.Token == "" {
+	// A token whose variable is unset is no configuration error: the
+	// channel starts degraded (ChannelProblem). One that cannot be a token
+	// is.
+	switch {
+	case t.Enabled && t.Token == "" && !unset:
 		p.add(key+".token", "must be set when the channel is enabled (create a bot with @BotFather; write token: ${TELEGRAM_BOT_TOKEN})")
+	case t.Token != "" && !ValidTelegramToken(t.Token):
+		p.add(key+".token", "is not a Telegram bot token: it is <bot id>:<secret>, such as 123456789:AAF… (copy it whole from @BotFather)")
 	}
 	p.httpURL(key+".api_url", t.APIURL, false)
 	validateAccess(p, "telegram", &t.Access, t.Enabled, "the bot answers /whoami with it")
@@ -323,10 +341,13 @@ func validateWebhook(p *checker, t *TelegramConfig) {
 	}
 }
 
-func validateDiscord(p *checker, d *DiscordConfig) {
+func validateDiscord(p *checker, d *DiscordConfig, unset bool) {
 	const key = "channels.discord"
-	if d.Enabled && d.Token == "" {
+	switch {
+	case d.Enabled && d.Token == "" && !unset:
 		p.add(key+".token", "must be set when the channel is enabled (the bot token from the Discord developer portal; write token: ${DISCORD_BOT_TOKEN})")
+	case d.Token != "" && !ValidDiscordToken(d.Token):
+		p.add(key+".token", "is not a Discord bot token: it is three dot-separated parts, such as MTIz….GhIj….kLmN… (Bot, on the developer portal: Reset Token, then copy it whole)")
 	}
 	p.httpURL(key+".api_url", d.APIURL, false)
 	validateAccess(p, "discord", &d.Access, d.Enabled, "the bot answers /whoami with it, or copy it with Developer Mode on")

@@ -93,8 +93,8 @@ func TestNoChatChannelWarns(t *testing.T) {
 	if got := fieldStrings(line, "channels"); len(got) != 0 {
 		t.Errorf("channels = %v, want none", got)
 	}
-	// It serves: /readyz answers, with only the model check.
-	if r := g.waitReady(true); checkNames(r) != "model" {
-		t.Errorf("checks = %s, want only model", checkNames(r))
+	// It serves: /readyz answers, with only the model checks.
+	if r := g.waitReady(true); checkNames(r) != "provider openai,model" {
+		t.Errorf("checks = %s, want only the provider's and the model's", checkNames(r))
 	}
 }

@@ -68,6 +68,10 @@ type Core struct {
 	Metrics *metrics.Metrics
 	// ModelHealth is the outcome of the last model call, for /readyz.
 	ModelHealth *health.ModelHealth
+	// Providers are the model providers' slots: what is known to be wrong
+	// with each (a missing or refused key), for /readyz, status and the
+	// setup page, which can give one a new key.
+	Providers *modelProviders
 	// usage counts tokens per model for the web control panel.
 	usage *usageTally
 	root  *workspace.Root
@@ -157,13 +161,15 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	if hc == nil {
 		hc = modelClient(cfg.Agents.MaxConcurrentTurns)
 	}
-	providers := make(map[string]provider.Streamer, len(cfg.Providers))
-	for name, pc := range cfg.Providers {
-		p, err := newProvider(name, pc, hc, log.Named("provider"))
-		if err != nil {
-			return nil, err
-		}
-		providers[name] = p
+	// Each provider sits in a slot: one without a key starts degraded and
+	// the setup page can give it one while the daemon runs.
+	slots, err := newModelProviders(cfg, hc, log.Named("provider"))
+	if err != nil {
+		return nil, err
+	}
+	providers := make(map[string]provider.Streamer, len(slots.slots))
+	for name, s := range slots.slots {
+		providers[name] = s
 	}
 	routes := make(map[string]provider.RouteSpec, len(cfg.Routes))
 	for name, r := range cfg.Routes {
@@ -236,7 +242,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		return nil, fmt.Errorf("register tool spawn: %w", err)
 	}
 	return &Core{Config: cfg, Bus: b, Pub: pub, NATS: nb, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
-		Metrics: m, ModelHealth: modelHealth, usage: usage, root: root, log: log}, nil
+		Metrics: m, ModelHealth: modelHealth, Providers: slots, usage: usage, root: root, log: log}, nil
 }
 
 // modelProvider is a provider adapter: it streams turns for the router and

@@ -65,27 +65,41 @@ func (r *Report) Count(v Verdict) int {
 // Doctor checks the config at path and what the gateway would build from
 // it, with the gateway's own constructors (providers, channels, MCP
 // servers, the bus, the exec sandbox), so it checks what the gateway runs.
-// Checks after the config need a valid config, so an invalid one ends the
-// run. version is what MCP servers are told the client is.
+// It runs every check and lists every finding: each configuration problem
+// is a finding of its own, and the checks after it run on what could be
+// read (the defaults where the file could not be). version is what MCP
+// servers are told the client is.
 func Doctor(ctx context.Context, path, version string) *Report {
 	r := &Report{}
-	cfg, err := config.Load(path)
-	if err == nil {
-		err = cfg.Validate()
-	}
+	cfg, errs, err := config.LoadPartial(path)
 	if err != nil {
-		fix := "correct the keys named above; config.example.yaml documents every key"
+		fix := "correct the file named above; config.example.yaml documents every key"
 		if errors.Is(err, fs.ErrNotExist) {
 			fix = "run `nanobot onboard` to write a starter config, or pass --config PATH"
 		}
 		r.add("config", VerdictFail, err.Error(), fix)
 		return r
 	}
+	if verr := cfg.Validate(); verr != nil && len(errs) == 0 {
+		errs = unjoin(verr)
+	}
+	const fix = "correct the key named; config.example.yaml documents every key"
+	for _, e := range errs {
+		r.add("config", VerdictFail, e.Error(), fix)
+	}
 	data := filepath.Dir(path)
 	r.Secrets = Secrets(cfg, data)
-	r.add("config", VerdictOK, path+" is valid", "")
+	switch {
+	case len(errs) == 0:
+		r.add("config", VerdictOK, path+" is valid", "")
+	default:
+		r.add("defaults", VerdictWarn, "the checks below use what could be read of "+path+" and the defaults elsewhere", "fix the config problems above first")
+	}
 	if err := config.CheckPermissions(path); err != nil {
 		r.add("config mode", VerdictWarn, err.Error(), "chmod 600 "+path)
+	}
+	if err := config.CheckPermissions(SecretsPath(data)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.add("secrets mode", VerdictWarn, err.Error(), "chmod 600 "+SecretsPath(data))
 	}
 	checkDirs(r, cfg, data)
 	checkListen(ctx, r, cfg.Gateway.Listen)
@@ -95,6 +109,14 @@ func Doctor(ctx context.Context, path, version string) *Report {
 	checkBus(ctx, r, cfg)
 	checkSandbox(r, cfg)
 	return r
+}
+
+// unjoin splits an errors.Join into its errors.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

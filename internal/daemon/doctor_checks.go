@@ -183,6 +183,11 @@ func checkProviders(ctx context.Context, r *Report, cfg *config.Config) {
 			r.add(label, VerdictSkip, "not used by agents.model, agents.fallbacks or any route", "")
 			continue
 		}
+		if problem := cfg.ProviderProblem(name); problem != "" {
+			r.add(label, VerdictFail, problem, "give "+label+" its key: "+keyHint(name, cfg.KeyVar(name))+
+				" (the gateway starts without it; the page's setup view takes it)")
+			continue
+		}
 		p, err := newProvider(name, pc, hc, zap.NewNop())
 		if err != nil {
 			r.add(label, VerdictFail, err.Error(), "set providers."+name+".kind to one of "+strings.Join(config.ProviderKinds, ", "))
@@ -294,6 +299,10 @@ func checkChannels(ctx context.Context, r *Report, cfg *config.Config, data stri
 		label := "channel " + e.name
 		if !e.enabled {
 			r.add(label, VerdictSkip, "disabled", "")
+			continue
+		}
+		if problem := cfg.ChannelProblem(e.name); problem != "" {
+			r.add(label, VerdictFail, problem, e.fix+" (the gateway starts without it; the channel stays down)")
 			continue
 		}
 		c, err := e.build()

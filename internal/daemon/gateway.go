@@ -52,11 +52,14 @@ const (
 type Gateway struct {
 	core *Core
 	// secrets redact what the health checks and the control panel show.
-	secrets  *logging.Secrets
-	cfg      *config.Config
-	opts     Options
-	log      *zap.Logger
-	channels []channels.Channel
+	secrets *logging.Secrets
+	cfg     *config.Config
+	opts    Options
+	log     *zap.Logger
+	// channels are the chat channels' supervisors (channelrun.go): a
+	// channel that cannot start is down with its reason, never the end of
+	// the daemon.
+	channels []*channelRun
 	manager  *channels.Manager
 	mux      *http.ServeMux
 	health   *health.Checker
@@ -126,10 +129,8 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 		}
 	}
 	for _, c := range g.channels {
-		if h, ok := c.(channels.Healther); ok {
-			g.health.Add(c.Name(), h.Healthy)
-			core.Metrics.WatchChannel(c.Name(), h.Healthy)
-		}
+		g.health.Add(c.name, c.Healthy)
+		core.Metrics.WatchChannel(c.name, c.Healthy)
 	}
 	// The HTTP surfaces that carry chats (the API, the web page) belong to
 	// the channels side; the model check to the agent side.
@@ -147,6 +148,12 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 		g.handle("/v1/", apiWhat, g.api.Handler())
 	}
 	if g.runs(RoleAgent) {
+		// One check per provider in use: a missing or refused key names
+		// the provider and its variable before any chat finds out.
+		for _, s := range core.Providers.Used() {
+			g.health.Add("provider "+s.name, s.Problem)
+			core.Metrics.WatchProvider(s.name, s.Problem)
+		}
 		g.health.Add("model", core.ModelHealth.Check)
 	}
 	if core.NATS != nil {
@@ -202,7 +209,7 @@ func (g *Gateway) handle(pattern, what string, h http.Handler) {
 func (g *Gateway) announce(addr string) {
 	names := make([]string, 0, len(g.channels)+1)
 	for _, c := range g.channels {
-		names = append(names, c.Name())
+		names = append(names, c.name)
 	}
 	if g.web != nil {
 		names = append(names, web.Channel)
@@ -232,31 +239,61 @@ func (g *Gateway) buildChannels() error {
 	g.pairing = pairing
 	parts := channelParts{pub: g.core.Pub, pairing: pairing, dataDir: g.opts.DataDir}
 	if tc := g.cfg.Channels.Telegram; tc.Enabled {
-		tg, err := newTelegram(g.cfg, parts, g.log.Named("telegram"))
+		run, err := g.addChannel("telegram", func() (channels.Channel, error) {
+			tg, err := newTelegram(g.cfg, parts, g.log.Named("telegram"))
+			if err != nil {
+				return nil, err
+			}
+			if err := g.manager.Register(tg, telegram.NewRenderer(), tc.OutputConfig); err != nil {
+				return nil, err
+			}
+			if tc.Mode == "webhook" {
+				path, h := tg.WebhookHandler()
+				g.handle("POST "+path, "telegram webhook", h)
+			}
+			return tg, nil
+		})
 		if err != nil {
-			return fmt.Errorf("channels.telegram: %w", err)
+			return err
 		}
-		if err := g.manager.Register(tg, telegram.NewRenderer(), tc.OutputConfig); err != nil {
-			return fmt.Errorf("channels.telegram: %w", err)
-		}
-		if tc.Mode == "webhook" {
-			path, h := tg.WebhookHandler()
-			g.handle("POST "+path, "telegram webhook", h)
-		}
-		g.channels = append(g.channels, tg)
+		g.channels = append(g.channels, run)
 	}
 	if dc := g.cfg.Channels.Discord; dc.Enabled {
 		parts.cursors = g.discordCursors()
-		d, err := newDiscord(g.cfg, parts, g.log.Named("discord"))
+		run, err := g.addChannel("discord", func() (channels.Channel, error) {
+			d, err := newDiscord(g.cfg, parts, g.log.Named("discord"))
+			if err != nil {
+				return nil, err
+			}
+			if err := g.manager.Register(d, discord.NewRenderer(0), dc.OutputConfig); err != nil {
+				return nil, err
+			}
+			return d, nil
+		})
 		if err != nil {
-			return fmt.Errorf("channels.discord: %w", err)
+			return err
 		}
-		if err := g.manager.Register(d, discord.NewRenderer(0), dc.OutputConfig); err != nil {
-			return fmt.Errorf("channels.discord: %w", err)
-		}
-		g.channels = append(g.channels, d)
+		g.channels = append(g.channels, run)
 	}
 	return nil
+}
+
+// addChannel builds the supervisor of channel name. A token whose variable
+// is unset is no error: the channel is down with that reason, and the rest
+// of the gateway serves.
+func (g *Gateway) addChannel(name string, build func() (channels.Channel, error)) (*channelRun, error) {
+	run := &channelRun{name: name, log: g.log.Named(name), tokenVar: tokenVar(g.cfg, name)}
+	if problem := g.cfg.ChannelProblem(name); problem != "" {
+		run.problem = errors.New(problem)
+		g.log.Warn("channel not started: its token is missing", zap.String("channel", name), zap.String("reason", problem))
+		return run, nil
+	}
+	ch, err := build()
+	if err != nil {
+		return nil, fmt.Errorf("channels.%s: %w", name, err)
+	}
+	run.ch = ch
+	return run, nil
 }
 
 // channelParts are what a chat adapter gets from the daemon beside its
@@ -353,8 +390,9 @@ func RunGateway(ctx context.Context, cfg *config.Config, opts Options, log *zap.
 // message not started yet stays unacknowledged, so its channel delivers it
 // again after the restart); queued replies are delivered (bounded by
 // outboundFlush and outboundDrain); the listener and the files are closed. It
-// returns nil after a signal. A channel that fails for good (its token
-// refused) stops the daemon with that error.
+// returns nil after a signal. A channel that cannot start (its token
+// refused) or stops is down with its reason while the rest serves
+// (channelrun.go); only the listener failing stops the daemon.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer func() {
 		if err := g.core.Close(); err != nil {
@@ -458,12 +496,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 	})
 	var intake sync.WaitGroup
 	for _, c := range g.channels {
-		intake.Go(func() {
-			if err := c.Run(ctx); err != nil {
-				g.log.Error("channel stopped", zap.String("channel", c.Name()), zap.Error(err))
-				stopIntake(fmt.Errorf("channel %s: %w", c.Name(), err))
-			}
-		})
+		intake.Go(func() { c.run(ctx) })
+	}
+	if g.runs(RoleAgent) {
+		// Probes the providers in use once, and again while one is down.
+		intake.Go(func() { _ = g.core.Providers.Run(ctx) })
 	}
 	// The API takes requests like a channel takes messages, until intake stops.
 	if g.api != nil {

@@ -62,6 +62,9 @@ type setup struct {
 	noTelegram bool
 	// noWeb sets channels.web.enabled: false.
 	noWeb bool
+	// apiKey replaces providers.openai.api_key (the fake's key), e.g.
+	// "${UNSET}" or a key the fake refuses.
+	apiKey string
 	// gemini makes gemini/gemini-2.5-flash the model, served by a strict
 	// fake Gemini server answering from the same script; the openai lines
 	// then go under providers.gemini.
@@ -185,6 +188,9 @@ func (g *gw) writeConfig(s setup, extra string) {
 `, g.home, model, indent(s.agents, "  "), openaifake.DefaultAPIKey, g.llm.URL(), indent(openai, "    "), gemini,
 		!s.noTelegram, telegramfake.Token, g.tgURL, allowFrom(s.telegram), indent(s.telegram, "    "), discord, tools)
 	yaml += extra
+	if s.apiKey != "" {
+		yaml = strings.Replace(yaml, fmt.Sprintf("api_key: %q", openaifake.DefaultAPIKey), "api_key: "+s.apiKey, 1)
+	}
 	if err := os.WriteFile(g.configPath(), []byte(yaml), 0o600); err != nil {
 		g.t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestReadinessFollowsTelegramAndMetricsCountATurn(t *testing.T) {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
 	r := g.waitReady(true)
-	if names := checkNames(r); names != "telegram,model" {
+	if names := checkNames(r); names != "telegram,provider openai,model" {
 		t.Errorf("checks = %s, want telegram and model", names)
 	}
 
@@ -92,7 +92,7 @@ func TestReadyBeforeTheFirstLongPollReturns(t *testing.T) {
 	g := startWith(t, setup{discord: true, telegram: "poll_timeout: 30s"})
 	g.tg.Wait(t, "a long poll in flight", func() bool { return g.tg.LongPolls() == 1 })
 	r := g.waitReady(true)
-	if names := checkNames(r); names != "telegram,discord,model" {
+	if names := checkNames(r); names != "telegram,discord,provider openai,model" {
 		t.Errorf("checks = %s, want telegram, discord and model", names)
 	}
 	for _, c := range g.tg.Calls("getUpdates") {

@@ -107,6 +107,10 @@ func SecretFiles(cfg *config.Config, dataDir string) []string {
 	if cfg.Channels.Web.Token == "" && dataDir != "" {
 		out = append(out, filepath.Join(dataDir, WebTokenFile))
 	}
+	if dataDir != "" {
+		// Keys pasted on the setup page while the daemon runs.
+		out = append(out, filepath.Join(dataDir, config.SecretsFile))
+	}
 	return append(out, cfg.Bus.NATS.CredsFile, cfg.Bus.NATS.TLS.KeyFile)
 }
 

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
-	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/schedule"
@@ -115,7 +114,7 @@ func (g *Gateway) runsChannel(name string) bool {
 	if name == web.Channel {
 		return g.web != nil // the page's conversations take reminders too
 	}
-	return slices.ContainsFunc(g.channels, func(c channels.Channel) bool { return c.Name() == name })
+	return slices.ContainsFunc(g.channels, func(c *channelRun) bool { return c.name == name })
 }
 
 // chatOfSession turns a session key into the chat the heartbeat delivers

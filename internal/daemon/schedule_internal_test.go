@@ -18,7 +18,7 @@ type named struct {
 func (n named) Name() string { return n.name }
 
 func TestChatOfSession(t *testing.T) {
-	g := &Gateway{opts: Options{Role: RoleAll}, channels: []channels.Channel{named{name: "telegram"}, named{name: "discord"}}}
+	g := &Gateway{opts: Options{Role: RoleAll}, channels: []*channelRun{{name: "telegram", ch: named{name: "telegram"}}, {name: "discord", ch: named{name: "discord"}}}}
 	tests := []struct {
 		key  string
 		ok   bool

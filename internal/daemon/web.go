@@ -42,12 +42,18 @@ func (g *Gateway) buildWeb() error {
 		// (docs/scale-out.md#subjects-and-streams).
 		sessions = freshSessions{g.core.Sessions}
 	}
-	srv := web.New(wc, web.Deps{
+	deps := web.Deps{
 		Bus: g.core.Pub, Sessions: sessions, Workspace: g.cfg.Agents.Workspace,
 		StateFile: filepath.Join(g.opts.DataDir, webConversationsFile),
 		TokenFile: filepath.Join(g.opts.DataDir, WebTokenFile),
 		Panel:     g.panel(),
-	}, g.log.Named("web"))
+	}
+	if g.opts.Role == RoleAll {
+		// The setup view puts a new key in this process's providers; a
+		// split channels process has no agent to give it to.
+		deps.Setup = webSetup{g}
+	}
+	srv := web.New(wc, deps, g.log.Named("web"))
 	if err := g.manager.RegisterReceiver(web.Channel, srv); err != nil {
 		return fmt.Errorf("channels.web: %w", err)
 	}
@@ -82,6 +88,13 @@ func (g *Gateway) startWeb(addr net.Addr) {
 	}
 	g.links.base = url
 	g.log.Info("web page", zap.String("url", url+"/"))
+	if g.core.Providers.NeedsKey() && g.opts.Role == RoleAll {
+		// First run: the person who just started the gateway in a terminal
+		// opens this and lands on the setup view, no token to copy. The
+		// link works once, for 10 minutes; `nanobot web token` still works.
+		g.log.Warn("no model key yet: open this link to set one up on the web page (it works once, for 10 minutes)",
+			zap.String("url", url+"/#login="+g.web.IssueLink()))
+	}
 	host, _, _ := net.SplitHostPort(g.cfg.Gateway.Listen)
 	if !config.IsLoopback(host) && !strings.HasPrefix(wc.PublicURL, "https://") {
 		g.log.Warn("the web page is served on a non-loopback address without TLS: tokens and cookies cross the network in clear; " +
@@ -116,11 +129,9 @@ func (g *Gateway) panel() *web.Panel {
 func (g *Gateway) channelStates() []web.ChannelState {
 	out := make([]web.ChannelState, 0, len(g.channels)+1)
 	for _, c := range g.channels {
-		st := web.ChannelState{Name: c.Name(), Up: true}
-		if h, ok := c.(channels.Healther); ok {
-			if err := h.Healthy(); err != nil {
-				st.Up, st.Error = false, g.secrets.Redact(err.Error())
-			}
+		st := web.ChannelState{Name: c.name, Up: true}
+		if err := c.Healthy(); err != nil {
+			st.Up, st.Error = false, g.secrets.Redact(err.Error())
 		}
 		out = append(out, st)
 	}

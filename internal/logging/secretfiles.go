@@ -16,8 +16,9 @@ const minFileSecretLen = 16
 
 // FileSecrets returns the secrets kept in a file's content: the trimmed
 // content, and each line that looks like a credential (no spaces, at least
-// 16 characters, not a "-----BEGIN" or "****" decoration). That covers a
-// web token file, a NATS credentials file (JWT and seed) and a PEM key.
+// 16 characters, not a "-----BEGIN" or "****" decoration), or the value of
+// such a YAML line ("api_key: …"). That covers a web token file, a NATS
+// credentials file (JWT and seed), a PEM key and the secrets overlay.
 func FileSecrets(content string) []string {
 	var out []string
 	if t := strings.TrimSpace(content); len(t) >= minFileSecretLen && !strings.ContainsFunc(t, unicode.IsSpace) {
@@ -25,6 +26,11 @@ func FileSecrets(content string) []string {
 	}
 	for _, line := range strings.Split(content, "\n") {
 		line = strings.TrimSpace(line)
+		// A YAML line "api_key: sk-…" (the secrets overlay) holds its
+		// secret after the colon; quotes are YAML's, not the secret's.
+		if k, v, ok := strings.Cut(line, ": "); ok && !strings.HasPrefix(line, "#") && !strings.ContainsFunc(k, unicode.IsSpace) {
+			line = strings.Trim(strings.TrimSpace(v), `"'`)
+		}
 		if len(line) < minFileSecretLen || strings.ContainsFunc(line, unicode.IsSpace) ||
 			strings.HasPrefix(line, "-") || strings.HasPrefix(line, "*") || slices.Contains(out, line) {
 			continue

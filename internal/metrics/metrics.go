@@ -209,6 +209,22 @@ func (m *Metrics) WatchChannel(name string, healthy func() error) {
 	}))
 }
 
+// WatchProvider exports a model provider's state as nanobot_provider_up
+// (1 while problem returns nil: it has a key, and the last probe found it
+// reachable and the key accepted). The reason is on /readyz and in status.
+func (m *Metrics) WatchProvider(name string, problem func() error) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "provider_up",
+		Help:        "1 while the model provider has a key and its last probe succeeded, else 0 (the reason: /readyz).",
+		ConstLabels: prometheus.Labels{"provider": name},
+	}, func() float64 {
+		if problem() != nil {
+			return 0
+		}
+		return 1
+	}))
+}
+
 // WatchNATS exports the NATS bus of a scaled-out process (docs/scale-out.md):
 // nanobot_nats_up (1 while connected and set up) and
 // nanobot_nats_held_messages (taken from a stream, not acknowledged yet),

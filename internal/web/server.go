@@ -58,6 +58,8 @@ type Deps struct {
 	TokenFile string
 	// Panel serves the control panel's data [no panel].
 	Panel *Panel
+	// Setup serves the first-run setup view (setup.go) [none].
+	Setup Setup
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -127,6 +129,9 @@ func (s *Server) routes() {
 	api("POST /api/chats/{id}/stop", s.stop)
 	if p := s.deps.Panel; p != nil {
 		p.routes(api)
+	}
+	if s.deps.Setup != nil {
+		s.setupRoutes(api)
 	}
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API endpoint")
@@ -245,5 +250,6 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 // from the login itself: its CSRF token and whether the control panel is
 // there.
 func (s *Server) describe(l login) any {
-	return map[string]any{"csrf": l.csrf, "panel": s.deps.Panel != nil}
+	return map[string]any{"csrf": l.csrf, "panel": s.deps.Panel != nil,
+		"setup": s.deps.Setup != nil && s.deps.Setup.State().Needed}
 }

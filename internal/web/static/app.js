@@ -32,6 +32,8 @@ async function showApp(session) {
   $('login').hidden = true;
   $('app').hidden = false;
   $('open-panel').hidden = !session.panel;
+  // No usable model key: the setup view first (setup.js, loaded on demand).
+  if (session.setup) await (await import('./setup.js')).showSetup();
   await loadChats();
 }
 

@@ -25,10 +25,15 @@ import (
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes"
 )
 
+// Token is the bot token the fake accepts unless Options say otherwise,
+// shaped like a real one (three dot-separated parts) so that it passes
+// config validation.
+const Token = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GfAkEt.test-token-0123456789abcdefghijk"
+
 // Options configure a Server. The zero value is usable.
 type Options struct {
 	// Token is the bot token the fake accepts (REST "Bot <token>", gateway
-	// IDENTIFY/RESUME with or without the "Bot " prefix). Default "test-token".
+	// IDENTIFY/RESUME with or without the "Bot " prefix). Default Token.
 	Token string
 	// BotName is the bot user's name. Default "nanobot".
 	BotName string
@@ -153,7 +158,7 @@ type Message struct {
 func New(t fakes.TB, opts Options) *Server {
 	t.Helper()
 	if opts.Token == "" {
-		opts.Token = "test-token"
+		opts.Token = Token
 	}
 	if opts.BotName == "" {
 		opts.BotName = "nanobot"

@@ -177,9 +177,9 @@ func TestIdentifyRefused(t *testing.T) {
 		want    int
 	}{
 		{"bad token", Options{}, "nope", allIntents, CloseAuthenticationFailed},
-		{"no intents", Options{}, "test-token", nil, CloseInvalidIntents},
-		{"unknown intent bits", Options{}, "test-token", 1 << 30, CloseInvalidIntents},
-		{"message content switched off", Options{DisallowMessageContent: true}, "test-token", allIntents, CloseDisallowedIntents},
+		{"no intents", Options{}, Token, nil, CloseInvalidIntents},
+		{"unknown intent bits", Options{}, Token, 1 << 30, CloseInvalidIntents},
+		{"message content switched off", Options{DisallowMessageContent: true}, Token, allIntents, CloseDisallowedIntents},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -93,12 +93,12 @@ type Fault struct {
 
 // Server is the fake. Create it with New.
 type Server struct {
-	t     fakes.TB
-	srv   *httptest.Server
-	token string
-	Bot   models.User
+	t   fakes.TB
+	srv *httptest.Server
+	Bot models.User
 
 	mu        sync.Mutex
+	token     string // the one token accepted (SetToken)
 	updates   []models.Update
 	nextUpd   int64
 	confirmed int64 // every update with a lower id is gone
@@ -120,6 +120,20 @@ type Server struct {
 type fileEntry struct {
 	path string
 	data []byte
+}
+
+// SetToken makes the fake accept tok, and refuse every other token (401),
+// from the next call on: a token revoked or reissued at @BotFather.
+func (s *Server) SetToken(tok string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.token = tok
+}
+
+func (s *Server) acceptedToken() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.token
 }
 
 // New starts a fake server; it is closed by t.Cleanup.
@@ -398,7 +412,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.finish(w, call, nil, badRequest("%v", err))
 		return
 	}
-	if token != s.token {
+	if token != s.acceptedToken() {
 		s.finish(w, call, nil, &apiError{code: 401, desc: "Unauthorized"})
 		return
 	}
@@ -809,7 +823,7 @@ func (s *Server) getFile(p map[string]string) (any, *apiError) {
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, "/file/bot")
 	token, path, _ := strings.Cut(rest, "/")
-	if token != s.token {
+	if token != s.acceptedToken() {
 		http.Error(w, "Unauthorized", 401)
 		return
 	}
