@@ -31,7 +31,7 @@ var allowed = []struct {
 	// atomicfile replaces the files kept outside the workspace, whole.
 	{"internal/atomicfile", nil},
 	{"internal/sandbox", nil},
-	{"internal/workspace", []string{"internal/filelock"}},
+	{"internal/workspace", []string{"internal/filelock", "internal/bytesize"}},
 	{"internal/skills", nil},
 	{"internal/inbox", nil},
 	{"internal/channels/clock", nil},

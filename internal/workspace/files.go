@@ -96,11 +96,18 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	if where == "." {
-		return &PathError{Path: p, Err: errors.New("is the workspace directory, not a file")}
-	}
 	if r.afterResolve != nil {
 		r.afterResolve()
+	}
+	return r.writeAtomicAt(p, where, data, perm)
+}
+
+// writeAtomicAt is WriteFileAtomic of p once resolved to where. Only the
+// directory is looked up by path (through the root); the last component is
+// replaced, whatever it is, never followed.
+func (r *Root) writeAtomicAt(p, where string, data []byte, perm fs.FileMode) error {
+	if where == "." {
+		return &PathError{Path: p, Err: errors.New("is the workspace directory, not a file")}
 	}
 	dirPath, base := filepath.Split(where)
 	dir, err := r.openDir(dirPath)
