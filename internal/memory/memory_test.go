@@ -38,7 +38,7 @@ func testFiles(t *testing.T, files map[string]string) (*Files, string) {
 			t.Fatal(err)
 		}
 	}
-	root, err := workspace.OpenRoot(dir, workspace.Options{Restrict: true})
+	root, err := workspace.OpenFiles(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

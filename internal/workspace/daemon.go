@@ -93,10 +93,19 @@ func (f *Files) local(rel string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
+// kind is what open accepts.
+type kind uint8
+
+const (
+	regular kind = iota
+	directory
+	either // a regular file or a directory (the fs.FS view)
+)
+
 // open opens rel through the root with flag|O_NONBLOCK|O_NOCTTY and
 // checks the open file: inside the workspace by its real path, one link,
-// and a regular file (or, with dir, a directory).
-func (f *Files) open(rel string, flag int, perm fs.FileMode, dir bool) (*os.File, fs.FileInfo, error) {
+// and of the kind wanted.
+func (f *Files) open(rel string, flag int, perm fs.FileMode, want kind) (*os.File, fs.FileInfo, error) {
 	p, err := f.local(rel)
 	if err != nil {
 		return nil, nil, err
@@ -114,7 +123,7 @@ func (f *Files) open(rel string, flag int, perm fs.FileMode, dir bool) (*os.File
 	}
 	fi, err := file.Stat()
 	if err == nil {
-		err = checkKind(rel, fi, dir)
+		err = checkKind(rel, fi, want)
 	}
 	if err == nil {
 		err = f.root.checkOpen(rel, file)
@@ -129,12 +138,12 @@ func (f *Files) open(rel string, flag int, perm fs.FileMode, dir bool) (*os.File
 	return file, fi, nil
 }
 
-// checkKind refuses anything but a regular file (a directory with dir).
-func checkKind(rel string, fi fs.FileInfo, dir bool) error {
+// checkKind refuses anything but the kind wanted.
+func checkKind(rel string, fi fs.FileInfo, want kind) error {
 	switch {
-	case dir && fi.IsDir(), !dir && fi.Mode().IsRegular():
+	case want != regular && fi.IsDir(), want != directory && fi.Mode().IsRegular():
 		return nil
-	case dir:
+	case want == directory:
 		return &PathError{Path: rel, Detail: kindOf(fi.Mode()), Err: errors.New("not a directory")}
 	}
 	return &PathError{Path: rel, Detail: kindOf(fi.Mode()), Err: ErrNotRegular}
@@ -160,7 +169,7 @@ func kindOf(m fs.FileMode) string {
 
 // Open opens the regular file rel for reading; fi is its fstat.
 func (f *Files) Open(rel string) (*os.File, fs.FileInfo, error) {
-	return f.open(rel, os.O_RDONLY, 0, false)
+	return f.open(rel, os.O_RDONLY, 0, regular)
 }
 
 // ReadFile reads the regular file rel whole, refusing one of more than max
@@ -236,7 +245,7 @@ func (f *Files) Lstat(rel string) (fs.FileInfo, error) {
 // ReadDir lists the directory rel sorted by name; entries are described by
 // their own type (a link is a link).
 func (f *Files) ReadDir(rel string) ([]fs.DirEntry, error) {
-	d, _, err := f.open(rel, os.O_RDONLY|syscall.O_DIRECTORY, 0, true)
+	d, _, err := f.open(rel, os.O_RDONLY|syscall.O_DIRECTORY, 0, directory)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +271,7 @@ func (f *Files) OpenDir(rel string) (*os.File, error) {
 	}
 	fi, err := d.Stat()
 	if err == nil {
-		err = checkKind(rel, fi, true)
+		err = checkKind(rel, fi, directory)
 	}
 	if err != nil {
 		d.Close()
@@ -302,14 +311,14 @@ func (f *Files) WriteFileAtomic(rel string, data []byte, perm fs.FileMode) error
 // OpenAppend opens the regular file rel for appending (O_RDWR, so its tail
 // can be read), creating it with perm.
 func (f *Files) OpenAppend(rel string, perm fs.FileMode) (*os.File, error) {
-	file, _, err := f.open(rel, os.O_RDWR|os.O_APPEND|os.O_CREATE, perm, false)
+	file, _, err := f.open(rel, os.O_RDWR|os.O_APPEND|os.O_CREATE, perm, regular)
 	return file, err
 }
 
 // Create creates the new file rel for writing; it fails when anything is
 // there (O_EXCL never follows a link).
 func (f *Files) Create(rel string, perm fs.FileMode) (*os.File, error) {
-	file, _, err := f.open(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm, false)
+	file, _, err := f.open(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm, regular)
 	return file, err
 }
 
@@ -336,7 +345,7 @@ func (f *Files) Guard(rel string) (release func(), err error) {
 	if err := f.MkdirAll(path.Dir(lock), 0o700); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", lock, err)
 	}
-	file, _, err := f.open(lock, os.O_CREATE|os.O_RDWR, 0o600, false)
+	file, _, err := f.open(lock, os.O_CREATE|os.O_RDWR, 0o600, regular)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", lock, err)
 	}
@@ -388,4 +397,58 @@ func Problem(err error) string {
 		return "a loop of links"
 	}
 	return "unreadable"
+}
+
+// FS returns the workspace directory dir as an fs.FS, for a reader that
+// takes one (the skills loader). Open, ReadDir and ReadFile go through f;
+// ReadFile reads UTF-8 text under MaxPromptFileBytes and logs a refused
+// file once (Skip). A missing dir is an empty one.
+func (f *Files) FS(dir string) fs.FS { return filesFS{f: f, dir: dir} }
+
+type filesFS struct {
+	f   *Files
+	dir string
+}
+
+func (v filesFS) rel(op, name string) (string, error) {
+	if !fs.ValidPath(name) {
+		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	return path.Join(v.dir, name), nil
+}
+
+func (v filesFS) Open(name string) (fs.File, error) {
+	rel, err := v.rel("open", name)
+	if err != nil {
+		return nil, err
+	}
+	file, _, err := v.f.open(rel, os.O_RDONLY, 0, either)
+	if err != nil {
+		return nil, err
+	}
+	return file, nil
+}
+
+func (v filesFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	rel, err := v.rel("readdir", name)
+	if err != nil {
+		return nil, err
+	}
+	return v.f.ReadDir(rel)
+}
+
+func (v filesFS) ReadFile(name string) ([]byte, error) {
+	rel, err := v.rel("readfile", name)
+	if err != nil {
+		return nil, err
+	}
+	text, ok, err := v.f.ReadText(rel, MaxPromptFileBytes)
+	switch {
+	case err != nil:
+		v.f.Skip(rel, "prompt", err)
+		return nil, err
+	case !ok:
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: fs.ErrNotExist}
+	}
+	return []byte(text), nil
 }

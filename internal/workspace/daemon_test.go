@@ -66,7 +66,6 @@ func hostiles() []hostile {
 	}
 }
 
-
 // TestFilesRefuseHostileFiles tries every kind of bad file on every
 // prompt file of DaemonFiles: each read is refused with its reason, never
 // blocks, and never returns the secret.
