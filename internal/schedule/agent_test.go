@@ -277,9 +277,9 @@ func (w *world) chatted(key string, at time.Time) {
 
 func (w *world) heartbeat() {
 	w.t.Helper()
-	hb := schedule.NewHeartbeat(schedule.HeartbeatConfig{Interval: 30 * time.Minute, File: filepath.Join(w.ws, "HEARTBEAT.md"),
+	hb := schedule.NewHeartbeat(schedule.HeartbeatConfig{Interval: 30 * time.Minute,
 		StatePath: filepath.Join(w.ws, "heartbeat", "state.json")},
-		schedule.HeartbeatDeps{Model: w.router, Bus: w.bus, Sessions: w.store, Clock: w.clock}, w.log.Named("heartbeat"))
+		schedule.HeartbeatDeps{Workspace: wstest.Files(w.t, w.ws), Model: w.router, Bus: w.bus, Sessions: w.store, Clock: w.clock}, w.log.Named("heartbeat"))
 	schedule.Start(w.t, hb)
 }
 

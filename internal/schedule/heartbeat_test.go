@@ -17,6 +17,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/testkit/wstest"
 )
 
 // fakeModel answers decision calls and counts them.
@@ -68,8 +69,8 @@ func newHeartbeatFixture(t *testing.T, tasks string, sessions fakeSessions, repl
 			t.Fatal(err)
 		}
 	}
-	f.hb = NewHeartbeat(HeartbeatConfig{Interval: config.Defaults().Gateway.Heartbeat.Interval, File: filepath.Join(f.ws, "HEARTBEAT.md"), StatePath: filepath.Join(f.ws, "heartbeat", "state.json")},
-		HeartbeatDeps{Model: f.model, Bus: f.inbox, Sessions: sessions, Clock: clock.NewFake()}, zaptest.NewLogger(t))
+	f.hb = NewHeartbeat(HeartbeatConfig{Interval: config.Defaults().Gateway.Heartbeat.Interval, StatePath: filepath.Join(f.ws, "heartbeat", "state.json")},
+		HeartbeatDeps{Workspace: wstest.Files(t, f.ws), Model: f.model, Bus: f.inbox, Sessions: sessions, Clock: clock.NewFake()}, zaptest.NewLogger(t))
 	return f
 }
 
