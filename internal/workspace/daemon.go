@@ -452,3 +452,14 @@ func (v filesFS) ReadFile(name string) ([]byte, error) {
 	}
 	return []byte(text), nil
 }
+
+// OldSessions returns what is at sessions/ in the workspace, not following
+// a link: an old version's chat logs, which the daemon moves out at start
+// (session.MoveDir), or a link a command planted, which it leaves alone.
+func (f *Files) OldSessions() (fs.FileInfo, error) {
+	fi, err := f.root.root.Lstat(SessionsDir)
+	if err != nil {
+		return nil, f.root.fsError(SessionsDir, err)
+	}
+	return fi, nil
+}
