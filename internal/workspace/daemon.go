@@ -113,9 +113,9 @@ func (f *Files) open(rel string, flag int, perm fs.FileMode, want kind) (*os.Fil
 	// O_TRUNC only after the checks (see Root.OpenFile).
 	trunc := flag&os.O_TRUNC != 0
 	flag &^= os.O_TRUNC
-	file, err := f.root.root.OpenFile(p, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
+	file, err := f.root.root.OpenFile(p, flag|oNonblock, perm)
 	if err != nil {
-		if errors.Is(err, syscall.ENXIO) {
+		if isNoReader(err) {
 			// A FIFO opened for writing with no reader.
 			return nil, nil, &PathError{Path: rel, Detail: "a FIFO", Err: ErrNotRegular}
 		}
@@ -245,7 +245,7 @@ func (f *Files) Lstat(rel string) (fs.FileInfo, error) {
 // ReadDir lists the directory rel sorted by name; entries are described by
 // their own type (a link is a link).
 func (f *Files) ReadDir(rel string) ([]fs.DirEntry, error) {
-	d, _, err := f.open(rel, os.O_RDONLY|syscall.O_DIRECTORY, 0, directory)
+	d, _, err := f.open(rel, os.O_RDONLY|oDirectory, 0, directory)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func (f *Files) OpenDir(rel string) (*os.File, error) {
 	if strings.ContainsRune(rel, '/') || !filepath.IsLocal(rel) {
 		return nil, &PathError{Path: rel, Err: ErrInvalid}
 	}
-	d, err := f.root.root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	d, err := f.root.root.OpenFile(rel, os.O_RDONLY|oDirectory|oNoFollow|oNonblock, 0)
 	if err != nil {
 		return nil, f.root.fsError(rel, err)
 	}

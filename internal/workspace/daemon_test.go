@@ -208,3 +208,25 @@ func TestDaemonFilesTable(t *testing.T) {
 		}
 	}
 }
+
+// TestRootRefusesFIFO: the file tools' Root opens without blocking too, so
+// read_file of a FIFO a command made is refused at once.
+func TestRootRefusesFIFO(t *testing.T) {
+	ws := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(ws, "pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, restrict := range []bool{true, false} {
+		r, err := OpenRoot(ws, Options{Restrict: restrict})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Open("pipe"); !errors.Is(err, ErrNotRegular) {
+			t.Errorf("restrict=%v: Open of a FIFO: %v, want ErrNotRegular", restrict, err)
+		}
+		if _, err := r.ReadFile("pipe", 100); !errors.Is(err, ErrNotRegular) {
+			t.Errorf("restrict=%v: ReadFile of a FIFO: %v", restrict, err)
+		}
+		r.Close()
+	}
+}
