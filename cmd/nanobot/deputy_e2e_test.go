@@ -61,7 +61,9 @@ type deputyPlant struct {
 	// row with a cap); a huge HISTORY.md is appended to, a huge lock is
 	// locked, and neither is read.
 	capped bool
-	plant  func(t *testing.T, e *env, full string, i int)
+	// text: the file is bad only where it must be text (a prompt file).
+	text  bool
+	plant func(t *testing.T, e *env, full string, i int)
 }
 
 var deputyPlants = []deputyPlant{
@@ -86,6 +88,14 @@ var deputyPlants = []deputyPlant{
 	}},
 	{name: "FIFO", plant: func(t *testing.T, _ *env, full string, _ int) { mkfifo(t, full) }},
 	{name: "FIFO", dirs: true, plant: func(t *testing.T, _ *env, full string, _ int) { mkfifo(t, full) }},
+	{name: "directory", plant: func(t *testing.T, _ *env, full string, _ int) {
+		if err := os.Mkdir(full, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{name: "invalid UTF-8", text: true, plant: func(t *testing.T, _ *env, full string, _ int) {
+		writeTestFile(t, full, "fine so far \xff\xfe\x00 not text")
+	}},
 	{name: "64 GB sparse file", capped: true, plant: func(t *testing.T, _ *env, full string, _ int) {
 		writeTestFile(t, full, "")
 		if err := os.Truncate(full, 64<<30); err != nil {
@@ -133,7 +143,7 @@ func deputyCase(t *testing.T, mode string, extraEnv []string, p deputyPlant) {
 	ws := e.workspace()
 	var planted []string
 	for i, d := range workspace.DaemonFiles {
-		if d.Dir() != p.dirs {
+		if d.Dir() != p.dirs || p.text && !d.Text() {
 			continue
 		}
 		rel := deputyPath(d)

@@ -434,7 +434,11 @@ func (v filesFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return v.f.ReadDir(rel)
+	entries, err := v.f.ReadDir(rel)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		v.f.Skip(rel, "prompt", err)
+	}
+	return entries, err
 }
 
 func (v filesFS) ReadFile(name string) ([]byte, error) {

@@ -1,6 +1,6 @@
 package workspace
 
-// The workspace is hostile to the daemon too (S-T5, docs/tools.md#the-daemon-and-the-workspace):
+// The workspace is hostile to the daemon too (docs/tools.md#the-daemon-and-the-workspace):
 // every file in it can be written by a command the model runs, so every file
 // the daemon itself reads, writes, moves or locks there is listed in
 // DaemonFiles and reached only through Files, which treats each as hostile
