@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"runtime"
 	"slices"
@@ -97,6 +99,11 @@ type stamp struct {
 func (b *PromptBuilder) stampOf(rel string) stamp {
 	fi, err := b.Files.Stat(rel)
 	if err != nil {
+		// A refused path (a link out of the workspace) differs from a
+		// missing one, so removing the link rebuilds the prompt.
+		if !errors.Is(err, fs.ErrNotExist) {
+			return stamp{size: -1}
+		}
 		return stamp{}
 	}
 	return stamp{mtime: fi.ModTime().UnixNano(), size: fi.Size(), ok: true}

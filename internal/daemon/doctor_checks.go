@@ -82,7 +82,7 @@ func checkSessionsDir(r *Report, cfg *config.Config) {
 			r.add("old sessions", VerdictWarn, old+" is a link in the workspace; the gateway never follows it (a command may have planted it)",
 				"remove the link; if it led to real session files, move them into "+dir+" by hand")
 		} else {
-			r.add("old sessions", VerdictWarn, old+" is still in the workspace, where tools may reach it",
+			r.add("old sessions", VerdictWarn, old+" is still a directory in the workspace, where tools may reach it",
 				"start the gateway: it moves the session files to "+dir+" at start (its log says what it left; move or delete that by hand)")
 		}
 	}
