@@ -97,7 +97,7 @@ type stamp struct {
 
 // stampOf stats the workspace file rel (no open: a FIFO cannot block it).
 func (b *PromptBuilder) stampOf(rel string) stamp {
-	fi, err := b.Files.Stat(rel)
+	fi, err := b.Files.Stamp(rel)
 	if err != nil {
 		// A refused path (a link out of the workspace) differs from a
 		// missing one, so removing the link rebuilds the prompt.

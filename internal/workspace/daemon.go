@@ -229,6 +229,21 @@ func (f *Files) Stat(rel string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
+// Stamp returns rel's information for change detection only (the
+// prompt's cache asks it for every file on every turn): one stat(2) of the
+// path, which the kernel resolves alone, so it is as cheap as os.Stat. It
+// may follow a link out of the workspace, which reveals nothing (size and
+// time are compared, never shown) and cannot block on a FIFO, since
+// nothing is opened; whatever is then read goes through Open and its
+// checks.
+func (f *Files) Stamp(rel string) (fs.FileInfo, error) {
+	p, err := f.local(rel)
+	if err != nil {
+		return nil, err
+	}
+	return os.Stat(filepath.Join(f.root.dir, p))
+}
+
 // Lstat returns rel's own information (a link is not followed).
 func (f *Files) Lstat(rel string) (fs.FileInfo, error) {
 	p, err := f.local(rel)
