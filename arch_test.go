@@ -31,9 +31,9 @@ var allowed = []struct {
 	// atomicfile replaces the files kept outside the workspace, whole.
 	{"internal/atomicfile", nil},
 	{"internal/sandbox", nil},
-	{"internal/workspace", []string{"internal/filelock"}},
+	{"internal/workspace", []string{"internal/filelock", "internal/bytesize"}},
 	{"internal/skills", nil},
-	{"internal/inbox", nil},
+	{"internal/inbox", []string{"internal/workspace"}},
 	{"internal/channels/clock", nil},
 	{"internal/bus", []string{"internal/llm"}},
 	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/commands"}},
@@ -43,7 +43,7 @@ var allowed = []struct {
 	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace", "internal/filelock"}},
 	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider", "internal/bytesize"}},
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools", "internal/bytesize"}},
-	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize", "internal/filelock", "internal/atomicfile"}},
+	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize", "internal/filelock", "internal/atomicfile", "internal/workspace"}},
 	{"internal/channels/pairingkv", []string{"internal/bus/natsbus", "internal/config", "internal/channels"}},
 	{"internal/channels/cursorkv", []string{"internal/bus/natsbus", "internal/config"}},
 	// The lab: fakes and helpers for tests (and the bench module, bench/).
@@ -52,6 +52,7 @@ var allowed = []struct {
 	{"internal/testkit/bustest", []string{"internal/llm", "internal/bus"}},
 	{"internal/testkit/pairingtest", []string{"internal/channels"}},
 	{"internal/testkit/filelocktest", nil},
+	{"internal/testkit/wstest", []string{"internal/workspace"}},
 	{"internal/testkit/golden", nil},
 	{"internal/pprofserve", nil},
 	{"internal/httpguard", nil},

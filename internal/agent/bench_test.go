@@ -20,6 +20,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/skills/builtin"
+	"github.com/nanobot-go/nanobot/internal/testkit/wstest"
 	"github.com/nanobot-go/nanobot/internal/tools"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -64,7 +65,7 @@ func benchTurn(b *testing.B, prior int) {
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": cannedModel{}},
 		provider.Options{Default: "openai/gpt-4o-mini", MaxRetries: map[string]int{"openai": 0}}, log)
 	ag := New(defaultConfig(ws, "bench"),
-		Deps{Model: router, Sessions: store, Tools: reg, Out: out, Prompt: &PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "bench"}}, log)
+		Deps{Model: router, Sessions: store, Tools: reg, Out: out, Prompt: &PromptBuilder{Workspace: ws, Files: wstest.Files(b, ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "bench"}}, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	agentDone := make(chan struct{})
@@ -126,7 +127,7 @@ func BenchmarkPromptBuild(b *testing.B) {
 		writeWS(b, ws, "skills/s"+strconv.Itoa(i)+"/SKILL.md", skillMD("skill number "+strconv.Itoa(i)))
 	}
 	age(b, ws)
-	pb := &PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "bench", Skills: skills.Loader{Builtin: builtin.FS()}}
+	pb := &PromptBuilder{Workspace: ws, Files: wstest.Files(b, ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "bench", Skills: skills.Loader{Builtin: builtin.FS()}}
 	if _, _, err := pb.BuildEstimated(); err != nil {
 		b.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/testkit/bustest"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/wstest"
 	"github.com/nanobot-go/nanobot/internal/tools"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -90,9 +91,10 @@ func newHarnessDeps(t *testing.T, deps func(*Deps), tweak ...func(*Config)) *har
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	h.memory = memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: 1000}, log.Named("memory"))
+	files := wstest.Files(t, ws)
+	h.memory = memory.NewConsolidator(memory.NewFiles(files), router, memory.Config{MaxTokens: 1000}, log.Named("memory"))
 	d := Deps{Model: router, Sessions: h.store, Tools: h.reg, Out: h.bus,
-		Prompt: &PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{Builtin: builtin.FS()}},
+		Prompt: &PromptBuilder{Workspace: ws, Files: files, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{Builtin: builtin.FS()}},
 		Memory: h.memory, SubagentTools: h.reg.Without("message", SpawnToolName, "cron"), In: h.bus, Observer: h}
 	if deps != nil {
 		deps(&d)

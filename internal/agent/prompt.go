@@ -4,8 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"runtime"
 	"slices"
 	"strings"
@@ -15,17 +14,18 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/skills"
+	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // BootstrapFiles are injected into the system prompt in this order
 // (README.md#the-workspace).
-var BootstrapFiles = []string{"AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md"}
+var BootstrapFiles = workspace.BootstrapFiles
 
 // MemoryFile is the long-term memory injected under "# Memory".
-const MemoryFile = "memory/MEMORY.md"
+const MemoryFile = workspace.MemoryFile
 
 // HistoryFile is the append-only log that is never injected.
-const HistoryFile = "memory/HISTORY.md"
+const HistoryFile = workspace.HistoryFile
 
 // promptRecheck bounds how long a cached prompt is trusted when no file
 // changed: skill availability depends on PATH and the environment, which a
@@ -56,10 +56,16 @@ const (
 // provider prompt caches warm; it is cached and rebuilt only when a stat shows
 // a change.
 type PromptBuilder struct {
+	// Workspace is the workspace's path as the prompt names it.
 	Workspace string
+	// Files reads the workspace (required): every file the prompt reads
+	// goes through it, so a link out, a FIFO, a huge file or one that is
+	// not UTF-8 is left out with a note and one log line, never followed,
+	// waited on or read whole (docs/tools.md#the-daemon-and-the-workspace).
+	Files *workspace.Files
 	// MaxFileChars caps each bootstrap file [20000].
 	MaxFileChars int
-	// Skills finds the skills; Skills.Workspace is set from Workspace.
+	// Skills finds the skills; Skills.Workspace is set from Files.
 	Skills  skills.Loader
 	Version string
 	Now     func() time.Time
@@ -89,9 +95,15 @@ type stamp struct {
 	ok    bool // the file exists
 }
 
-func stampOf(path string) stamp {
-	fi, err := os.Stat(path)
+// stampOf stats the workspace file rel (no open: a FIFO cannot block it).
+func (b *PromptBuilder) stampOf(rel string) stamp {
+	fi, err := b.Files.Stamp(rel)
 	if err != nil {
+		// A refused path (a link out of the workspace) differs from a
+		// missing one, so removing the link rebuilds the prompt.
+		if !errors.Is(err, fs.ErrNotExist) {
+			return stamp{size: -1}
+		}
 		return stamp{}
 	}
 	return stamp{mtime: fi.ModTime().UnixNano(), size: fi.Size(), ok: true}
@@ -159,13 +171,13 @@ func (b *PromptBuilder) signature(wall time.Time, buf []stamp) signature {
 		sig.settled = sig.settled && s.settled(wall)
 	}
 	for _, f := range BootstrapFiles {
-		add(stampOf(filepath.Join(b.Workspace, f)))
+		add(b.stampOf(f))
 	}
-	add(stampOf(filepath.Join(b.Workspace, MemoryFile)))
+	add(b.stampOf(MemoryFile))
 	files, dir := b.skillFiles(wall)
 	add(dir)
 	for _, f := range files {
-		add(stampOf(f))
+		add(b.stampOf(f))
 	}
 	return sig
 }
@@ -176,18 +188,17 @@ func (b *PromptBuilder) signature(wall time.Time, buf []stamp) signature {
 // skill changes the directory's mtime, while editing a skill changes only
 // its SKILL.md, which signature stats anyway.
 func (b *PromptBuilder) skillFiles(wall time.Time) ([]string, stamp) {
-	dir := filepath.Join(b.Workspace, "skills")
-	st := stampOf(dir)
+	st := b.stampOf(workspace.SkillsDir)
 	b.dirMu.Lock()
 	defer b.dirMu.Unlock()
 	if b.dirListed && st == b.dirSig && st.settled(wall) {
 		return b.dirSkills, st
 	}
 	var files []string
-	entries, _ := os.ReadDir(dir) // unreadable or missing: no skills, as the loader sees it
+	entries, _ := b.Files.ReadDir(workspace.SkillsDir) // unreadable or missing: no skills, as the loader sees it
 	for _, e := range entries {
 		if e.IsDir() {
-			files = append(files, filepath.Join(dir, e.Name(), "SKILL.md"))
+			files = append(files, path.Join(workspace.SkillsDir, e.Name(), workspace.SkillFile))
 		}
 	}
 	b.dirListed, b.dirSig, b.dirSkills = true, st, files
@@ -198,10 +209,7 @@ func (b *PromptBuilder) build() (string, error) {
 	var sb strings.Builder
 	b.identity(&sb)
 	for _, name := range BootstrapFiles {
-		text, err := b.readCapped(name)
-		if err != nil {
-			return "", err
-		}
+		text := b.readCapped(name)
 		if strings.TrimSpace(text) == "" {
 			continue
 		}
@@ -210,17 +218,14 @@ func (b *PromptBuilder) build() (string, error) {
 		sb.WriteString("\n\n")
 		sb.WriteString(strings.TrimSpace(text))
 	}
-	memory, err := b.readCapped(MemoryFile)
-	if err != nil {
-		return "", err
-	}
+	memory := b.readCapped(MemoryFile)
 	if strings.TrimSpace(memory) != "" {
 		sb.WriteString("\n\n# Memory\n\n")
 		sb.WriteString(strings.TrimSpace(memory))
 	}
 	loader := b.Skills
-	loader.Workspace = b.Workspace
-	list, _ := loader.Load() // a broken skill is skipped; the rest still load
+	loader.Workspace = b.Files.FS(workspace.SkillsDir)
+	list, _ := loader.Load() // a broken skill is skipped (and logged by Files); the rest still load
 	if always := skills.AlwaysBodies(list); always != "" {
 		sb.WriteString("\n\n# Active Skills\n\n")
 		sb.WriteString(always)
@@ -264,20 +269,21 @@ func (b *PromptBuilder) version() string {
 }
 
 // readCapped reads a workspace file, cutting it at MaxFileChars with a
-// visible note; a missing file reads as empty.
-func (b *PromptBuilder) readCapped(rel string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(b.Workspace, rel))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
+// visible note; a missing file reads as empty. A file the daemon refuses (a
+// link out of the workspace, a FIFO, one over workspace.MaxPromptFileBytes,
+// not UTF-8 text, a directory) is left out: the prompt says so in one line,
+// the log once (Files.Skip), and the turn goes on.
+func (b *PromptBuilder) readCapped(rel string) string {
+	text, _, err := b.Files.ReadText(rel, workspace.MaxPromptFileBytes)
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", rel, err)
+		b.Files.Skip(rel, "system prompt", err)
+		return fmt.Sprintf("[%s is left out: %s. Run `nanobot doctor` for details.]", rel, workspace.Problem(err))
 	}
 	limit := b.MaxFileChars
-	text := string(data)
 	if utf8.RuneCountInString(text) <= limit {
-		return text, nil
+		return text
 	}
+	total := utf8.RuneCountInString(text)
 	cut := 0
 	for i := range text {
 		if cut == limit {
@@ -287,5 +293,5 @@ func (b *PromptBuilder) readCapped(rel string) (string, error) {
 		cut++
 	}
 	return text + fmt.Sprintf("\n\n[… %s is %d characters long; only the first %d are shown. Read the file for the rest.]",
-		rel, utf8.RuneCount(data), limit), nil
+		rel, total, limit)
 }

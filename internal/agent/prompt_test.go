@@ -11,6 +11,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/skills"
+	"github.com/nanobot-go/nanobot/internal/testkit/wstest"
 )
 
 func writeWS(t testing.TB, ws, rel, content string) {
@@ -247,7 +248,7 @@ func TestPromptBuilderSeesEveryChange(t *testing.T) {
 				} else if tt.sameTick {
 					coarsen(t, ws)
 				}
-				b := &PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{}}
+				b := &PromptBuilder{Workspace: ws, Files: wstest.Files(t, ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{}}
 				before := buildPrompt(t, b)
 				if again := buildPrompt(t, b); again != before {
 					t.Fatalf("prompt changed without a change to the workspace")
@@ -285,7 +286,7 @@ func TestPromptBuilderTrustsSettledStats(t *testing.T) {
 	writeWS(t, ws, "AGENTS.md", "rule one")
 	writeWS(t, ws, "skills/alpha/SKILL.md", skillMD("alpha-desc"))
 	age(t, ws)
-	b := &PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{}}
+	b := &PromptBuilder{Workspace: ws, Files: wstest.Files(t, ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{}}
 	before := buildPrompt(t, b)
 
 	rewriteSameTick(t, ws, "AGENTS.md", "rule two")

@@ -18,6 +18,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // MetaSource is the inbound Metadata key that marks a message the program
@@ -267,7 +268,7 @@ You are a subagent of nanobot, a personal AI assistant. The main agent started y
 		a.now().Format("Mon 2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, a.cfg.Workspace)
 	if a.prompt != nil {
 		loader := a.prompt.Skills
-		loader.Workspace = a.cfg.Workspace
+		loader.Workspace = a.prompt.Files.FS(workspace.SkillsDir)
 		list, _ := loader.Load()
 		if summary := skills.Summary(list); summary != "" {
 			b.WriteString("\n\n## Skills\n\nTo use a skill, read its SKILL.md at the given location with read_file.\n\n")

@@ -28,6 +28,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/wstest"
 	"github.com/nanobot-go/nanobot/internal/tools"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
@@ -112,7 +113,7 @@ func newHarness(t *testing.T, tweak ...func(*config.APIConfig)) *harness {
 	acfg.MaxTokens, acfg.DraftInterval = 1000, time.Nanosecond
 	ag := agent.New(acfg,
 		agent.Deps{Model: router, Sessions: h.store, Tools: reg, Out: b,
-			Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{}}}, log.Named("agent"))
+			Prompt: &agent.PromptBuilder{Workspace: ws, Files: wstest.Files(t, ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{}}}, log.Named("agent"))
 	h.srv = api.New(cfg, api.Deps{Bus: b, Routes: []string{"smart"}, Now: h.clock}, log.Named("api"))
 	mgr := channels.NewManager(b.Outbound(), channels.ManagerConfig{}, log.Named("channels"))
 	if err := mgr.RegisterReceiver(api.Channel, h.srv); err != nil {

@@ -75,6 +75,7 @@ type Core struct {
 	// usage counts tokens per model for the web control panel.
 	usage *usageTally
 	root  *workspace.Root
+	files *workspace.Files
 	log   *zap.Logger
 }
 
@@ -197,6 +198,14 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open workspace %s: %w", ws, err)
 	}
+	// The daemon's own reads and writes of the workspace (the prompt,
+	// memory, skills) go through files, confined whatever the tools'
+	// restriction says (docs/tools.md#the-daemon-and-the-workspace).
+	files, err := workspace.OpenFiles(ws, log.Named("workspace"))
+	if err != nil {
+		_ = root.Close()
+		return nil, fmt.Errorf("open workspace %s: %w", ws, err)
+	}
 	b := bus.New(busSize)
 	// Tool output is redacted against the secrets as they are at each call:
 	// the web token may be rotated while the daemon runs.
@@ -225,11 +234,11 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	mcpServers := newMCP(cfg, reg, opts.Version, Secrets(cfg, opts.DataDir), log.Named("mcp"))
 	// /status ends with the provider's trouble, if any, and the MCP servers.
 	statusLines := func() []string { return append(modelStatus(modelHealth), mcpServers.StatusLines()...) }
-	consolidator := memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))
+	consolidator := memory.NewConsolidator(memory.NewFiles(files), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))
 	ag := agent.New(agentconfig.From(cfg, opts.Version), agent.Deps{
 		Model:    observedModel{Model: router, metrics: m, health: modelHealth, usage: usage},
 		Sessions: store, Tools: reg, Out: pub, StatusLines: statusLines, Redact: redact, Observer: m,
-		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
+		Prompt: &agent.PromptBuilder{Workspace: ws, Files: files, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
 			Skills: skills.Loader{Builtin: builtin.FS()}},
 		Memory: consolidator,
 		// Subagents may not talk to the chat, start subagents or schedule jobs.
@@ -239,10 +248,11 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	}, log.Named("agent"))
 	if err := reg.Register(ag.SpawnTool()); err != nil {
 		_ = root.Close()
+		_ = files.Close()
 		return nil, fmt.Errorf("register tool spawn: %w", err)
 	}
 	return &Core{Config: cfg, Bus: b, Pub: pub, NATS: nb, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
-		Metrics: m, ModelHealth: modelHealth, Providers: slots, usage: usage, root: root, log: log}, nil
+		Metrics: m, ModelHealth: modelHealth, Providers: slots, usage: usage, root: root, files: files, log: log}, nil
 }
 
 // modelProvider is a provider adapter: it streams turns for the router and
@@ -310,5 +320,5 @@ func (c *Core) Close() error {
 	if err := c.Tools.Wait(ctx); err != nil {
 		c.log.Warn("tool calls still running at shutdown", zap.Error(err))
 	}
-	return errors.Join(c.Sessions.Close(), c.root.Close())
+	return errors.Join(c.Sessions.Close(), c.root.Close(), c.files.Close())
 }

@@ -45,6 +45,7 @@ func checkDirs(r *Report, cfg *config.Config, data string) {
 		}
 	}
 	checkSessionsDir(r, cfg)
+	checkWorkspaceFiles(r, ws)
 	if err := writable(data); err != nil {
 		s := VerdictWarn
 		if cfg.Channels.Telegram.Enabled || cfg.Channels.Discord.Enabled {
@@ -76,13 +77,46 @@ func checkSessionsDir(r *Report, cfg *config.Config) {
 		r.add("sessions dir", VerdictOK, dir+" is writable", "")
 	}
 	old := filepath.Join(cfg.Agents.Workspace, workspace.SessionsDir)
-	if fi, err := os.Lstat(old); err == nil {
-		what := "a directory"
+	if fi, err := oldSessions(cfg.Agents.Workspace); err == nil {
 		if fi.Mode()&os.ModeSymlink != 0 {
-			what = "a link"
+			r.add("old sessions", VerdictWarn, old+" is a link in the workspace; the gateway never follows it (a command may have planted it)",
+				"remove the link; if it led to real session files, move them into "+dir+" by hand")
+		} else {
+			r.add("old sessions", VerdictWarn, old+" is still a directory in the workspace, where tools may reach it",
+				"start the gateway: it moves the session files to "+dir+" at start (its log says what it left; move or delete that by hand)")
 		}
-		r.add("old sessions", VerdictWarn, old+" is still "+what+" in the workspace, where tools may reach it",
-			"start the gateway: it moves the session files to "+dir+" at start (its log says what it left; move or delete that by hand)")
+	}
+}
+
+// oldSessions returns what is at sessions/ in the workspace ws, not
+// following a link, through the daemon's workspace access.
+func oldSessions(ws string) (os.FileInfo, error) {
+	files, err := workspace.OpenFiles(ws, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer files.Close()
+	return files.OldSessions()
+}
+
+// checkWorkspaceFiles reports every file the daemon reads or writes in the
+// workspace (workspace.DaemonFiles) that it would refuse: a link out of the
+// workspace, a FIFO or device, a file over its cap, a prompt file that is
+// not UTF-8, a directory where a file belongs. The gateway leaves such a
+// file out (one log line) and goes on; doctor says which and why.
+func checkWorkspaceFiles(r *Report, ws string) {
+	files, err := workspace.OpenFiles(ws, nil)
+	if err != nil {
+		return // checkDirs reports the workspace itself
+	}
+	defer files.Close()
+	found := files.Inspect()
+	for _, f := range found {
+		r.add("workspace file", VerdictWarn, fmt.Sprintf("%s is %s; the daemon leaves it out (%s)", f.Path, f.Problem, f.Use),
+			"replace "+f.Path+" with a regular UTF-8 file inside the workspace (a command the model ran may have planted it)")
+	}
+	if len(found) == 0 {
+		r.add("workspace files", VerdictOK, "every file the daemon reads or writes in the workspace is a regular file within its cap", "")
 	}
 }
 

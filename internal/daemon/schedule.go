@@ -39,10 +39,9 @@ func (g *Gateway) buildSchedule() error {
 	if hb := g.cfg.Gateway.Heartbeat; hb.Enabled {
 		g.schedulers = append(g.schedulers, schedule.NewHeartbeat(schedule.HeartbeatConfig{
 			Interval:  hb.Interval,
-			File:      filepath.Join(ws, "HEARTBEAT.md"),
 			StatePath: filepath.Join(ws, "heartbeat", "state.json"),
 		}, schedule.HeartbeatDeps{
-			Model: g.core.Router, Bus: g.core.Pub, Sessions: g.core.Sessions, Target: g.chatOfSession,
+			Workspace: g.core.files, Model: g.core.Router, Bus: g.core.Pub, Sessions: g.core.Sessions, Target: g.chatOfSession,
 		}, g.log.Named("heartbeat")))
 	}
 	if g.core.NATS != nil {

@@ -36,8 +36,8 @@ type Summary struct {
 // Summarize builds the Summary of cfg.
 func Summarize(cfg *config.Config) Summary {
 	s := Summary{ResponsesStore: map[string]string{}, ExecSandbox: ExecSandboxLine(cfg)}
-	if old := filepath.Join(cfg.Agents.Workspace, workspace.SessionsDir); isDir(old) {
-		s.OldSessions = old
+	if fi, err := oldSessions(cfg.Agents.Workspace); err == nil && fi.IsDir() {
+		s.OldSessions = filepath.Join(cfg.Agents.Workspace, workspace.SessionsDir)
 	}
 	for name, p := range cfg.Providers {
 		if p.Kind == openai.ResponsesAPI {

@@ -5,17 +5,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // Dir is where received files are saved, relative to the workspace.
-const Dir = "inbox"
+const Dir = workspace.InboxDir
 
 // maxNameBytes caps a file name Save accepts: far below every file system's
 // 255-byte limit, with room for the prefixes callers add.
@@ -30,12 +30,12 @@ const maxNameBytes = 160
 // an os.Root, so a symlink cannot lead the write out of the workspace, and
 // never overwrites one that exists. Files are 0600: what senders send is
 // theirs and the daemon's, nobody else's on the host.
-func Save(workspace, name string, data []byte) (string, error) {
+func Save(ws, name string, data []byte) (string, error) {
 	if !plainName(name) {
 		return "", fmt.Errorf("inbox: refusing file name %q: not a plain file name", clip(name))
 	}
 	rel := path.Join(Dir, name)
-	root, err := os.OpenRoot(workspace)
+	root, err := workspace.OpenFiles(ws, nil)
 	if err != nil {
 		return "", fmt.Errorf("inbox: open workspace: %w", err)
 	}
@@ -43,7 +43,7 @@ func Save(workspace, name string, data []byte) (string, error) {
 	if err := root.MkdirAll(Dir, 0o700); err != nil {
 		return "", fmt.Errorf("inbox: create %s: %w", Dir, err)
 	}
-	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := root.Create(rel, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("inbox: create %s: %w", rel, err)
 	}
@@ -101,36 +101,19 @@ func SaveImage(workspace string, data []byte, now time.Time) (rel, mime string, 
 }
 
 // ReadFile reads the workspace file rel (slash-separated, as sessions store
-// it) through an os.Root of the workspace, refusing files over limit bytes.
-// A path a session holds is data: "..", an absolute path or a symlink out
-// of the workspace fails rather than reading a file elsewhere.
-func ReadFile(workspace, rel string, limit int64) ([]byte, error) {
-	root, err := os.OpenRoot(workspace)
+// it) through the daemon's workspace access (workspace.Files), refusing
+// files over limit bytes. A path a session holds is data: "..", an absolute
+// path, a symlink out of the workspace, a FIFO or a device fails rather than
+// reading a file elsewhere or waiting.
+func ReadFile(ws, rel string, limit int64) ([]byte, error) {
+	root, err := workspace.OpenFiles(ws, nil)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: open workspace: %w", err)
 	}
 	defer root.Close()
-	f, err := root.Open(filepath.FromSlash(rel))
+	data, err := root.ReadFile(rel, limit)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("inbox: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("inbox: %s is not a regular file", rel)
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("inbox: %s is %d bytes, over the %d byte limit", rel, fi.Size(), limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("inbox: read %s: %w", rel, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("inbox: %s grew over the %d byte limit", rel, limit)
 	}
 	return data, nil
 }

@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -146,5 +147,69 @@ func TestReadFileStaysInTheWorkspace(t *testing.T) {
 		if b, err := ReadFile(ws, rel, 100); err == nil {
 			t.Errorf("ReadFile(%q) = %q; want it refused", rel, b)
 		}
+	}
+}
+
+// TestInboxRefusesHostileFiles: inbox/ as a link out of the workspace or a
+// FIFO takes no file; a saved picture replaced by a link to a secret, a
+// FIFO or a 64 GB file is not read back for the model (at once, never
+// waiting on the FIFO).
+func TestInboxRefusesHostileFiles(t *testing.T) {
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "config.yaml")
+	if err := os.WriteFile(secret, []byte("sk-SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("inbox/ is a link out", func(t *testing.T) {
+		ws := t.TempDir()
+		if err := os.Symlink(outside, filepath.Join(ws, Dir)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Save(ws, "a.txt", []byte("x")); err == nil {
+			t.Error("saved through a link out of the workspace")
+		}
+		if _, err := os.Stat(filepath.Join(outside, "a.txt")); err == nil {
+			t.Error("a file landed outside the workspace")
+		}
+	})
+	t.Run("inbox/ is a FIFO", func(t *testing.T) {
+		ws := t.TempDir()
+		if err := syscall.Mkfifo(filepath.Join(ws, Dir), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Save(ws, "a.txt", []byte("x")); err == nil {
+			t.Error("saved into a FIFO")
+		}
+	})
+	for name, plant := range map[string]func(t *testing.T, full string){
+		"link out": func(t *testing.T, full string) {
+			if err := os.Symlink(secret, full); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"FIFO": func(t *testing.T, full string) {
+			if err := syscall.Mkfifo(full, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"64 GB": func(t *testing.T, full string) {
+			if err := os.WriteFile(full, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(full, 64<<30); err != nil {
+				t.Skip("no sparse files:", err)
+			}
+		},
+	} {
+		t.Run("read back: "+name, func(t *testing.T) {
+			ws := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(ws, Dir), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			plant(t, filepath.Join(ws, Dir, "img.png"))
+			if data, err := ReadFile(ws, "inbox/img.png", 10<<20); err == nil || len(data) > 0 {
+				t.Errorf("ReadFile = %d bytes, %v; want it refused", len(data), err)
+			}
+		})
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/provider"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/wstest"
 )
 
 // recorder is the scripted model, keeping every request as the agent made
@@ -81,7 +82,7 @@ func startAgent(t *testing.T, servers map[string]config.MCPServerConfig) *agentR
 	acfg.MaxTokens, acfg.DraftInterval = 1000, time.Nanosecond
 	ag := agent.New(acfg,
 		agent.Deps{Model: router, Sessions: store, Tools: r.reg, Out: r.bus, StatusLines: r.mgr.StatusLines,
-			Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test"}}, log.Named("agent"))
+			Prompt: &agent.PromptBuilder{Workspace: ws, Files: wstest.Files(t, ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test"}}, log.Named("agent"))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strings"
 	"sync"
 
@@ -15,13 +13,9 @@ import (
 
 // The memory files, relative to the workspace (docs/memory.md).
 const (
-	MemoryFile  = "memory/MEMORY.md"
-	HistoryFile = "memory/HISTORY.md"
+	MemoryFile  = workspace.MemoryFile
+	HistoryFile = workspace.HistoryFile
 )
-
-// maxMemoryBytes bounds what is read of MEMORY.md: it goes into every
-// prompt, so a file this large is a mistake to report, not to send.
-const maxMemoryBytes = 1 << 20
 
 // ErrConflict means MEMORY.md changed after it was read for a consolidation
 // (another session's consolidation, or the model's edit_file). Nothing was
@@ -36,27 +30,27 @@ var ErrConflict = errors.New("MEMORY.md changed while the update was prepared")
 // compare-and-replace of MEMORY.md is atomic with respect to them and to the
 // web panel's edits. The mutex keeps the goroutines of one process from
 // queueing on the kernel lock; the flock is what other processes see. Reads
-// take neither: MEMORY.md is replaced by rename, so it reads whole. Paths are
-// opened through the workspace root, so a symlink planted in memory/ cannot
-// redirect the writes.
+// take neither: MEMORY.md is replaced by rename, so it reads whole. Every
+// path is reached through the daemon's workspace access (workspace.Files):
+// a link planted in memory/ is never followed, a FIFO never waited on, and
+// MEMORY.md is read only under workspace.MaxPromptFileBytes.
 type Files struct {
-	root *workspace.Root
+	root *workspace.Files
 	mu   sync.Mutex
 }
 
 // NewFiles returns the memory files of the workspace opened as root.
-func NewFiles(root *workspace.Root) *Files { return &Files{root: root} }
+func NewFiles(root *workspace.Files) *Files { return &Files{root: root} }
 
-// Memory returns MEMORY.md's content; a missing file reads as "".
+// Memory returns MEMORY.md's content; a missing file reads as "". A file
+// the daemon refuses (a link out, a FIFO, too large, not UTF-8) is an
+// error: no consolidation merges into what the prompt leaves out.
 func (f *Files) Memory() (string, error) {
-	data, err := f.root.ReadFile(MemoryFile, maxMemoryBytes)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
+	text, _, err := f.root.ReadText(MemoryFile, workspace.MaxPromptFileBytes)
 	if err != nil {
 		return "", fmt.Errorf("memory: read %s: %w", MemoryFile, err)
 	}
-	return string(data), nil
+	return text, nil
 }
 
 // Commit applies one consolidation. If MEMORY.md still reads base, it is
@@ -120,7 +114,7 @@ func (f *Files) appendHistory(entry string) error {
 	if entry == "" {
 		return nil
 	}
-	file, err := f.root.OpenFile(HistoryFile, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	file, err := f.root.OpenAppend(HistoryFile, 0o600)
 	if err != nil {
 		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func testFiles(t *testing.T, files map[string]string) (*Files, string) {
 			t.Fatal(err)
 		}
 	}
-	root, err := workspace.OpenRoot(dir, workspace.Options{Restrict: true})
+	root, err := workspace.OpenFiles(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,4 +359,54 @@ func TestDump(t *testing.T) {
 		t.Fatal(err)
 	}
 	goldenFile(t, "dump.md", read(t, dir, HistoryFile))
+}
+
+// TestCommitRefusesHostileFiles: MEMORY.md or HISTORY.md as a link to a
+// file outside, a FIFO or a 64 GB file: a consolidation fails with the
+// reason, at once (no read waits on the FIFO or swallows the huge file),
+// and nothing outside is read or written.
+func TestCommitRefusesHostileFiles(t *testing.T) {
+	plants := map[string]func(t *testing.T, full, outside string){
+		"link out": func(t *testing.T, full, outside string) {
+			if err := os.Symlink(outside, full); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"FIFO": func(t *testing.T, full, _ string) {
+			if err := syscall.Mkfifo(full, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"64 GB": func(t *testing.T, full, _ string) {
+			if err := os.WriteFile(full, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(full, 64<<30); err != nil {
+				t.Skip("no sparse files:", err)
+			}
+		},
+	}
+	for _, rel := range []string{MemoryFile, HistoryFile} {
+		for name, plant := range plants {
+			t.Run(rel+"/"+name, func(t *testing.T) {
+				f, dir := testFiles(t, map[string]string{"memory/.keep": ""})
+				outside := filepath.Join(t.TempDir(), "victim")
+				if err := os.WriteFile(outside, []byte("api_key: sk-SECRET\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				plant(t, filepath.Join(dir, filepath.FromSlash(rel)), outside)
+				mem, memErr := f.Memory()
+				if strings.Contains(mem, "SECRET") {
+					t.Fatal("MEMORY.md read the file outside")
+				}
+				err := f.Commit(mem, "new facts", "[2025-01-01 10:00] x")
+				if memErr == nil && rel == MemoryFile || err == nil && !(rel == HistoryFile && name == "64 GB") {
+					t.Errorf("Memory: %v, Commit: %v; want the bad file refused", memErr, err)
+				}
+				if got := read(t, filepath.Dir(outside), "victim"); got != "api_key: sk-SECRET\n" {
+					t.Errorf("the file outside was changed: %q", got)
+				}
+			})
+		}
+	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/testkit/bustest"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
+	"github.com/nanobot-go/nanobot/internal/testkit/wstest"
 	"github.com/nanobot-go/nanobot/internal/tools"
 )
 
@@ -60,7 +61,7 @@ func newWorld(t *testing.T) *world {
 	acfg.MaxTokens, acfg.DraftInterval = 1000, time.Nanosecond
 	ag := agent.New(acfg,
 		agent.Deps{Model: w.router, Sessions: w.store, Tools: w.reg, Out: w.bus,
-			Prompt: &agent.PromptBuilder{Workspace: w.ws, MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test"}, Now: w.clock.Now}, w.log)
+			Prompt: &agent.PromptBuilder{Workspace: w.ws, Files: wstest.Files(t, w.ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test"}, Now: w.clock.Now}, w.log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	agentDone := make(chan struct{})
@@ -276,9 +277,9 @@ func (w *world) chatted(key string, at time.Time) {
 
 func (w *world) heartbeat() {
 	w.t.Helper()
-	hb := schedule.NewHeartbeat(schedule.HeartbeatConfig{Interval: 30 * time.Minute, File: filepath.Join(w.ws, "HEARTBEAT.md"),
+	hb := schedule.NewHeartbeat(schedule.HeartbeatConfig{Interval: 30 * time.Minute,
 		StatePath: filepath.Join(w.ws, "heartbeat", "state.json")},
-		schedule.HeartbeatDeps{Model: w.router, Bus: w.bus, Sessions: w.store, Clock: w.clock}, w.log.Named("heartbeat"))
+		schedule.HeartbeatDeps{Workspace: wstest.Files(w.t, w.ws), Model: w.router, Bus: w.bus, Sessions: w.store, Clock: w.clock}, w.log.Named("heartbeat"))
 	schedule.Start(w.t, hb)
 }
 

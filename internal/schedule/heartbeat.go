@@ -17,6 +17,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // Model is what the heartbeat needs from the provider router: one call.
@@ -59,8 +60,6 @@ func PlainTarget(key string) (Target, bool) {
 type HeartbeatConfig struct {
 	// Interval between checks (gateway.heartbeat.interval), taken as given.
 	Interval time.Duration
-	// File is HEARTBEAT.md in the workspace.
-	File string
 	// StatePath keeps the last decisions: <workspace>/heartbeat/state.json.
 	StatePath string
 	// Route is the model route for decisions ("" is the default route).
@@ -84,9 +83,12 @@ func (c HeartbeatConfig) withDefaults() HeartbeatConfig {
 
 // HeartbeatDeps are the heartbeat's collaborators.
 type HeartbeatDeps struct {
-	Model    Model
-	Bus      Inbound
-	Sessions SessionLister
+	// Workspace holds HEARTBEAT.md (workspace.HeartbeatFile), read at every
+	// check through the daemon's confined access.
+	Workspace *workspace.Files
+	Model     Model
+	Bus       Inbound
+	Sessions  SessionLister
 	// Target maps session keys to chats [PlainTarget].
 	Target TargetFunc
 	// Clock is the time source [the system clock].
@@ -105,6 +107,7 @@ type HeartbeatDeps struct {
 // live in a small JSON file, not in a growing session.
 type Heartbeat struct {
 	cfg      HeartbeatConfig
+	ws       *workspace.Files
 	model    Model
 	bus      Inbound
 	sessions SessionLister
@@ -126,14 +129,14 @@ func NewHeartbeat(cfg HeartbeatConfig, deps HeartbeatDeps, log *zap.Logger) *Hea
 	if target == nil {
 		target = PlainTarget
 	}
-	return &Heartbeat{cfg: cfg.withDefaults(), model: deps.Model, bus: deps.Bus, sessions: deps.Sessions,
+	return &Heartbeat{cfg: cfg.withDefaults(), ws: deps.Workspace, model: deps.Model, bus: deps.Bus, sessions: deps.Sessions,
 		target: target, clock: clk, log: log}
 }
 
 // Run checks every interval until ctx ends. The first check is one interval
 // after the start, so restarts do not trigger runs.
 func (h *Heartbeat) Run(ctx context.Context) error {
-	h.log.Info("heartbeat started", zap.Duration("interval", h.cfg.Interval), zap.String("file", h.cfg.File))
+	h.log.Info("heartbeat started", zap.Duration("interval", h.cfg.Interval), zap.String("file", workspace.HeartbeatFile))
 	for {
 		t := h.clock.NewTimer(h.cfg.Interval)
 		select {
@@ -157,12 +160,14 @@ const (
 
 // check does one heartbeat and reports what happened.
 func (h *Heartbeat) check(ctx context.Context) string {
-	src, err := os.ReadFile(h.cfg.File)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		h.log.Warn("heartbeat: read tasks", zap.Error(err))
+	src, _, err := h.ws.ReadText(workspace.HeartbeatFile, workspace.MaxPromptFileBytes)
+	if err != nil {
+		// A link out, a FIFO, a huge file: one log line (Files.Skip), and
+		// the next check tries again.
+		h.ws.Skip(workspace.HeartbeatFile, "heartbeat", err)
 		return outcomeFailed
 	}
-	tasks := ActiveTasks(src)
+	tasks := ActiveTasks([]byte(src))
 	if len(tasks) == 0 {
 		h.log.Debug("heartbeat: no active tasks; nothing to do")
 		return outcomeNoTasks

@@ -34,8 +34,9 @@ type MoveResult struct {
 	// Duplicates were moved into DuplicatesDir because their name was taken
 	// by a file with other content.
 	Duplicates int
-	// Left are entries MoveDir does not move (directories, symbolic links):
-	// the old directory stays while they are there.
+	// Left are entries MoveDir does not move (directories, symbolic links,
+	// FIFOs, files with several hard links): the old directory stays while
+	// they are there.
 	Left []string
 }
 
@@ -50,6 +51,14 @@ type MoveResult struct {
 // same bytes is removed from from; one whose name is taken by other content
 // is moved into to/DuplicatesDir, never over the other. The directory
 // listing itself is the journal. Once from is empty it is removed.
+//
+// from lies in the workspace, where any command may write, so it is
+// hostile (docs/tools.md#the-daemon-and-the-workspace): a link at from is
+// never followed (left alone, with a warning), from is opened once without
+// following a link and everything after works below that descriptor, so a
+// link swapped in meanwhile leads nowhere; only regular files with one
+// link are moved, never a link, a FIFO or a second name of a file kept
+// elsewhere.
 func MoveDir(from, to string, log *zap.Logger) (MoveResult, error) {
 	m := mover{from: from, to: to, log: log, rename: renameNoReplace}
 	return m.run()
@@ -72,10 +81,11 @@ type mover struct {
 }
 
 func (m *mover) run() (MoveResult, error) {
-	src, link, err := m.source()
+	src, closeSrc, err := m.source()
 	if err != nil || src == "" {
 		return m.res, err
 	}
+	defer closeSrc()
 	if err := os.MkdirAll(m.to, 0o700); err != nil {
 		return m.res, fmt.Errorf("move sessions: %w", err)
 	}
@@ -85,10 +95,8 @@ func (m *mover) run() (MoveResult, error) {
 	}
 	defer release()
 	if same, err := sameDir(src, m.to); err != nil || same {
-		if same { // from is a link to the sessions directory itself
-			m.log.Info("old sessions directory is a link to the sessions directory; removing the link",
-				zap.String("link", m.from), zap.String("dir", m.to))
-			err = os.Remove(m.from)
+		if same { // a bind mount of the sessions directory: nothing to move
+			m.log.Warn("old sessions directory is the sessions directory itself; left alone", zap.String("dir", m.from))
 		}
 		return m.res, wrap(err)
 	}
@@ -101,10 +109,10 @@ func (m *mover) run() (MoveResult, error) {
 		return m.res, fmt.Errorf("move sessions: %w", err)
 	}
 	if len(des) > 0 {
-		m.log.Info("moving sessions out of the workspace", zap.String("from", src), zap.String("to", m.to), zap.Int("entries", len(des)))
+		m.log.Info("moving sessions out of the workspace", zap.String("from", m.from), zap.String("to", m.to), zap.Int("entries", len(des)))
 	}
 	for _, de := range des {
-		if !de.Type().IsRegular() {
+		if !de.Type().IsRegular() || !singleLink(filepath.Join(src, de.Name())) {
 			m.res.Left = append(m.res.Left, de.Name())
 			continue
 		}
@@ -116,51 +124,66 @@ func (m *mover) run() (MoveResult, error) {
 		return m.res, fmt.Errorf("move sessions: %w", err)
 	}
 	_ = os.Remove(filepath.Join(m.to, moveTmp))
-	return m.res, m.finish(src, link)
+	return m.res, m.finish()
 }
 
-// source is the directory to move files from: from, or where from links to.
-// It is "" when there is no from.
-func (m *mover) source() (src string, link bool, err error) {
+// source opens the directory to move files from: from itself, never
+// through a link. src names the open directory (/proc/self/fd/N on Linux,
+// so no later step looks from up again); it is "" when there is nothing to
+// move. closeSrc releases it.
+func (m *mover) source() (src string, closeSrc func(), err error) {
 	fi, err := os.Lstat(m.from)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return "", false, nil
+		return "", nil, nil
 	case err != nil:
-		return "", false, fmt.Errorf("move sessions: %w", err)
+		return "", nil, fmt.Errorf("move sessions: %w", err)
 	case fi.Mode()&os.ModeSymlink != 0:
-		src, err = filepath.EvalSymlinks(m.from)
-		if errors.Is(err, os.ErrNotExist) {
-			m.log.Warn("old sessions directory is a dangling link; left alone", zap.String("link", m.from))
-			return "", false, nil
-		}
-		return src, true, wrap(err)
+		m.log.Warn("old sessions path is a link; it is not followed (a command in the workspace may have planted it) and is left alone",
+			zap.String("link", m.from), zap.String("fix", "remove the link; move real session files into "+m.to+" by hand"))
+		return "", nil, nil
 	case !fi.IsDir():
 		m.log.Warn("old sessions path is not a directory; left alone", zap.String("path", m.from))
-		return "", false, nil
+		return "", nil, nil
 	}
-	return m.from, false, nil
+	d, err := os.OpenFile(m.from, os.O_RDONLY|oDirectory|oNoFollow, 0)
+	if err != nil {
+		return "", nil, fmt.Errorf("move sessions: %w", err)
+	}
+	if opened, err := d.Stat(); err != nil || !os.SameFile(fi, opened) {
+		d.Close()
+		return "", nil, fmt.Errorf("move sessions: %s changed while it was opened", m.from)
+	}
+	return dirPath(d, m.from), func() { d.Close() }, nil
 }
 
-// finish removes the emptied old directory (and the link to it), or says
-// what keeps it.
-func (m *mover) finish(src string, link bool) error {
+// singleLink reports whether the file p is not also known by another name:
+// moving a second name of a file kept elsewhere would make the daemon
+// append to that file.
+func singleLink(p string) bool {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return false
+	}
+	n, ok := linkCount(fi)
+	return !ok || n == 1
+}
+
+// finish removes the emptied old directory, or says what keeps it.
+func (m *mover) finish() error {
 	if len(m.res.Left) > 0 {
 		m.log.Warn("old sessions directory kept: it holds entries that are not session files; move or delete them",
-			zap.String("dir", src), zap.Strings("entries", m.res.Left))
+			zap.String("dir", m.from), zap.Strings("entries", m.res.Left))
 	} else {
-		if err := os.Remove(src); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("move sessions: removing the emptied %s: %w", src, err)
-		}
-		if link {
-			if err := os.Remove(m.from); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("move sessions: removing the link %s: %w", m.from, err)
-			}
+		// Remove never follows a link: if one was swapped in for the
+		// emptied directory, it is the link that goes.
+		if err := os.Remove(m.from); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("move sessions: removing the emptied %s: %w", m.from, err)
 		}
 		_ = syncDir(filepath.Dir(m.from))
 	}
 	if m.res.Moved > 0 {
-		m.log.Info("moved sessions out of the workspace", zap.String("from", src), zap.String("to", m.to),
+		m.log.Info("moved sessions out of the workspace", zap.String("from", m.from), zap.String("to", m.to),
 			zap.Int("files", m.res.Moved), zap.Int("duplicates", m.res.Duplicates))
 	}
 	return nil

@@ -238,26 +238,70 @@ func TestMoveDirThenStore(t *testing.T) {
 	}
 }
 
-// TestMoveDirOldLinkedToNew: an old sessions/ that is a link to the sessions
-// directory (an operator's earlier workaround) is just unlinked.
-func TestMoveDirOldLinkedToNew(t *testing.T) {
+// TestMoveDirNeverFollowsALink: sessions/ in the workspace may be a link a
+// command planted (to /etc, ~/.ssh, or the sessions directory itself). The
+// move never follows it: nothing is moved or removed, the link stays, and
+// the log says so. (It used to follow the link, which moved the regular
+// files of whatever folder it led to into the sessions directory.)
+func TestMoveDirNeverFollowsALink(t *testing.T) {
+	for _, target := range []string{"outside", "sessions"} {
+		t.Run(target, func(t *testing.T) {
+			base := t.TempDir()
+			from, to := filepath.Join(base, "workspace", "sessions"), filepath.Join(base, "sessions")
+			dir := filepath.Join(base, target)
+			writeFile(t, filepath.Join(dir, "id_ed25519"), []byte("PRIVATE KEY\n"))
+			if err := os.MkdirAll(filepath.Dir(from), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(dir, from); err != nil {
+				t.Fatal(err)
+			}
+			core, logs := observer.New(zapcore.WarnLevel)
+			res, err := MoveDir(from, to, zap.New(core))
+			if err != nil || res.Moved != 0 {
+				t.Fatalf("MoveDir = %+v, %v", res, err)
+			}
+			if fi, err := os.Lstat(from); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				t.Errorf("the link is gone: %v", err)
+			}
+			if got := readFile(t, filepath.Join(dir, "id_ed25519")); string(got) != "PRIVATE KEY\n" {
+				t.Errorf("the link's folder changed: %q", got)
+			}
+			if target == "outside" {
+				if _, err := os.Lstat(filepath.Join(to, "id_ed25519")); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("a file of the linked folder reached the sessions dir: %v", err)
+				}
+			}
+			if logs.FilterMessageSnippet("not followed").Len() != 1 {
+				t.Errorf("no warning about the link: %v", logs.All())
+			}
+		})
+	}
+}
+
+// TestMoveDirLeavesHardLinksAndFIFOs: a second name of a file kept
+// elsewhere, or a FIFO, is not a session file: it stays where it is.
+func TestMoveDirLeavesHardLinksAndFIFOs(t *testing.T) {
 	base := t.TempDir()
 	from, to := filepath.Join(base, "workspace", "sessions"), filepath.Join(base, "sessions")
-	writeFile(t, filepath.Join(to, "telegram_42.jsonl"), []byte("x\n"))
-	if err := os.MkdirAll(filepath.Dir(from), 0o700); err != nil {
+	secret := filepath.Join(base, "authorized_keys")
+	writeFile(t, secret, []byte("ssh-ed25519 AAAA\n"))
+	writeFile(t, filepath.Join(from, "telegram_1.jsonl"), []byte("x\n"))
+	if err := os.Link(secret, filepath.Join(from, "telegram_2.jsonl")); err != nil {
+		t.Skip("no hard links here:", err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(from, "telegram_3.jsonl"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(to, from); err != nil {
+	res, err := MoveDir(from, to, zap.NewNop())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := MoveDir(from, to, zap.NewNop()); err != nil {
-		t.Fatal(err)
+	if res.Moved != 1 || len(res.Left) != 2 {
+		t.Errorf("MoveDir = %+v; want telegram_1 moved, the hard link and the FIFO left", res)
 	}
-	if _, err := os.Lstat(from); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("link kept: %v", err)
-	}
-	if got := readFile(t, filepath.Join(to, "telegram_42.jsonl")); string(got) != "x\n" {
-		t.Errorf("session = %q", got)
+	if _, err := os.Lstat(filepath.Join(to, "telegram_2.jsonl")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the hard link was moved into the sessions dir: %v", err)
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -99,8 +98,11 @@ const BuiltinScheme = "builtin:"
 
 // Loader finds skills in a workspace and an embedded built-in set.
 type Loader struct {
-	// Workspace is the workspace root; skills live in <Workspace>/skills.
-	Workspace string
+	// Workspace is the workspace's skills/ directory, holding skills as
+	// <name>/SKILL.md; nil for none. The daemon passes
+	// workspace.Files.FS, which never follows a link out of the workspace
+	// and caps what it reads (docs/tools.md#the-daemon-and-the-workspace).
+	Workspace fs.FS
 	// Builtin holds built-in skills as <name>/SKILL.md; nil for none.
 	Builtin fs.FS
 	Env     Env
@@ -120,15 +122,14 @@ func (l Loader) Load() ([]Skill, error) {
 		}
 		errs = append(errs, parseAll(byName, l.Builtin, entries, env, true)...)
 	}
-	if l.Workspace != "" {
-		dir := filepath.Join(l.Workspace, "skills")
-		entries, err := os.ReadDir(dir)
+	if l.Workspace != nil {
+		entries, err := fs.ReadDir(l.Workspace, ".")
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("workspace skills: %w", err))
 		}
 		// After the built-ins: a workspace skill overrides a built-in of
 		// the same name.
-		errs = append(errs, parseAll(byName, os.DirFS(dir), entries, env, false)...)
+		errs = append(errs, parseAll(byName, l.Workspace, entries, env, false)...)
 	}
 	out := make([]Skill, 0, len(byName))
 	for _, s := range byName {
@@ -154,7 +155,12 @@ func parseAll(byName map[string]Skill, fsys fs.FS, entries []fs.DirEntry, env En
 		}
 		file := path.Join(e.Name(), "SKILL.md")
 		data, err := fs.ReadFile(fsys, file)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
+			// A link, a FIFO, a huge file: skipped, the rest still load.
+			errs = append(errs, fmt.Errorf("%s %s: %w", what, e.Name(), err))
 			continue
 		}
 		s, err := Parse(e.Name(), data, env)

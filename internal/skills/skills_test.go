@@ -111,7 +111,7 @@ func TestLoaderOverrideAndSummary(t *testing.T) {
 		"weather/SKILL.md": {Data: []byte("---\nname: weather\ndescription: builtin weather\n---\nbuiltin body")},
 		"github/SKILL.md":  {Data: []byte("---\nname: github\ndescription: GitHub via gh.\nmetadata: {\"nanobot\":{\"requires\":{\"bins\":[\"gh\"],\"env\":[\"GITHUB_TOKEN\"]}}}\n---\ngh body")},
 	}
-	list, err := Loader{Workspace: ws, Builtin: builtin, Env: fakeEnv}.Load()
+	list, err := Loader{Workspace: os.DirFS(filepath.Join(ws, "skills")), Builtin: builtin, Env: fakeEnv}.Load()
 	if err == nil {
 		t.Error("a broken skill file should be reported")
 	}

@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -16,7 +15,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // Files the assistant sent to a conversation with its message tool
@@ -226,13 +227,14 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	root, err := os.OpenRoot(s.files.ws)
+	files, err := workspace.OpenFiles(s.files.ws, nil)
 	if err != nil {
 		s.internal(w, "open workspace", err)
 		return
 	}
-	defer root.Close()
-	f, err := root.Open(filepath.FromSlash(rel))
+	defer files.Close()
+	// A link out of the workspace, a FIFO or a device is never served.
+	f, fi, err := files.Open(rel)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			writeError(w, http.StatusNotFound, "the file is no longer in the workspace")
@@ -243,9 +245,8 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		writeError(w, http.StatusNotFound, "the file cannot be served")
+	if fi.Size() > workspace.MaxSentFileBytes {
+		writeError(w, http.StatusNotFound, "the file is larger than the "+bytesize.Format(workspace.MaxSentFileBytes)+" a sent file may be")
 		return
 	}
 	name := path.Base(rel)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
@@ -218,5 +219,38 @@ func TestLoginAnswerMatchesSession(t *testing.T) {
 		if login["panel"] != withPanel || session["panel"] != withPanel || login["csrf"] != session["csrf"] {
 			t.Errorf("panel %v: login answered %v, session %v", withPanel, login, session)
 		}
+	}
+}
+
+// TestSentFileRefusesHostileFiles: a sent file replaced by a FIFO, a
+// device or a 64 GB file is not served (at once: no open waits on the
+// FIFO), like a link out of the workspace.
+func TestSentFileRefusesHostileFiles(t *testing.T) {
+	e := newEnv(t)
+	c := e.login()
+	id := c.newChat()
+	if err := os.MkdirAll(filepath.Join(e.ws, "out"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(e.ws, "out", "fifo.txt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(e.ws, "out", "zero.txt")); err != nil {
+		t.Fatal(err)
+	}
+	e.writeWS("out/huge.txt", "")
+	if err := os.Truncate(filepath.Join(e.ws, "out", "huge.txt"), 64<<30); err != nil {
+		t.Skip("no sparse files:", err)
+	}
+	msgs := messageCall("c1", `{"content":"files","media":["out/fifo.txt","out/zero.txt","out/huge.txt"]}`, false)
+	if _, err := e.store.Append(key(id), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"out/fifo.txt", "out/zero.txt", "out/huge.txt"} {
+		resp := e.do(c, "GET", "/api/chats/"+id+"/files?path="+url.QueryEscape(p), nil)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: status %d, want 404", p, resp.StatusCode)
+		}
+		resp.Body.Close()
 	}
 }

@@ -5,10 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
-	"os"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -116,8 +113,8 @@ var editable = []struct{ name, rel string }{
 	{"HEARTBEAT.md", "HEARTBEAT.md"},
 }
 
-// maxFile caps a file the panel edits.
-const maxFile = 1 << 20
+// maxFile caps a file the panel edits: the cap of a prompt file.
+const maxFile = workspace.MaxPromptFileBytes
 
 // maxSearch caps the results of a session search.
 const maxSearch = 100
@@ -448,22 +445,26 @@ func etagOf(data []byte) string {
 	return `"` + hex.EncodeToString(h[:16]) + `"`
 }
 
-// read returns a workspace file's content (empty when missing), through
-// os.Root so that a symlink cannot lead outside the workspace.
-func (p *Panel) read(rel string) ([]byte, bool, error) {
-	root, err := os.OpenRoot(p.Workspace)
+// read returns a workspace file's content (empty when missing) through
+// the daemon's confined access (workspace.Files). A file the daemon refuses
+// — a link out of the workspace, a FIFO, one over the cap, not UTF-8 —
+// reads as empty with problem set: the panel shows why, and saving
+// replaces it with a regular file.
+func (p *Panel) read(rel string) (data []byte, exists bool, problem string, err error) {
+	files, err := workspace.OpenFiles(p.Workspace, nil)
 	if err != nil {
-		return nil, false, fmt.Errorf("open workspace: %w", err)
+		return nil, false, "", fmt.Errorf("open workspace: %w", err)
 	}
-	defer root.Close()
-	data, err := root.ReadFile(rel)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
+	defer files.Close()
+	text, ok, err := files.ReadText(rel, maxFile)
+	var pe *workspace.PathError
+	if errors.As(err, &pe) {
+		return nil, true, workspace.Problem(err), nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("read %s: %w", rel, err)
+		return nil, false, "", fmt.Errorf("read %s: %w", rel, err)
 	}
-	return data, true, nil
+	return []byte(text), ok, "", nil
 }
 
 func (p *Panel) listFiles(w http.ResponseWriter, r *http.Request) {
@@ -473,15 +474,18 @@ func (p *Panel) listFiles(w http.ResponseWriter, r *http.Request) {
 		Exists   bool   `json:"exists"`
 		Size     int    `json:"size"`
 		SizeText string `json:"size_text"` // as sessionSummary's
+		// Problem says why the daemon leaves the file out (a link, a
+		// FIFO, ...); saving replaces it.
+		Problem string `json:"problem,omitempty"`
 	}
 	out := make([]file, 0, len(editable))
 	for _, e := range editable {
-		data, ok, err := p.read(e.rel)
+		data, ok, problem, err := p.read(e.rel)
 		if err != nil {
 			p.fail(w, "read "+e.rel, err)
 			return
 		}
-		out = append(out, file{Name: e.name, Path: e.rel, Exists: ok, Size: len(data), SizeText: bytesize.Format(int64(len(data)))})
+		out = append(out, file{Name: e.name, Path: e.rel, Exists: ok, Size: len(data), SizeText: bytesize.Format(int64(len(data))), Problem: problem})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"files": out})
 }
@@ -492,14 +496,18 @@ func (p *Panel) readFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such file (the panel edits MEMORY.md and the bootstrap files)")
 		return
 	}
-	data, _, err := p.read(rel)
+	data, _, problem, err := p.read(rel)
 	if err != nil {
 		p.fail(w, "read "+rel, err)
 		return
 	}
 	tag := etagOf(data)
 	w.Header().Set("ETag", tag)
-	writeJSON(w, http.StatusOK, map[string]string{"name": r.PathValue("name"), "path": rel, "content": string(data), "etag": tag})
+	out := map[string]string{"name": r.PathValue("name"), "path": rel, "content": string(data), "etag": tag}
+	if problem != "" {
+		out["problem"] = problem
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // writeFile replaces a file only if it still is what the editor loaded
@@ -532,7 +540,7 @@ func (p *Panel) writeFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	cur, _, err := p.read(rel)
+	cur, _, _, err := p.read(rel)
 	if err != nil {
 		p.fail(w, "read "+rel, err)
 		return
@@ -557,26 +565,25 @@ func (p *Panel) writeFile(w http.ResponseWriter, r *http.Request) {
 // another process — so the ETag check and the rename are one step for all of
 // them, not only for this process's edits.
 func (p *Panel) guard(rel string) (release func(), err error) {
-	root, err := os.OpenRoot(p.Workspace)
+	files, err := workspace.OpenFiles(p.Workspace, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
-	defer root.Close()
-	return workspace.Guard(root, rel)
+	// The lock's descriptor stays open while it is held; the root may go.
+	defer files.Close()
+	return files.Guard(rel)
 }
 
-// writeAtomic replaces rel with data (workspace.Root.WriteFileAtomic),
+// writeAtomic replaces rel with data (workspace.Files.WriteFileAtomic,
+// which also replaces a link or a FIFO rather than writing through it),
 // creating its directory; a new file is private to the owner.
 func (p *Panel) writeAtomic(rel string, data []byte) error {
-	root, err := workspace.OpenRoot(p.Workspace, workspace.Options{Restrict: true})
+	files, err := workspace.OpenFiles(p.Workspace, nil)
 	if err != nil {
 		return fmt.Errorf("open workspace: %w", err)
 	}
-	defer root.Close()
-	if err := root.MkdirAll(path.Dir(rel), 0o750); err != nil {
-		return fmt.Errorf("create %s: %w", path.Dir(rel), err)
-	}
-	if err := root.WriteFileAtomic(rel, data, 0o600); err != nil {
+	defer files.Close()
+	if err := files.WriteFileAtomic(rel, data, 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", rel, err)
 	}
 	return nil

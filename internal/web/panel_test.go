@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"go.uber.org/zap"
@@ -401,6 +402,45 @@ func TestRemoved(t *testing.T) {
 			}
 			if strings.Contains(w.Body.String(), "disk full") {
 				t.Error("the store's error reached the browser; it belongs in the log")
+			}
+		})
+	}
+}
+
+// TestPanelReplacesHostileFile: a bootstrap file that is a link to a secret
+// outside, or a FIFO, is shown empty with the reason (never read, never
+// waited on), and saving replaces it with a regular file, leaving the
+// link's target alone.
+func TestPanelReplacesHostileFile(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(secret, []byte("api_key: sk-SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, plant := range map[string]func(full string) error{
+		"link out": func(full string) error { return os.Symlink(secret, full) },
+		"FIFO":     func(full string) error { return syscall.Mkfifo(full, 0o600) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newPanelEnv(t)
+			c := e.login()
+			full := filepath.Join(e.ws, "USER.md")
+			_ = os.Remove(full)
+			if err := plant(full); err != nil {
+				t.Fatal(err)
+			}
+			var f struct{ Content, ETag, Problem string }
+			decode(t, e.do(c, "GET", "/api/panel/files/USER.md", nil), &f)
+			if f.Content != "" || f.Problem == "" || strings.Contains(f.Content, "SECRET") {
+				t.Fatalf("USER.md read as %+v; want empty content and a problem", f)
+			}
+			if s := e.do(c, "PUT", "/api/panel/files/USER.md", map[string]string{"content": "name: Ada"}, "If-Match", f.ETag).StatusCode; s != http.StatusOK {
+				t.Fatalf("save USER.md: %d", s)
+			}
+			if fi, err := os.Lstat(full); err != nil || !fi.Mode().IsRegular() {
+				t.Errorf("USER.md after the save: %v, %v", fi, err)
+			}
+			if got, _ := os.ReadFile(secret); string(got) != "api_key: sk-SECRET" {
+				t.Errorf("the link's target was written: %q", got)
 			}
 		})
 	}

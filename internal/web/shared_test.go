@@ -62,7 +62,7 @@ func TestPanelHelperProcess(t *testing.T) {
 		release()
 		parent.Say("released")
 	case "consolidate":
-		root, err := workspace.OpenRoot(dir, workspace.Options{Restrict: true})
+		root, err := workspace.OpenFiles(dir, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,6 +33,9 @@ func (r *Root) OpenFile(p string, flag int, perm fs.FileMode) (*os.File, error) 
 	// link, or a path swapped into sessions/), so truncate only after.
 	trunc := flag&os.O_TRUNC != 0
 	flag &^= os.O_TRUNC
+	// Non-blocking, so a FIFO planted where a file was cannot hang the
+	// tool call in open(2); it is refused below.
+	flag |= oNonblock
 	var f *os.File
 	if filepath.IsAbs(where) {
 		f, err = os.OpenFile(where, flag, perm)
@@ -45,6 +48,10 @@ func (r *Root) OpenFile(p string, flag int, perm fs.FileMode) (*os.File, error) 
 	if err := r.checkOpen(p, f); err != nil {
 		f.Close()
 		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice) != 0 {
+		f.Close()
+		return nil, &PathError{Path: p, Detail: kindOf(fi.Mode()), Err: ErrNotRegular}
 	}
 	if trunc {
 		if err := f.Truncate(0); err != nil {
@@ -96,11 +103,18 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	if where == "." {
-		return &PathError{Path: p, Err: errors.New("is the workspace directory, not a file")}
-	}
 	if r.afterResolve != nil {
 		r.afterResolve()
+	}
+	return r.writeAtomicAt(p, where, data, perm)
+}
+
+// writeAtomicAt is WriteFileAtomic of p once resolved to where. Only the
+// directory is looked up by path (through the root); the last component is
+// replaced, whatever it is, never followed.
+func (r *Root) writeAtomicAt(p, where string, data []byte, perm fs.FileMode) error {
+	if where == "." {
+		return &PathError{Path: p, Err: errors.New("is the workspace directory, not a file")}
 	}
 	dirPath, base := filepath.Split(where)
 	dir, err := r.openDir(dirPath)

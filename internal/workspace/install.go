@@ -39,6 +39,13 @@ func Install(tmpl fs.FS, dir string) (created []string, err error) {
 			if made {
 				created = append(created, p+"/")
 			}
+			if errors.Is(err, errNotDir) {
+				// Something else is there (a file, a FIFO, a link out of
+				// the workspace): left alone with what the template would
+				// put below it, never a reason not to start; doctor reports
+				// it (Files.Inspect).
+				return fs.SkipDir
+			}
 			return err
 		}
 		made, err := installFile(tmpl, root, p)
@@ -61,15 +68,18 @@ func installDir(root *os.Root, p string) (made bool, err error) {
 	if !errors.Is(err, fs.ErrExist) {
 		return false, err
 	}
-	fi, err := root.Stat(p)
+	fi, err := root.Lstat(p)
 	if err != nil {
 		return false, err
 	}
 	if !fi.IsDir() {
-		return false, fmt.Errorf("%s exists and is not a directory", p)
+		return false, fmt.Errorf("%s: %w", p, errNotDir)
 	}
 	return false, nil
 }
+
+// errNotDir: what is where the template has a directory is no directory.
+var errNotDir = errors.New("exists and is not a directory")
 
 func installFile(tmpl fs.FS, root *os.Root, p string) (made bool, err error) {
 	data, err := fs.ReadFile(tmpl, p)

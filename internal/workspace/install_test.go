@@ -70,11 +70,30 @@ func TestInstallNeverFollowsSymlinks(t *testing.T) {
 	}
 }
 
+// TestInstallFileWhereDirExpected: whatever a command left where the
+// template has a directory (a file, a FIFO, a link out of the workspace) is
+// left alone with everything below it; it is doctor's finding, never a
+// reason for the daemon not to start (it used to fail the install, and with
+// it every start).
 func TestInstallFileWhereDirExpected(t *testing.T) {
-	dir := t.TempDir()
-	write(t, filepath.Join(dir, "memory"), "not a dir")
-	_, err := Install(fstest.MapFS{"memory/MEMORY.md": {Data: []byte("x")}}, dir)
-	if err == nil {
-		t.Fatal("Install succeeded with a file in place of memory/")
+	outside := t.TempDir()
+	for name, plant := range map[string]func(dir string){
+		"file": func(dir string) { write(t, filepath.Join(dir, "memory"), "not a dir") },
+		"link": func(dir string) { symlink(t, outside, filepath.Join(dir, "memory")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			plant(dir)
+			created, err := Install(fstest.MapFS{"memory/MEMORY.md": {Data: []byte("x")}, "AGENTS.md": {Data: []byte("y")}}, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(created) != 1 || created[0] != "AGENTS.md" {
+				t.Errorf("created %q, want only AGENTS.md", created)
+			}
+			if _, err := os.Stat(filepath.Join(outside, "MEMORY.md")); !os.IsNotExist(err) {
+				t.Errorf("wrote through the link: %v", err)
+			}
+		})
 	}
 }

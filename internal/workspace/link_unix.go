@@ -18,3 +18,13 @@ func linkCount(fi fs.FileInfo) (uint64, bool) {
 }
 
 func isNotDir(err error) bool { return errors.Is(err, syscall.ENOTDIR) }
+
+// Open flags of the daemon's access: never block on a FIFO or take a
+// terminal; a directory only; no link at the last component.
+const (
+	oNonblock  = syscall.O_NONBLOCK | syscall.O_NOCTTY
+	oDirectory = syscall.O_DIRECTORY
+	oNoFollow  = syscall.O_NOFOLLOW
+)
+
+func isNoReader(err error) bool { return errors.Is(err, syscall.ENXIO) }

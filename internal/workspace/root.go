@@ -1,7 +1,11 @@
 // Package workspace manages the agent's workspace directory: it installs the
-// template into a new workspace and confines the file tools to it.
+// template into a new workspace, confines the file tools to it (Root), and
+// is the daemon's one access to it (Files, daemon.go): every file the daemon
+// itself reads or writes there is listed in DaemonFiles and reached through
+// Files, which never follows a link out, opens only regular files without
+// blocking and caps every read.
 //
-// Confinement (docs/tools.md) works in three layers, each closing a gap the
+// The file tools' confinement (docs/tools.md) works in three layers, each closing a gap the
 // one before cannot:
 //
 //  1. Resolve checks the path's text and then follows every symlink in it the

@@ -93,7 +93,12 @@ func newFloor(cfgPath string) (*floor, error) {
 	if _, err := workspace.Install(nanobot.WorkspaceTemplate(), cfg.Agents.Workspace); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	prompt, _, err := (&agent.PromptBuilder{Workspace: cfg.Agents.Workspace, MaxFileChars: cfg.Agents.BootstrapMaxChars,
+	files, err := workspace.OpenFiles(cfg.Agents.Workspace, nil)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	defer files.Close()
+	prompt, _, err := (&agent.PromptBuilder{Workspace: cfg.Agents.Workspace, Files: files, MaxFileChars: cfg.Agents.BootstrapMaxChars,
 		Skills: skills.Loader{Builtin: builtin.FS()}}).BuildEstimated()
 	if err != nil {
 		return nil, fmt.Errorf("system prompt: %w", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // media is what the attachments of one inbound message became.
@@ -199,23 +200,17 @@ func (c *Channel) workspaceFile(p, name, mimeType string) (*discordgo.File, erro
 	if !filepath.IsLocal(rel) || rel == "sessions" || strings.HasPrefix(rel, "sessions/") {
 		return nil, fmt.Errorf("file %s: not allowed (outside the workspace or in sessions/)", p)
 	}
-	root, err := os.OpenRoot(c.deps.Workspace)
+	// The daemon's confined access: no link out, no FIFO, nothing over the
+	// upload limit is read.
+	files, err := workspace.OpenFiles(c.deps.Workspace, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
-	defer root.Close()
-	st, err := root.Stat(rel)
-	if err != nil {
-		return nil, fmt.Errorf("file %s: %w", p, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("file %s: not a regular file", p)
-	}
-	if st.Size() > c.cfg.MaxMediaBytes {
-		return nil, fmt.Errorf("file %s: %s is over the %s upload limit", p, bytesize.Format(st.Size()), bytesize.Format(c.cfg.MaxMediaBytes))
-	}
-	data, err := root.ReadFile(rel)
-	if errors.Is(err, os.ErrNotExist) {
+	defer files.Close()
+	data, err := files.ReadFile(rel, c.cfg.MaxMediaBytes)
+	if errors.Is(err, workspace.ErrTooLarge) {
+		return nil, fmt.Errorf("file %s: over the %s upload limit", p, bytesize.Format(c.cfg.MaxMediaBytes))
+	} else if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("file %s: no such file", p)
 	} else if err != nil {
 		return nil, fmt.Errorf("file %s: %w", p, err)

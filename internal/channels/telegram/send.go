@@ -3,8 +3,8 @@ package telegram
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // TypingInterval is how often Telegram's typing indicator must be renewed
@@ -137,33 +138,28 @@ func (c *Channel) mediaBytes(p llm.Part) (name string, data []byte, image bool, 
 	return "", nil, false, fmt.Errorf("part of kind %q cannot be sent", p.Kind)
 }
 
-// readWorkspace reads a workspace-relative file, refusing paths that leave
-// the workspace.
+// readWorkspace reads a workspace-relative file through the daemon's
+// confined access (workspace.Files): a path that leaves the workspace, by
+// its text or a link, a FIFO or a device is refused, and nothing over
+// Telegram's 50 MB upload limit is read.
 func (c *Channel) readWorkspace(rel string) ([]byte, error) {
 	if c.deps.Workspace == "" {
 		return nil, fmt.Errorf("no workspace configured")
 	}
-	root, err := os.OpenRoot(c.deps.Workspace)
+	files, err := workspace.OpenFiles(c.deps.Workspace, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	f, err := root.Open(strings.TrimPrefix(filepath.ToSlash(rel), "/"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() > 50<<20 {
+	defer files.Close()
+	data, err := files.ReadFile(strings.TrimPrefix(filepath.ToSlash(rel), "/"), maxUploadBytes)
+	if errors.Is(err, workspace.ErrTooLarge) {
 		return nil, fmt.Errorf("%s is larger than Telegram's 50 MB upload limit", rel)
 	}
-	var b bytes.Buffer
-	_, err = b.ReadFrom(f)
-	return b.Bytes(), err
+	return data, err
 }
+
+// maxUploadBytes is Telegram's upload limit for a bot.
+const maxUploadBytes = 50 << 20
 
 func extFor(mime string) string {
 	switch mime {

@@ -83,7 +83,7 @@ func TestBuiltinAvailabilityAndOverride(t *testing.T) {
 	if err := os.WriteFile(p, []byte("---\nname: weather\ndescription: My station's data.\n---\nRead station.csv."), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got := load(t, skills.Loader{Workspace: ws, Builtin: builtin.FS(), Env: env("gh", "curl")})
+	got := load(t, skills.Loader{Workspace: os.DirFS(filepath.Join(ws, "skills")), Builtin: builtin.FS(), Env: env("gh", "curl")})
 	if gh := got["github"]; !gh.Available() {
 		t.Errorf("github should be available with gh on PATH: missing %v", gh.Missing)
 	}
