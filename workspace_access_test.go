@@ -38,6 +38,9 @@ var fileAccessLayer = []string{"internal/workspace/", "internal/testkit/"}
 // why. A new entry or call needs a reason that says why no path under the
 // workspace reaches it; anything that does goes through workspace.Files.
 var fileAccessAllowed = map[string]struct{ calls, why string }{
+	"cmd/nanobot/agent.go":                     {"os.OpenFile", "the REPL's log file next to the config, outside the workspace"},
+	"cmd/nanobot/onboard.go":                   {"os.Stat", "compares the invoked binary with the one on PATH, and looks for the container runtimes' marker files at /"},
+	"internal/config/overlay.go":               {"os.ReadFile", "the secrets overlay (secrets.yaml) in the data dir"},
 	"internal/atomicfile/atomicfile.go":        {"os.CreateTemp os.Open os.Remove os.Rename", "whole-file replacement of state outside the workspace (pairing, web conversations, cursors)"},
 	"internal/channels/cursorkv/store.go":      {"os.ReadFile", "imports the Discord cursor file from the data dir"},
 	"internal/channels/discord/cursorstore.go": {"os.ReadFile", "the Discord cursor file in the data dir"},
