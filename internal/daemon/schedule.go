@@ -56,8 +56,9 @@ func (g *Gateway) buildSchedule() error {
 }
 
 // State files of the schedule, in the data dir: what decides who gets a
-// message must not be where a command can write it (S-T5). With NATS the
-// agent processes share the data dir's cron/ (docs/scale-out.md).
+// message must not be where a command can write it
+// (docs/schedule.md#where-jobs-live). With NATS the agent processes share
+// the data dir's cron/ (docs/scale-out.md).
 const (
 	CronJobsFile       = "cron/jobs.json"
 	HeartbeatStateFile = "heartbeat/state.json"

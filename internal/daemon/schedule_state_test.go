@@ -1,6 +1,7 @@
 package daemon
 
-// The schedule's state is not where a command can write it (S-R2, S-T5):
+// The schedule's state is not where a command can write it
+// (docs/schedule.md#where-jobs-live):
 // a jobs file forged in the workspace by one exec call is hostile input.
 
 import (

@@ -15,7 +15,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/filelock"
 )
 
-// LegacyJobsFile is where versions before S-T5 kept the jobs, relative to
+// LegacyJobsFile is where older versions kept the jobs, relative to
 // the workspace. Every confined command may write there, so its entries are
 // hostile input: Migrate reads it once, checks each entry like the cron
 // tool checks what the model asks for, and removes it.
