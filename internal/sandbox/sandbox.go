@@ -258,14 +258,9 @@ const (
 	// processes, and when the launcher ends the kernel kills every process
 	// left in the namespace, however it detached (setsid, double fork).
 	IsolationPIDNamespace = "pid namespace"
-	// IsolationPIDNamespaceHostProc: a PID namespace, but /proc could not
-	// be mounted anew (a systemd unit's ProtectProc, a container's masked
-	// /proc): survivors are still killed, but /proc lists the processes of
-	// the daemon's namespace (Landlock's ptrace rule keeps their entries
-	// closed).
-	IsolationPIDNamespaceHostProc = "pid namespace, host /proc"
-	// IsolationSubreaper: no namespace could be made (RestrictNamespaces,
-	// user namespaces off); the launcher is a child subreaper: orphans
+	// IsolationSubreaper: no namespace could be made, or no /proc mounted
+	// in it (RestrictNamespaces, user namespaces off, a unit's
+	// ProtectProc or a container's masked /proc); the launcher is a child subreaper: orphans
 	// re-parent to it, and it kills every descendant when the command ends
 	// or it is told to stop. A daemon killed with -9 leaves them (the
 	// systemd unit's cgroup still ends them on stop).
@@ -296,8 +291,8 @@ func NewLauncher(policy Policy) (*Launcher, error) {
 	return &Launcher{exe: exe, policy: policy, isolation: probeIsolation(exe)}, nil
 }
 
-// Isolation says how a command's processes are contained: IsolationPIDNamespace,
-// IsolationPIDNamespaceHostProc or IsolationSubreaper (docs/tools.md#processes).
+// Isolation says how a command's processes are contained:
+// IsolationPIDNamespace or IsolationSubreaper (docs/tools.md#processes).
 func (l *Launcher) Isolation() string { return l.isolation }
 
 // Command returns a command that runs argv in dir with env, confined. Each

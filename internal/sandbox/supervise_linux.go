@@ -43,10 +43,12 @@ func isolate(cmd *exec.Cmd, ns bool) {
 		flags, user := namespaceFlags()
 		attr.Cloneflags = flags
 		if user {
-			// The same ids inside as outside: files the command makes are
-			// the daemon user's, and it is no one more powerful.
-			attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
-			attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+			// The daemon's user is root inside, so that the launcher may
+			// mount the namespace's /proc; outside it is still the
+			// daemon's user (files the command makes are that user's), and
+			// the launcher drops every capability before the command runs.
+			attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+			attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 			attr.GidMappingsEnableSetgroups = false
 		}
 	}
@@ -60,14 +62,12 @@ func probeIsolation(exe string) string {
 	cmd.Env = []string{}
 	isolate(cmd, true)
 	err := cmd.Run()
+	// A namespace whose /proc cannot be mounted anew is not used: the
+	// launcher's own /proc/self would be the daemon's namespace's PID 1
+	// (and go-landlock's all-threads restriction reads it).
 	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		switch ee.ExitCode() {
-		case probeOwnProc:
-			return IsolationPIDNamespace
-		case probeHostProc:
-			return IsolationPIDNamespaceHostProc
-		}
+	if errors.As(err, &ee) && ee.ExitCode() == probeOwnProc {
+		return IsolationPIDNamespace
 	}
 	return IsolationSubreaper
 }
@@ -102,7 +102,9 @@ func mountProc() error {
 // 0, 1 and 2 for what it starts.
 func prepare() error {
 	if os.Getpid() == 1 {
-		_ = mountProc() // IsolationPIDNamespaceHostProc when it fails
+		if err := mountProc(); err != nil {
+			return err // the probe said it works; refuse rather than run half-isolated
+		}
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", err)
