@@ -122,7 +122,20 @@ func TestSandboxEscapeSuiteSurvivorsDescriptorsPorts(t *testing.T) {
 	attacks["procs"] = `ls /proc | grep -c '^[0-9]'`
 	attacks["nats"] = natsAttack(natsPort)
 	attacks["web_port"] = `python3 -c 'import socket; socket.create_connection(("127.0.0.1", 443), 2)' 2>&1 | tail -1`
+	// Another chat's reminders are in the data dir now, out of reach.
+	const reminder = "OTHER-CHAT-REMINDER-27182818"
+	jobs := filepath.Join(e.home, ".nanobot", "cron", "jobs.json")
+	if err := os.MkdirAll(filepath.Dir(jobs), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(jobs, []byte(`{"version": 1, "jobs": [{"message": "`+reminder+`"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	attacks["cron_read"] = `cat ~/.nanobot/cron/jobs.json ../cron/jobs.json cron/jobs.json 2>&1 | rev`
 	results, out := e.runTools(t, attacks, nil)
+	if strings.Contains(reverse(results["cron_read"]), reminder) {
+		t.Errorf("a command read another chat's reminders:\n%s", results["cron_read"])
+	}
 	if left := liveSleepers(base, 5); len(left) > 0 {
 		t.Errorf("processes outlived their call and the binary: %v\n%s", left, out)
 	}
