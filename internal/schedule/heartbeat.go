@@ -61,7 +61,8 @@ type HeartbeatConfig struct {
 	Interval time.Duration
 	// File is HEARTBEAT.md in the workspace.
 	File string
-	// StatePath keeps the last decisions: <workspace>/heartbeat/state.json.
+	// StatePath keeps the last decisions: <data dir>/heartbeat/state.json,
+	// outside the workspace (docs/schedule.md#where-jobs-live).
 	StatePath string
 	// Route is the model route for decisions ("" is the default route).
 	Route string
