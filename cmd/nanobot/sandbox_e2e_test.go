@@ -244,8 +244,10 @@ func TestSandboxEscapeSuiteFailsWithSandboxOff(t *testing.T) {
 }
 
 // TestSandboxKeepsWhatUsersNeed: under the sandbox, ls, git, python3
-// scripts, curl to a local server, a skill's script and exposed paths work;
-// with network: false, curl is refused where the kernel has TCP rules.
+// scripts, curl to a local server whose port the user lists in
+// tools.exec.connect_ports, a skill's script and exposed paths work; with
+// network: false, curl is refused where the kernel has TCP rules. (An
+// unlisted port is refused since the connect rules: docs/tools.md#network.)
 func TestSandboxKeepsWhatUsersNeed(t *testing.T) {
 	if sandbox.ABI() < 1 {
 		t.Skip("this kernel has no Landlock")
@@ -256,7 +258,8 @@ func TestSandboxKeepsWhatUsersNeed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ro, "gh.yml"), []byte("exposed-ro-content"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	expose := fmt.Sprintf("[{path: %s, mode: ro}, {path: %s, mode: rw}]", ro, rw)
+	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
+	expose := fmt.Sprintf("[{path: %s, mode: ro}, {path: %s, mode: rw}]\n    connect_ports: [%s]", ro, rw, port)
 	for _, network := range []bool{true, false} {
 		t.Run(fmt.Sprintf("network=%v", network), func(t *testing.T) {
 			e := escapeHome(t, "required", network, expose)

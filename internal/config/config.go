@@ -303,6 +303,10 @@ type ExecConfig struct {
 	// Network lets confined commands use TCP; false denies it where the
 	// kernel's Landlock has TCP rules (ABI 4).
 	Network bool `mapstructure:"network"`
+	// ConnectPorts are TCP ports confined commands may connect to besides
+	// 80 and 443 when Network is true (Landlock ABI 4); the daemon's own
+	// ports (gateway.listen, NATS) are refused unless listed here.
+	ConnectPorts []int `mapstructure:"connect_ports"`
 	// Expose are paths outside the workspace confined commands may reach
 	// (e.g. ~/.config/gh for the github skill).
 	Expose []ExposeConfig `mapstructure:"expose"`

@@ -113,6 +113,7 @@ var defaults = map[string]any{
 	"tools.exec.deny_patterns":    []string{},
 	"tools.exec.sandbox":          ExecSandboxAuto,
 	"tools.exec.network":          true,
+	"tools.exec.connect_ports":    []any{},
 	"tools.exec.expose":           []any{},
 	"tools.web.search_provider":   "duckduckgo",
 	"tools.web.brave_api_key":     "",

@@ -386,6 +386,11 @@ func (c *Config) validateTools(p *checker) {
 		}
 	}
 	p.oneOf("tools.exec.sandbox", e.Sandbox, ExecSandboxAuto, ExecSandboxRequired, ExecSandboxOff)
+	for i, port := range e.ConnectPorts {
+		if port < 1 || port > 65535 {
+			p.add(fmt.Sprintf("tools.exec.connect_ports[%d]", i), "is %d; a TCP port is 1 to 65535", port)
+		}
+	}
 	for i, x := range e.Expose {
 		key := fmt.Sprintf("tools.exec.expose[%d]", i)
 		if x.Path == "" {

@@ -399,6 +399,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 			g.log.Error("close", zap.Error(err))
 		}
 	}()
+	if err := g.migrateJobs(); err != nil {
+		return err
+	}
 	ln := g.opts.Listener
 	if ln == nil {
 		var err error

@@ -2,8 +2,12 @@ package daemon
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -49,19 +53,89 @@ func execSandbox(cfg *config.Config, dataDir string, opts *tools.ExecOptions, lo
 	if err != nil {
 		return err
 	}
+	policy.ConnectPorts = connectPorts(cfg)
 	l, err := sandbox.NewLauncher(policy)
 	if err != nil {
 		return err
 	}
 	opts.Confiner = l
-	log.Info("exec: commands run in the Landlock sandbox", zap.Int("landlock_abi", st.ABI),
-		zap.Bool("network", cfg.Tools.Exec.Network), zap.Int("exposed", len(expose)))
+	fields := []zap.Field{zap.Int("landlock_abi", st.ABI), zap.Bool("network", cfg.Tools.Exec.Network),
+		zap.Int("exposed", len(expose)), zap.String("processes", l.Isolation())}
+	if cfg.Tools.Exec.Network && st.ABI >= 4 {
+		fields = append(fields, zap.Any("connect_ports", policy.ConnectPorts))
+	}
+	log.Info("exec: commands run in the Landlock sandbox", fields...)
+	if cfg.Tools.Exec.Network && st.ABI < 4 {
+		log.Warn("this kernel's Landlock has no TCP rules (ABI 4, Linux 6.7): commands may connect to any port, "+
+			"the daemon's own on loopback too (gateway, NATS)", zap.Int("landlock_abi", st.ABI))
+	}
+	if l.Isolation() == sandbox.IsolationSubreaper {
+		log.Warn("exec: no PID namespace for commands (user namespaces off, or RestrictNamespaces): a command's "+
+			"processes are stopped by the launcher, but one killed with the daemon (kill -9) may survive it",
+			zap.String("processes", l.Isolation()))
+	}
 	return nil
+}
+
+// webPorts are the TCP ports confined commands may connect to with
+// tools.exec.network on: the web's, so that curl, git, pip and npm work.
+var webPorts = []int{80, 443}
+
+// connectPorts are the ports of webPorts and tools.exec.connect_ports,
+// less the daemon's own services (gateway.listen, the NATS servers of
+// bus.nats.url) unless the user listed them in connect_ports: Landlock
+// cannot tell loopback from a remote host, so a web port the gateway
+// itself listens on would open the gateway to commands.
+func connectPorts(cfg *config.Config) []uint16 {
+	own := daemonPorts(cfg)
+	var out []uint16
+	add := func(p int) {
+		if p > 0 && p < 65536 && !slices.Contains(out, uint16(p)) {
+			out = append(out, uint16(p))
+		}
+	}
+	for _, p := range webPorts {
+		if !slices.Contains(own, p) {
+			add(p)
+		}
+	}
+	for _, p := range cfg.Tools.Exec.ConnectPorts {
+		add(p)
+	}
+	return out
+}
+
+// daemonPorts are the TCP ports of the services the daemon runs or uses
+// on this machine or another: the gateway's listener and NATS.
+func daemonPorts(cfg *config.Config) []int {
+	var out []int
+	if _, p, err := net.SplitHostPort(cfg.Gateway.Listen); err == nil {
+		if n, err := strconv.Atoi(p); err == nil {
+			out = append(out, n)
+		}
+	}
+	if cfg.Bus.Backend == "nats" || cfg.Bus.NATS.URL != "" {
+		for _, raw := range strings.Split(cfg.Bus.NATS.URL, ",") {
+			u, err := url.Parse(strings.TrimSpace(raw))
+			if err != nil || u.Host == "" {
+				continue
+			}
+			port := u.Port()
+			if port == "" {
+				port = "4222" // the NATS default
+			}
+			if n, err := strconv.Atoi(port); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // dataFiles are the names the daemon keeps (or may keep) in the data dir;
 // they are protected even before they exist.
-var dataFiles = []string{"config.yaml", WebTokenFile, webConversationsFile, PairingFile, "sessions", "telegram-updates.json", discord.CursorFile}
+var dataFiles = []string{"config.yaml", WebTokenFile, webConversationsFile, PairingFile, "sessions", "telegram-updates.json",
+	discord.CursorFile, filepath.Dir(CronJobsFile), filepath.Dir(HeartbeatStateFile)}
 
 // protectedPaths are what no command may reach, whatever the sandbox grants
 // around them: the data dir (config, web token, pairing, journals,

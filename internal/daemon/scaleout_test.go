@@ -224,7 +224,7 @@ func ranOnce(t *testing.T, base, w *gw, what string) {
 	}
 	want := "ran Scheduled job " + j.ID
 	base.tg.Wait(t, "the "+what+" job's run", func() bool { return slices.Contains(base.tg.Visible(owner), want) })
-	jobs := filepath.Join(base.cfg.Agents.Workspace, "cron", "jobs.json")
+	jobs := filepath.Join(base.home, CronJobsFile)
 	base.waitUntil("the "+what+" job to leave the jobs file", func() bool {
 		data, err := os.ReadFile(jobs)
 		return err == nil && !strings.Contains(string(data), j.ID)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,8 +13,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
+	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/web"
 )
@@ -29,7 +32,6 @@ type scheduler interface {
 // chat app to reach. With NATS every agent process builds them, and the one
 // holding the scheduler lease runs them (docs/scale-out.md).
 func (g *Gateway) buildSchedule() error {
-	ws := g.cfg.Agents.Workspace
 	cron := g.newCron()
 	if err := g.core.Tools.Register(cron.Tool(g.runsChannel)); err != nil {
 		return fmt.Errorf("register tool cron: %w", err)
@@ -39,7 +41,7 @@ func (g *Gateway) buildSchedule() error {
 	if hb := g.cfg.Gateway.Heartbeat; hb.Enabled {
 		g.schedulers = append(g.schedulers, schedule.NewHeartbeat(schedule.HeartbeatConfig{
 			Interval:  hb.Interval,
-			StatePath: filepath.Join(ws, "heartbeat", "state.json"),
+			StatePath: filepath.Join(g.opts.DataDir, HeartbeatStateFile),
 		}, schedule.HeartbeatDeps{
 			Workspace: g.core.files, Model: g.core.Router, Bus: g.core.Pub, Sessions: g.core.Sessions, Target: g.chatOfSession,
 		}, g.log.Named("heartbeat")))
@@ -51,16 +53,97 @@ func (g *Gateway) buildSchedule() error {
 	return nil
 }
 
-// newCron returns the jobs of the shared workspace. With NATS, other
-// processes change the jobs file too (a worker's cron tool, the control
-// panel of the channels process), so the scheduler looks at it as often as
-// the leader renews its lease.
+// State files of the schedule, in the data dir: what decides who gets a
+// message must not be where a command can write it
+// (docs/schedule.md#where-jobs-live). With NATS the agent processes share
+// the data dir's cron/ (docs/scale-out.md).
+const (
+	CronJobsFile       = "cron/jobs.json"
+	HeartbeatStateFile = "heartbeat/state.json"
+)
+
+// newCron returns the jobs of the data dir. With NATS, other processes
+// change the jobs file too (a worker's cron tool, the control panel of the
+// channels process), so the scheduler looks at it as often as the leader
+// renews its lease.
 func (g *Gateway) newCron() *schedule.Cron {
-	cfg := schedule.CronConfig{Path: filepath.Join(g.cfg.Agents.Workspace, "cron", "jobs.json")}
+	cfg := schedule.CronConfig{Path: filepath.Join(g.opts.DataDir, CronJobsFile)}
 	if g.core.NATS != nil {
 		cfg.Watch = g.cfg.Bus.NATS.LeaseTTL / 3
 	}
 	return schedule.NewCron(cfg, schedule.CronDeps{Bus: g.core.Pub}, g.log.Named("cron"))
+}
+
+// migrateJobs moves the jobs of an old <workspace>/cron/jobs.json into the
+// data dir, once, each checked as the cron tool checks a new one
+// (schedule.Cron.Migrate, with jobChat for the chat).
+func (g *Gateway) migrateJobs() error {
+	if g.cron == nil || !g.runs(RoleAgent) {
+		return nil
+	}
+	_, err := g.cron.Migrate(g.core.files, g.jobChat)
+	return err
+}
+
+// jobChat checks the chat of a job that did not come through the cron
+// tool, as if a turn of that chat had asked for it: the channel takes runs
+// here, the sender is let in by the channel's access policy (as intake
+// would let their message in), and the session key is that chat's. The
+// routing metadata (topic, thread) is taken from the session key, not from
+// the file.
+func (g *Gateway) jobChat(c schedule.Chat) (schedule.Chat, error) {
+	if !g.runsChannel(c.Channel) {
+		return c, fmt.Errorf("channel %q takes no runs here", c.Channel)
+	}
+	t, ok := g.chatOfSession(c.Key())
+	if !ok || t.Channel != c.Channel || t.ChatID != c.ChatID {
+		return c, fmt.Errorf("session key %q is not the session of chat %s:%s", c.Key(), c.Channel, c.ChatID)
+	}
+	if err := g.senderAllowed(c.Channel, c.SenderID); err != nil {
+		return c, err
+	}
+	meta := maps.Clone(c.Metadata)
+	for _, k := range []string{telegram.MetaThreadID, "thread_id", "parent_id"} {
+		delete(meta, k)
+	}
+	if meta == nil && len(t.Metadata) > 0 {
+		meta = map[string]string{}
+	}
+	maps.Copy(meta, t.Metadata)
+	c.SessionKey, c.Metadata = t.SessionKey, meta
+	return c, nil
+}
+
+// senderAllowed applies the channel's access policy to a job's sender. The
+// web page has no senders: whoever holds its token owns its conversations.
+func (g *Gateway) senderAllowed(channel, sender string) error {
+	var acc config.Access
+	switch channel {
+	case telegram.Name:
+		acc = g.cfg.Channels.Telegram.Access
+	case discord.Name:
+		acc = g.cfg.Channels.Discord.Access
+	case web.Channel:
+		return nil
+	default:
+		return fmt.Errorf("channel %q has no access policy to check", channel)
+	}
+	pairing := g.pairing
+	if pairing == nil { // an agent worker: the channels process holds the store
+		pairing = channels.NewPairingStore(filepath.Join(g.opts.DataDir, PairingFile))
+	}
+	a, err := channels.NewAccess(channel, acc, pairing)
+	if err != nil {
+		return err
+	}
+	ok, err := a.Allowed(channels.Sender{ID: sender})
+	switch {
+	case err != nil:
+		return fmt.Errorf("access of sender %q: %w", sender, err)
+	case !ok || sender == "":
+		return fmt.Errorf("sender %q is not let in by channels.%s's access policy", sender, channel)
+	}
+	return nil
 }
 
 // runSchedule starts the schedulers with the channels: they stop taking

@@ -23,7 +23,8 @@ func TestGatewayDeliversAMissedReminderAndOffersTheNewTools(t *testing.T) {
 	tg, script, ws := g.tg, g.script, g.cfg.Agents.Workspace
 	script.Push(fakellm.Reply{Text: "Sorry, this is late: call mom!"})
 
-	// A one-time job for the owner's chat fell due while the gateway was down.
+	// A one-time job for the owner's chat fell due while an old version
+	// (jobs in the workspace) was down: migrated at start, it runs.
 	jobs := fmt.Sprintf(`{"version": 1, "jobs": [{"id": "0badcafe", "message": "Remind the user to call mom.",
   "schedule": {"kind": "at", "at": "2025-01-01T12:00:00Z"},
   "chat": {"channel": "telegram", "chat_id": "%d", "sender_id": "%d", "session_key": "telegram:%d", "metadata": {"chat_type": "private"}},
@@ -58,7 +59,7 @@ func TestGatewayDeliversAMissedReminderAndOffersTheNewTools(t *testing.T) {
 	}
 	// The late job was removed once its run was recorded; the new one is
 	// saved for this chat.
-	data, err := os.ReadFile(filepath.Join(ws, "cron", "jobs.json"))
+	data, err := os.ReadFile(filepath.Join(g.home, CronJobsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

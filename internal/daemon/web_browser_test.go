@@ -168,10 +168,10 @@ func TestWebPageInBrowser(t *testing.T) {
 	next := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
 	jobs := `{"version": 1, "jobs": [{"id": "water1", "message": "water the plants", "schedule": {"kind": "every", "every": "24h0m0s"}, ` +
 		`"chat": {"channel": "telegram", "chat_id": "100", "session_key": "telegram:100"}, "created_at": "` + next + `", "next_run": "` + next + `"}]}`
-	if err := os.MkdirAll(filepath.Join(g.home, "workspace", "cron"), 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Join(g.home, "cron"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(g.home, "workspace", "cron", "jobs.json"), []byte(jobs), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(g.home, CronJobsFile), []byte(jobs), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	g.start()
@@ -384,7 +384,7 @@ func TestWebPageInBrowser(t *testing.T) {
 	b.do("remove the job", chromedp.Click(chromedp.CSS(`button.remove[data-id="water1"]`)))
 	b.until("no jobs", `document.querySelector('#panel-body').textContent.includes('No scheduled jobs')`)
 	g.waitUntil("the job gone from jobs.json", func() bool {
-		data, _ := os.ReadFile(filepath.Join(g.home, "workspace", "cron", "jobs.json"))
+		data, _ := os.ReadFile(filepath.Join(g.home, CronJobsFile))
 		return !strings.Contains(string(data), "water1")
 	})
 

@@ -101,7 +101,7 @@ func TestWebConversationSchedulesJobs(t *testing.T) {
 	)
 	c.call("POST", "/api/chats/"+chat.ID+"/messages", `{"text":"ask me about the plants every day"}`, nil)
 	g.waitUntil("the job in jobs.json", func() bool {
-		data, _ := os.ReadFile(filepath.Join(g.home, "workspace", "cron", "jobs.json"))
+		data, _ := os.ReadFile(filepath.Join(g.home, CronJobsFile))
 		return strings.Contains(string(data), `"session_key": "web:`+chat.ID+`"`) || strings.Contains(string(data), `"chat_id": "`+chat.ID+`"`)
 	})
 	g.waitUntil("the answer stored", func() bool {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -22,33 +21,39 @@ func kernelABI() int {
 	return v
 }
 
-// restrictAndExec applies p to this process and replaces it with path.
-// It never runs a command unconfined: without Landlock it fails.
-func restrictAndExec(p Policy, path string, argv, env []string) error {
+// restrictAndRun applies p to this process and runs path under its
+// supervision (supervise), returning the exit status. It never runs a
+// command unconfined: without Landlock it fails.
+func restrictAndRun(p Policy, path string, argv, env []string) (int, error) {
 	abi := kernelABI()
 	if abi < 1 {
-		return errors.New("this kernel has no Landlock; refusing to run the command unconfined")
+		return 0, errors.New("this kernel has no Landlock; refusing to run the command unconfined")
+	}
+	// Capabilities and the Landlock domain are per thread: set them up on
+	// the thread that forks the command (it inherits that thread's).
+	runtime.LockOSThread()
+	if err := prepare(); err != nil {
+		return 0, err
 	}
 	cfg := landlock.V11.BestEffort()
-	if p.Network {
-		cfg.HandledAccessNet = 0 // no TCP (or, from ABI 10, UDP) rule at all
-	}
 	var rules []landlock.Rule
 	for _, g := range p.Grants() {
 		rules = append(rules, rule(g, abi))
 	}
-	// Capabilities are per thread: drop them on the thread that execs.
-	runtime.LockOSThread()
+	if p.Network {
+		// Connect only to the chosen TCP ports; bind, and UDP, stay free.
+		cfg.HandledAccessNet = landlock.AccessNetSet(llsys.AccessNetConnectTCP)
+		for _, port := range p.ConnectPorts {
+			rules = append(rules, landlock.ConnectTCP(port))
+		}
+	}
 	if err := dropCapabilities(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := cfg.Restrict(rules...); err != nil {
-		return fmt.Errorf("landlock: %w", err)
+		return 0, fmt.Errorf("landlock: %w", err)
 	}
-	if err := syscall.Exec(path, argv, env); err != nil {
-		return fmt.Errorf("exec %s: %w", path, err)
-	}
-	return nil
+	return supervise(path, argv, env), nil
 }
 
 // dropCapabilities empties the bounding and ambient capability sets, so

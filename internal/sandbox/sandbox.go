@@ -154,6 +154,9 @@ type Policy struct {
 	// Network allows TCP; false denies bind and connect where the
 	// kernel's Landlock has TCP rules (ABI 4).
 	Network bool `json:"net"`
+	// ConnectPorts are the TCP ports a command may connect to when
+	// Network is set (Landlock ABI 4; older kernels allow every port).
+	ConnectPorts []uint16 `json:"ports,omitempty"`
 }
 
 // SystemReadOnly are the system directories a command needs to run
@@ -247,22 +250,50 @@ func realPath(p string) (string, error) {
 	return real, nil
 }
 
+// Isolation levels of a launcher: how completely a command's processes are
+// contained (docs/tools.md#processes).
+const (
+	// IsolationPIDNamespace: the launcher is PID 1 of a PID namespace of
+	// its own with a /proc of its own. The command sees only its own
+	// processes, and when the launcher ends the kernel kills every process
+	// left in the namespace, however it detached (setsid, double fork).
+	IsolationPIDNamespace = "pid namespace"
+	// IsolationSubreaper: no namespace could be made, or no /proc mounted
+	// in it (RestrictNamespaces, user namespaces off, a unit's
+	// ProtectProc or a container's masked /proc); the launcher is a child subreaper: orphans
+	// re-parent to it, and it kills every descendant when the command ends
+	// or it is told to stop. A daemon killed with -9 leaves them (the
+	// systemd unit's cgroup still ends them on stop).
+	IsolationSubreaper = "subreaper"
+)
+
+// probeArg, after LauncherArg, makes the launcher report what its
+// namespace allows instead of running a command.
+const probeArg = "--probe"
+
 // Launcher starts commands under a Policy through the launcher sub-command.
 type Launcher struct {
-	exe    string
-	policy Policy
+	exe       string
+	policy    Policy
+	isolation string
 }
 
 // NewLauncher returns a launcher for policy. The launcher program is this
 // executable (os.Executable): the nanobot binary in production, the test
-// binary in tests (whose TestMain calls MaybeLaunch).
+// binary in tests (whose TestMain calls MaybeLaunch). It starts the
+// launcher once to learn which isolation this kernel and service manager
+// allow (Isolation).
 func NewLauncher(policy Policy) (*Launcher, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: find the launcher (os.Executable): %w", err)
 	}
-	return &Launcher{exe: exe, policy: policy}, nil
+	return &Launcher{exe: exe, policy: policy, isolation: probeIsolation(exe)}, nil
 }
+
+// Isolation says how a command's processes are contained:
+// IsolationPIDNamespace or IsolationSubreaper (docs/tools.md#processes).
+func (l *Launcher) Isolation() string { return l.isolation }
 
 // Command returns a command that runs argv in dir with env, confined. Each
 // command gets a private temporary directory (TMPDIR), which cleanup
@@ -283,6 +314,7 @@ func (l *Launcher) Command(dir string, env []string, argv ...string) (cmd *exec.
 	cmd = exec.Command(l.exe, append([]string{LauncherArg, string(spec)}, argv...)...)
 	cmd.Dir = dir
 	cmd.Env = append(withoutVar(env, "TMPDIR"), "TMPDIR="+tmp)
+	isolate(cmd, l.isolation != IsolationSubreaper)
 	return cmd, cleanup, nil
 }
 
@@ -306,27 +338,35 @@ func MaybeLaunch() {
 }
 
 // Main is the launcher: args are the policy as JSON, then the command.
-// It applies the policy and execs the command, so it returns only on
-// failure, with exit status 126 (a shell's "cannot execute").
+// It applies the policy, runs the command and stops every process the
+// command left when it ends (docs/tools.md#processes); it returns the
+// command's exit status, or 126 (a shell's "cannot execute") when it could
+// not run it.
 func Main(args []string) int {
-	err := launch(args)
-	fmt.Fprintf(os.Stderr, "nanobot sandbox: %v\n", err)
-	return 126
+	if len(args) == 1 && args[0] == probeArg {
+		return probe()
+	}
+	code, err := launch(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nanobot sandbox: %v\n", err)
+		return 126
+	}
+	return code
 }
 
-func launch(args []string) error {
+func launch(args []string) (int, error) {
 	if len(args) < 2 {
-		return fmt.Errorf("usage: nanobot %s POLICY-JSON COMMAND [ARG...]", LauncherArg)
+		return 0, fmt.Errorf("usage: nanobot %s POLICY-JSON COMMAND [ARG...]", LauncherArg)
 	}
 	var p Policy
 	if err := json.Unmarshal([]byte(args[0]), &p); err != nil {
-		return fmt.Errorf("policy: %w", err)
+		return 0, fmt.Errorf("policy: %w", err)
 	}
 	path, err := exec.LookPath(args[1])
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return restrictAndExec(p, path, args[1:], os.Environ())
+	return restrictAndRun(p, path, args[1:], os.Environ())
 }
 
 // Grant is one Landlock rule after carving: a hierarchy (or a single file)

@@ -47,7 +47,8 @@ func Scheduled(meta map[string]string) bool {
 // bounds (they protect the daemon from a model that schedules too much);
 // zero takes the constant in brackets, and tests set their own.
 type CronConfig struct {
-	// Path is the jobs file: <workspace>/cron/jobs.json.
+	// Path is the jobs file: <data dir>/cron/jobs.json, outside the
+	// workspace, where no command can forge it (Migrate moves an old one).
 	Path string
 	// MaxJobsPerChat bounds the jobs one chat may have
 	// [DefaultMaxJobsPerChat].

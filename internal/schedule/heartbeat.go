@@ -60,7 +60,8 @@ func PlainTarget(key string) (Target, bool) {
 type HeartbeatConfig struct {
 	// Interval between checks (gateway.heartbeat.interval), taken as given.
 	Interval time.Duration
-	// StatePath keeps the last decisions: <workspace>/heartbeat/state.json.
+	// StatePath keeps the last decisions: <data dir>/heartbeat/state.json,
+	// outside the workspace (docs/schedule.md#where-jobs-live).
 	StatePath string
 	// Route is the model route for decisions ("" is the default route).
 	Route string

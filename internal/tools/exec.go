@@ -26,6 +26,10 @@ import (
 // the pipe open that long; its output is abandoned.
 const drainGrace = 2 * time.Second
 
+// stopGrace bounds how long a confined command's launcher may take to kill
+// the command's processes when asked; then its process group is killed.
+const stopGrace = 2 * time.Second
+
 // ExecOptions are what exec needs besides its configuration.
 type ExecOptions struct {
 	// Secrets are values (API keys, bot tokens from the config) that must not
@@ -204,9 +208,10 @@ func (e *Exec) run(ctx context.Context, command, dir string) (Result, error) {
 
 	timer := time.NewTimer(e.timeout)
 	defer timer.Stop()
-	stopped := ""
+	stopped, exited := "", false
 	select {
 	case <-waitDone:
+		exited = true
 	case <-timer.C:
 		stopped = fmt.Sprintf("timed out after %s", e.timeout)
 	case <-ctx.Done():
@@ -218,10 +223,27 @@ func (e *Exec) run(ctx context.Context, command, dir string) (Result, error) {
 			stopped = fmt.Sprintf("timed out after %s", time.Since(start).Round(time.Millisecond))
 		}
 	}
+	if !exited && e.confiner != nil {
+		// The launcher kills the whole tree, also what left the process
+		// group (docs/tools.md#processes); the group's SIGKILL below is
+		// the last resort should it not answer.
+		if err := askToStop(cmd.Process.Pid); err != nil {
+			logging.From(ctx, e.log).Warn("exec: stop the launcher", zap.Int("pid", cmd.Process.Pid), zap.Error(err))
+		}
+		grace := time.NewTimer(stopGrace)
+		select {
+		case <-waitDone:
+			exited = true
+		case <-grace.C:
+		}
+		grace.Stop()
+	}
+	// After a normal exit the launcher has already killed what the command
+	// left (confined); unconfined, this stops what stayed in the group.
 	if err := killProcessGroup(cmd.Process.Pid); err != nil {
 		logging.From(ctx, e.log).Warn("exec: kill process group", zap.Int("pgid", cmd.Process.Pid), zap.Error(err))
 	}
-	if stopped != "" {
+	if !exited {
 		<-waitDone
 	}
 	_ = pr.SetReadDeadline(time.Now().Add(drainGrace))

@@ -14,4 +14,6 @@ func setProcessGroup(*exec.Cmd) {}
 
 func killProcessGroup(int) error { return errNoProcessGroups }
 
+func askToStop(int) error { return errNoProcessGroups }
+
 func exitStatus(ps *os.ProcessState) string { return fmt.Sprintf("exit code %d", ps.ExitCode()) }

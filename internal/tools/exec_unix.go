@@ -13,9 +13,23 @@ import (
 func processGroupsSupported() error { return nil }
 
 // setProcessGroup makes the command the leader of a new process group, so
-// that it and every process it starts can be killed together.
+// that it and every process it starts can be killed together. It keeps
+// what the Confiner set (namespaces, the parent-death signal).
 func setProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+}
+
+// askToStop sends SIGTERM to the launcher alone: it kills every process
+// the command started, also those that left the process group, and exits.
+func askToStop(pid int) error {
+	err := syscall.Kill(pid, syscall.SIGTERM)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
 }
 
 // killProcessGroup sends SIGKILL to every process in the group pgid. A group
