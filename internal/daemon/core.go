@@ -39,6 +39,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/usage"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
@@ -68,10 +69,16 @@ type Core struct {
 	Metrics *metrics.Metrics
 	// ModelHealth is the outcome of the last model call, for /readyz.
 	ModelHealth *health.ModelHealth
-	// usage counts tokens per model for the web control panel.
-	usage *usageTally
-	root  *workspace.Root
-	log   *zap.Logger
+	// Usage is the usage ledger: every model call, whoever made it, with
+	// its tokens and cost (docs/usage.md). /usage, the panel, the CLI and
+	// the metrics all read it.
+	Usage *usage.Ledger
+	// Budget admits new model calls against budget: (nil-safe).
+	Budget *usage.Budget
+	// warnings carry the budget's warnings to the owner's chat.
+	warnings *ownerWarnings
+	root     *workspace.Root
+	log      *zap.Logger
 }
 
 // Options are what the command line adds to the configuration.
@@ -146,10 +153,11 @@ func checkRole(cfg *config.Config, role string) error {
 	return fmt.Errorf("--role: must be one of all, channels, agent, got %q", role)
 }
 
-// Build builds the core from cfg. Its only I/O is making sure the workspace
+// Build builds the core from cfg. Its only I/O is opening the usage ledger
+// (one line per past day and today's records), making sure the workspace
 // exists (installing the template when onboard was skipped, never
 // overwriting) and opening it for the file tools.
-func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
+func Build(cfg *config.Config, opts Options, log *zap.Logger) (_ *Core, err error) {
 	if err := checkRole(cfg, opts.Role); err != nil {
 		return nil, err
 	}
@@ -173,9 +181,21 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	for name, pc := range cfg.Providers {
 		maxRetries[name] = pc.MaxRetries
 	}
+	m := metrics.New(metrics.BuildInfo{Version: opts.Version, GoVersion: runtime.Version()})
+	warnings := newOwnerWarnings(cfg, log.Named("usage"))
+	ledger, budget, err := openUsage(cfg, m, warnings, log.Named("usage"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = ledger.Close()
+		}
+	}()
 	router := provider.NewRouter(providers, provider.Options{
 		Default: cfg.Agents.Model, DefaultFallbacks: cfg.Agents.Fallbacks, Routes: routes,
 		ContextWindow: cfg.Agents.ContextWindow, MaxRetries: maxRetries,
+		Usage: ledger, Budget: budget,
 	}, log.Named("router"))
 
 	ws := cfg.Agents.Workspace
@@ -195,7 +215,6 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	// Tool output is redacted against the secrets as they are at each call:
 	// the web token may be rotated while the daemon runs.
 	redact := logging.NewSecrets(cfg.Secrets(), SecretFiles(cfg, opts.DataDir)).Redact
-	m := metrics.New(metrics.BuildInfo{Version: opts.Version, GoVersion: runtime.Version()})
 	m.WatchQueues(b.InboundLen, b.OutboundLen)
 	var pub Publisher = b
 	var store Sessions
@@ -206,10 +225,10 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		pub = nb
 		m.WatchNATS(opts.Role, nb.Held, nb.Healthy)
 	}
+	warnings.pub = pub
 	store = newSessions(cfg, nb, log.Named("session"))
 	m.WatchSessions(store.Cached, store.CachedBytes)
 	modelHealth := &health.ModelHealth{}
-	usage := newUsageTally(time.Now)
 	regOpts := tools.RegistryLimits(cfg.Agents)
 	regOpts.Redact, regOpts.Observer = redact, m
 	reg := tools.NewRegistry(regOpts, log.Named("tools"))
@@ -221,7 +240,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	statusLines := func() []string { return append(modelStatus(modelHealth), mcpServers.StatusLines()...) }
 	consolidator := memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))
 	ag := agent.New(agentconfig.From(cfg, opts.Version), agent.Deps{
-		Model:    observedModel{Model: router, metrics: m, health: modelHealth, usage: usage},
+		Model:    observedModel{Model: router, metrics: m, health: modelHealth},
 		Sessions: store, Tools: reg, Out: pub, StatusLines: statusLines, Redact: redact, Observer: m,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
 			Skills: skills.Loader{Builtin: builtin.FS()}},
@@ -230,13 +249,14 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		SubagentTools: reg.Without("message", agent.SpawnToolName, "cron"),
 		In:            pub,
 		Commands:      opts.commands,
+		Budget:        budget,
 	}, log.Named("agent"))
 	if err := reg.Register(ag.SpawnTool()); err != nil {
 		_ = root.Close()
 		return nil, fmt.Errorf("register tool spawn: %w", err)
 	}
 	return &Core{Config: cfg, Bus: b, Pub: pub, NATS: nb, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
-		Metrics: m, ModelHealth: modelHealth, usage: usage, root: root, log: log}, nil
+		Metrics: m, ModelHealth: modelHealth, Usage: ledger, Budget: budget, warnings: warnings, root: root, log: log}, nil
 }
 
 // modelProvider is a provider adapter: it streams turns for the router and
@@ -304,5 +324,5 @@ func (c *Core) Close() error {
 	if err := c.Tools.Wait(ctx); err != nil {
 		c.log.Warn("tool calls still running at shutdown", zap.Error(err))
 	}
-	return errors.Join(c.Sessions.Close(), c.root.Close())
+	return errors.Join(c.Sessions.Close(), c.Usage.Close(), c.root.Close())
 }
