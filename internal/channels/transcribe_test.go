@@ -107,4 +107,6 @@ type testMeter struct {
 	budget *usage.Budget
 }
 
-func (m testMeter) Admit(ctx context.Context) (context.Context, usage.Decision) { return m.budget.Admit(ctx) }
+func (m testMeter) Admit(ctx context.Context) (context.Context, usage.Decision) {
+	return m.budget.Admit(ctx)
+}

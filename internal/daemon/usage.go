@@ -208,7 +208,6 @@ func liftBudget(b *usage.Budget) string {
 	return "✅ The budget is lifted until " + until.Format("15:04 MST") + " (midnight): model calls run past today's limits until then."
 }
 
-
 // budgetCommand answers /budget and /budget lift (internal/commands).
 type budgetCommand struct {
 	core  *Core

@@ -16,8 +16,8 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/llm"
-	"github.com/nanobot-go/nanobot/internal/usage"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 // Model is what the heartbeat needs from the provider router: one call.
