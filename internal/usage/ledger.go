@@ -86,6 +86,10 @@ type Ledger struct {
 	// on the first query that needs them: a start reads a year's file
 	// without decoding it.
 	lazy    map[string][]span
+	// seqs are the NATS stream sequences of the records read at start
+	// (today's and unsealed days'), so a replay after a crash does not
+	// count them twice (HasSeq).
+	seqs map[uint64]bool
 	cur     *os.File // today's detail file, opened on the first record
 	curDate string
 	dirty   bool
@@ -124,7 +128,7 @@ func Open(dir string, opts Options) (*Ledger, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("usage ledger %s: %w", dir, err)
 	}
-	l := &Ledger{dir: dir, opts: opts, days: map[string]dayAgg{}, sealed: map[string]bool{}, lazy: map[string][]span{}}
+	l := &Ledger{dir: dir, opts: opts, days: map[string]dayAgg{}, sealed: map[string]bool{}, lazy: map[string][]span{}, seqs: map[uint64]bool{}}
 	if err := l.load(); err != nil {
 		return nil, err
 	}
@@ -139,6 +143,17 @@ func (l *Ledger) OnRecord(fn func(Record)) {
 	l.hooks = append(l.hooks, fn)
 }
 
+// HasSeq reports whether a record of stream sequence seq was read at
+// start (usagejs dedupes its replay after a crash with it).
+func (l *Ledger) HasSeq(seq uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seqs[seq]
+}
+
+// Dir is where the ledger lives.
+func (l *Ledger) Dir() string { return l.dir }
+
 // Location is the time zone of the ledger's days.
 func (l *Ledger) Location() *time.Location { return l.opts.Location }
 
@@ -150,8 +165,17 @@ func (l *Ledger) date(t time.Time) string { return t.In(l.opts.Location).Format(
 // Record prices r, writes it (one write to today's detail file) and counts
 // it. A record dated before today (a slow call that began yesterday, or a
 // worker's clock) is counted on its own day.
-func (l *Ledger) Record(_ context.Context, r Record) error {
-	r = l.prepare(r)
+func (l *Ledger) Record(ctx context.Context, r Record) error {
+	return l.Apply(ctx, l.Prepare(r))
+}
+
+// Prepare fills what a caller may leave out of r (time, origin, outcome)
+// and prices it, as Record does before it writes.
+func (l *Ledger) Prepare(r Record) Record { return l.prepare(r) }
+
+// Apply writes and counts r as it is, priced already (Prepare): a record
+// another process of the NATS bus made (usagejs).
+func (l *Ledger) Apply(_ context.Context, r Record) error {
 	date := l.date(r.Time)
 	l.mu.Lock()
 	if l.closed {
@@ -523,6 +547,9 @@ func (l *Ledger) load() error {
 				return err
 			}
 			l.addLocked(date, r)
+			if r.Seq > 0 {
+				l.seqs[r.Seq] = true
+			}
 			return nil
 		}); err != nil {
 			return err
