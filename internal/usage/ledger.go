@@ -85,11 +85,11 @@ type Ledger struct {
 	// lazy are the days.jsonl lines of days older than residentDays, read
 	// on the first query that needs them: a start reads a year's file
 	// without decoding it.
-	lazy    map[string][]span
+	lazy map[string][]span
 	// seqs are the NATS stream sequences of the records read at start
 	// (today's and unsealed days'), so a replay after a crash does not
 	// count them twice (HasSeq).
-	seqs map[uint64]bool
+	seqs    map[uint64]bool
 	cur     *os.File // today's detail file, opened on the first record
 	curDate string
 	dirty   bool

@@ -56,9 +56,9 @@ type Shared struct {
 	setupMu sync.Mutex
 	js      jetstream.JetStream
 
-	mu      sync.Mutex
-	read    uint64 // the last stream sequence read
-	saved   uint64
+	mu    sync.Mutex
+	read  uint64 // the last stream sequence read
+	saved uint64
 }
 
 var _ usage.Recorder = (*Shared)(nil)
