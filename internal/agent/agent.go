@@ -268,6 +268,9 @@ type Deps struct {
 	// a turn, and listed by /help when answered here. Entries for other
 	// names are ignored (logged by New): the table decides who answers what.
 	Commands map[string]Command
+	// Budget admits each turn and subagent run at its first model call
+	// [every call is admitted].
+	Budget Budget
 }
 
 // Command answers a chat command outside the agent.
@@ -289,6 +292,7 @@ type Agent struct {
 	redact  func(string) string
 	log     *zap.Logger
 	obs     Observer
+	budget  Budget
 	started time.Time
 
 	// turns caps concurrent turns across sessions, fairly between direct
@@ -358,6 +362,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		now:       now,
 		log:       log,
 		obs:       obs,
+		budget:    deps.Budget,
 		started:   now(),
 		turns:     newTurnSlots(cfg.MaxConcurrentTurns, cfg.MaxGroupTurns, cfg.MaxTurnsPerGroup),
 		active:    make(map[string]*sessionQueue),

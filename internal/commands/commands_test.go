@@ -20,6 +20,7 @@ func TestTable(t *testing.T) {
 		{"/status", "Model, token use, context use and session size", AgentNow, true},
 		{"/whoami", "Show your user id (for allow lists)", Intake, true},
 		{"/web", "Get a one-time link that logs a browser into the web page", Daemon, false},
+		{"/budget [lift]", "Show today's and this month's spend against the budget", Daemon, true},
 		{"/help", "List the commands", AgentNow, true},
 	}
 	all := All()
@@ -46,7 +47,7 @@ func TestTable(t *testing.T) {
 	for _, c := range Menu() {
 		menu = append(menu, c.Name)
 	}
-	if got := strings.Join(menu, " "); got != "new stop model status whoami help" {
+	if got := strings.Join(menu, " "); got != "new stop model status whoami budget help" {
 		t.Errorf("Menu() = %s", got)
 	}
 }

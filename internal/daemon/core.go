@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/agent"
@@ -39,6 +40,8 @@ import (
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/usage"
+	"github.com/nanobot-go/nanobot/internal/usage/usagejs"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
@@ -72,11 +75,21 @@ type Core struct {
 	// with each (a missing or refused key), for /readyz, status and the
 	// setup page, which can give one a new key.
 	Providers *modelProviders
-	// usage counts tokens per model for the web control panel.
-	usage *usageTally
-	root  *workspace.Root
-	files *workspace.Files
-	log   *zap.Logger
+	// Usage is the usage ledger: every model call, whoever made it, with
+	// its tokens and cost (docs/usage.md). /usage, the panel, the CLI and
+	// the metrics all read it.
+	Usage *usage.Ledger
+	// Budget admits new model calls against budget: (nil-safe).
+	Budget *usage.Budget
+	// recorder is where model calls are recorded: Usage, or on the NATS
+	// bus usageShared, which also reads the other processes' records.
+	recorder    usage.Recorder
+	usageShared *usagejs.Shared
+	// warnings carry the budget's warnings to the owner's chat.
+	warnings *ownerWarnings
+	root     *workspace.Root
+	files    *workspace.Files
+	log      *zap.Logger
 }
 
 // Options are what the command line adds to the configuration.
@@ -151,10 +164,11 @@ func checkRole(cfg *config.Config, role string) error {
 	return fmt.Errorf("--role: must be one of all, channels, agent, got %q", role)
 }
 
-// Build builds the core from cfg. Its only I/O is making sure the workspace
+// Build builds the core from cfg. Its only I/O is opening the usage ledger
+// (one line per past day and today's records), making sure the workspace
 // exists (installing the template when onboard was skipped, never
 // overwriting) and opening it for the file tools.
-func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
+func Build(cfg *config.Config, opts Options, log *zap.Logger) (_ *Core, err error) {
 	if err := checkRole(cfg, opts.Role); err != nil {
 		return nil, err
 	}
@@ -180,9 +194,31 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	for name, pc := range cfg.Providers {
 		maxRetries[name] = pc.MaxRetries
 	}
+	m := metrics.New(metrics.BuildInfo{Version: opts.Version, GoVersion: runtime.Version()})
+	warnings := newOwnerWarnings(cfg, log.Named("usage"))
+	ledger, budget, err := openUsage(cfg, m, warnings, log.Named("usage"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = ledger.Close()
+		}
+	}()
+	// On the NATS bus every process's calls land in every ledger
+	// (usagejs); the stream rides on the bus's connection, set below.
+	var nb *natsbus.Bus
+	var recorder usage.Recorder = ledger
+	var shared *usagejs.Shared
+	if opts.Role != "" && cfg.Bus.Backend == config.BusNATS {
+		conn := natsbus.JetStreamFunc(func(ctx context.Context) (jetstream.JetStream, error) { return nb.JetStream(ctx) })
+		shared = usagejs.New(cfg.Bus.NATS, conn, ledger, workerName(opts.Role), cfg.Usage.Retention, log.Named("usage"))
+		recorder = shared
+	}
 	router := provider.NewRouter(providers, provider.Options{
 		Default: cfg.Agents.Model, DefaultFallbacks: cfg.Agents.Fallbacks, Routes: routes,
 		ContextWindow: cfg.Agents.ContextWindow, MaxRetries: maxRetries,
+		Usage: recorder, Budget: budget,
 	}, log.Named("router"))
 
 	ws := cfg.Agents.Workspace
@@ -210,21 +246,19 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	// Tool output is redacted against the secrets as they are at each call:
 	// the web token may be rotated while the daemon runs.
 	redact := logging.NewSecrets(cfg.Secrets(), SecretFiles(cfg, opts.DataDir)).Redact
-	m := metrics.New(metrics.BuildInfo{Version: opts.Version, GoVersion: runtime.Version()})
 	m.WatchQueues(b.InboundLen, b.OutboundLen)
 	var pub Publisher = b
 	var store Sessions
-	var nb *natsbus.Bus
 	if opts.Role != "" && cfg.Bus.Backend == config.BusNATS {
 		// The bus takes messages only once it runs, after store is set.
 		nb = newNATSBus(cfg, opts.Role, b, func(key string) error { return store.Forget(key) }, log)
 		pub = nb
 		m.WatchNATS(opts.Role, nb.Held, nb.Healthy)
 	}
+	warnings.pub = pub
 	store = newSessions(cfg, nb, log.Named("session"))
 	m.WatchSessions(store.Cached, store.CachedBytes)
 	modelHealth := &health.ModelHealth{}
-	usage := newUsageTally(time.Now)
 	regOpts := tools.RegistryLimits(cfg.Agents)
 	regOpts.Redact, regOpts.Observer = redact, m
 	reg := tools.NewRegistry(regOpts, log.Named("tools"))
@@ -236,7 +270,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	statusLines := func() []string { return append(modelStatus(modelHealth), mcpServers.StatusLines()...) }
 	consolidator := memory.NewConsolidator(memory.NewFiles(files), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))
 	ag := agent.New(agentconfig.From(cfg, opts.Version), agent.Deps{
-		Model:    observedModel{Model: router, metrics: m, health: modelHealth, usage: usage},
+		Model:    observedModel{Model: router, metrics: m, health: modelHealth},
 		Sessions: store, Tools: reg, Out: pub, StatusLines: statusLines, Redact: redact, Observer: m,
 		Prompt: &agent.PromptBuilder{Workspace: ws, Files: files, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
 			Skills: skills.Loader{Builtin: builtin.FS()}},
@@ -245,6 +279,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		SubagentTools: reg.Without("message", agent.SpawnToolName, "cron"),
 		In:            pub,
 		Commands:      opts.commands,
+		Budget:        budget,
 	}, log.Named("agent"))
 	if err := reg.Register(ag.SpawnTool()); err != nil {
 		_ = root.Close()
@@ -252,7 +287,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		return nil, fmt.Errorf("register tool spawn: %w", err)
 	}
 	return &Core{Config: cfg, Bus: b, Pub: pub, NATS: nb, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
-		Metrics: m, ModelHealth: modelHealth, Providers: slots, usage: usage, root: root, files: files, log: log}, nil
+		Metrics: m, ModelHealth: modelHealth, Providers: slots, Usage: ledger, Budget: budget, recorder: recorder, usageShared: shared, warnings: warnings, root: root, files: files, log: log}, nil
 }
 
 // modelProvider is a provider adapter: it streams turns for the router and
@@ -320,5 +355,5 @@ func (c *Core) Close() error {
 	if err := c.Tools.Wait(ctx); err != nil {
 		c.log.Warn("tool calls still running at shutdown", zap.Error(err))
 	}
-	return errors.Join(c.Sessions.Close(), c.root.Close(), c.files.Close())
+	return errors.Join(c.Sessions.Close(), c.Usage.Close(), c.root.Close(), c.files.Close())
 }

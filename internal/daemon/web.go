@@ -117,7 +117,7 @@ func (g *Gateway) panel() *web.Panel {
 		Workspace: cfg.Agents.Workspace,
 		Channels:  g.channelStates,
 		MCP:       g.mcpStates,
-		Usage:     g.core.usage.snapshot,
+		Usage:     panelUsage(g.core.Usage),
 		Pairing:   g.pairing,
 	}
 	if g.cron != nil {
@@ -219,6 +219,9 @@ func (l *webLinks) allowed(m bus.InboundMessage) bool {
 	}
 	if slices.Contains(list, m.SenderID) {
 		return true
+	}
+	if l.pairing == nil { // no web page built: only the lists say
+		return false
 	}
 	ok, err := l.pairing.IsApproved(m.Channel, m.SenderID)
 	return err == nil && ok

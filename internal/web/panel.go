@@ -68,13 +68,17 @@ type MCPState struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// ModelUsage is the tokens one provider/model used.
+// ModelUsage is the tokens one provider/model used today and in the last
+// 30 days, from the usage ledger (input counts cached tokens too), and what
+// they cost ("$1.23" or "unpriced").
 type ModelUsage struct {
 	Model       string `json:"model"`
 	TodayInput  int    `json:"today_input"`
 	TodayOutput int    `json:"today_output"`
+	TodayCost   string `json:"today_cost,omitempty"`
 	TotalInput  int    `json:"total_input"`
 	TotalOutput int    `json:"total_output"`
+	TotalCost   string `json:"total_cost,omitempty"`
 }
 
 // CronJob is one scheduled job, of any chat.
