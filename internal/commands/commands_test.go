@@ -18,6 +18,7 @@ func TestTable(t *testing.T) {
 		{"/stop", "Stop the current answer and background tasks", AgentNow, true},
 		{"/model [name]", "Show or switch this chat's model", Agent, true},
 		{"/status", "Model, token use, context use and session size", AgentNow, true},
+		{"/context", "What fills the prompt, in tokens: files, memory, skills, history, tool schemas", AgentNow, true},
 		{"/whoami", "Show your user id (for allow lists)", Intake, true},
 		{"/web", "Get a one-time link that logs a browser into the web page", Daemon, false},
 		{"/help", "List the commands", AgentNow, true},
@@ -46,7 +47,7 @@ func TestTable(t *testing.T) {
 	for _, c := range Menu() {
 		menu = append(menu, c.Name)
 	}
-	if got := strings.Join(menu, " "); got != "new stop model status whoami help" {
+	if got := strings.Join(menu, " "); got != "new stop model status context whoami help" {
 		t.Errorf("Menu() = %s", got)
 	}
 }
