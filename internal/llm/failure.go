@@ -80,6 +80,9 @@ const (
 	KindSafety Kind = "safety"
 	// KindRecitation: withheld for quoting protected text (StopRecitation).
 	KindRecitation Kind = "recitation"
+	// KindBudget: the usage budget is spent (*BudgetError); no call was
+	// made.
+	KindBudget Kind = "budget"
 )
 
 // Retry is what the router does next on the same route.
@@ -164,6 +167,7 @@ const (
 	MetricRejected    = "rejected"
 	MetricUnusable    = "unusable"
 	MetricError       = "error"
+	MetricBudget      = "budget"
 )
 
 // tryLater ends the sentences of failures that usually pass;
@@ -215,6 +219,8 @@ var Policies = []Policy{
 	{Kind: KindBroken, Breaker: SignalUp, Health: SignalUp, Metric: MetricError,
 		Reason: "the model's answer stream was broken",
 		User:   somethingWrong},
+	{Kind: KindBudget, Metric: MetricBudget, Reason: "the usage budget is spent",
+		User: "⚠️ %s"},
 	{Kind: KindUnknown, Breaker: SignalUp, Health: SignalUp, Metric: MetricError,
 		Reason: "an error the daemon log shows",
 		User:   somethingWrong},
@@ -251,6 +257,16 @@ func PolicyOf(kind Kind) Policy {
 var stopKinds = map[StopReason]Kind{
 	StopLength: KindLength, StopRefusal: KindRefusal, StopSafety: KindSafety, StopRecitation: KindRecitation,
 }
+
+// BudgetError refuses a model call because a usage budget is spent
+// (internal/usage). Text is the sentence the chat reads: which budget,
+// when it resets, where to look. Nothing was called, so nothing is retried
+// or counted against the provider.
+type BudgetError struct {
+	Text string
+}
+
+func (e *BudgetError) Error() string { return "usage budget spent: " + e.Text }
 
 // Failure is a classified outcome: the row of its kind and what the error
 // itself said.
@@ -356,6 +372,8 @@ func classifyOne(err error) (Failure, bool) {
 		return Failure{Policy: PolicyOf(KindUnusable)}, true
 	case *ContractError:
 		return Failure{Policy: PolicyOf(KindBroken)}, true
+	case *BudgetError:
+		return Failure{Policy: PolicyOf(KindBudget), message: e.Text}, true
 	}
 	switch {
 	case err == ErrTruncated, err == ErrIncomplete:

@@ -44,6 +44,9 @@ func TestClassify(t *testing.T) {
 		// The caller's deadline (a subagent's timeout): a stop, like a
 		// cancellation; it used to be "unavailable" for the metrics and
 		// readiness while the router gave up at once.
+		{"budget spent", fmt.Errorf("admit: %w", &llm.BudgetError{Text: "today's budget of $2 is spent; it resets at 00:00 Europe/Berlin; /usage shows where it went."}),
+			want{llm.KindBudget, llm.RetryNo, false, none, none, "budget", "the usage budget is spent",
+				"⚠️ today's budget of $2 is spent; it resets at 00:00 Europe/Berlin; /usage shows where it went."}},
 		{"caller's deadline", routeErr(context.DeadlineExceeded),
 			want{llm.KindDeadline, llm.RetryNo, false, none, none, "deadline", "time ran out before the model answered",
 				"⚠️ The model took too long to answer. Please try again."}},
