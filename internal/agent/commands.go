@@ -33,6 +33,8 @@ func (a *Agent) command(ctx context.Context, m bus.InboundMessage) {
 		reply, err = a.status(m.Key())
 	case "context":
 		reply, err = a.contextReport(m.Key())
+	case "usage":
+		reply, err = a.usageAnswer(m, args)
 	case "model":
 		reply, err = a.switchModel(m.Key(), args)
 	case "new":

@@ -19,6 +19,7 @@ func TestTable(t *testing.T) {
 		{"/model [name]", "Show or switch this chat's model", Agent, true},
 		{"/status", "Model, token use, context use and session size", AgentNow, true},
 		{"/context", "What fills the prompt, in tokens: files, memory, skills, history, tool schemas", AgentNow, true},
+		{"/usage [footer]", "Calls, tokens and cost today, this week and this month", AgentNow, true},
 		{"/whoami", "Show your user id (for allow lists)", Intake, true},
 		{"/web", "Get a one-time link that logs a browser into the web page", Daemon, false},
 		{"/help", "List the commands", AgentNow, true},
@@ -47,7 +48,7 @@ func TestTable(t *testing.T) {
 	for _, c := range Menu() {
 		menu = append(menu, c.Name)
 	}
-	if got := strings.Join(menu, " "); got != "new stop model status context whoami help" {
+	if got := strings.Join(menu, " "); got != "new stop model status context usage whoami help" {
 		t.Errorf("Menu() = %s", got)
 	}
 }
