@@ -44,7 +44,7 @@ var allowed = []struct {
 	{"internal/usage", []string{"internal/llm", "internal/history", "internal/atomicfile", "internal/config", "internal/usage"}},
 	{"internal/session/jsstore", []string{"internal/llm", "internal/bus/natsbus", "internal/config", "internal/session"}},
 	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace", "internal/filelock"}},
-	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider", "internal/bytesize"}},
+	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider", "internal/bytesize", "internal/usage"}},
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools", "internal/bytesize"}},
 	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize", "internal/filelock", "internal/atomicfile"}},
 	{"internal/channels/pairingkv", []string{"internal/bus/natsbus", "internal/config", "internal/channels"}},

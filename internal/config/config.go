@@ -39,6 +39,67 @@ type Config struct {
 	API       APIConfig                 `mapstructure:"api"`
 	Bus       BusConfig                 `mapstructure:"bus"`
 	Log       LogConfig                 `mapstructure:"log"`
+	// Prices override the built-in price table (docs/usage.md#prices),
+	// keyed by route model ("openai/gpt-4.1").
+	Prices map[string]PriceConfig `mapstructure:"prices"`
+	Budget BudgetConfig           `mapstructure:"budget"`
+	Usage  UsageConfig            `mapstructure:"usage"`
+}
+
+// PriceConfig is what a model costs, in USD per million tokens.
+type PriceConfig struct {
+	Input      float64 `mapstructure:"input"`
+	Output     float64 `mapstructure:"output"`
+	CacheRead  float64 `mapstructure:"cache_read"`
+	CacheWrite float64 `mapstructure:"cache_write"`
+	// PerMinute prices audio by its length (a transcription model billed
+	// by the minute, e.g. whisper-1).
+	PerMinute float64 `mapstructure:"per_minute"`
+}
+
+// BudgetConfig limits what the daemon spends on model calls, in USD
+// (docs/usage.md#budgets). A limit of 0 is no limit.
+type BudgetConfig struct {
+	// Daily and Monthly hold for the whole daemon.
+	Daily   float64 `mapstructure:"daily"`
+	Monthly float64 `mapstructure:"monthly"`
+	// WarnAt is the share of a limit at which the owner is told, once.
+	WarnAt float64 `mapstructure:"warn_at"`
+	// Timezone is the IANA zone whose midnight starts a day and a month
+	// (also the ledger's days); empty is the machine's local zone.
+	Timezone string `mapstructure:"timezone"`
+	// PerChat holds for each chat on its own; Chats overrides it for the
+	// chats named ("telegram:123").
+	PerChat LimitsConfig            `mapstructure:"per_chat"`
+	Chats   map[string]LimitsConfig `mapstructure:"chats"`
+	// Origins hold for all calls of one origin: heartbeat, cron, turn,
+	// api, consolidation, subagent, transcription.
+	Origins map[string]LimitsConfig `mapstructure:"origins"`
+	// Reroute is the cheaper route new calls move to at a limit, instead
+	// of stopping.
+	Reroute string `mapstructure:"reroute"`
+	// Owner is the chat ("telegram:123") warned at warn_at; empty is the
+	// first entry of the first enabled channel's allow_from.
+	Owner string `mapstructure:"owner"`
+}
+
+// LimitsConfig is a daily and a monthly limit in USD.
+type LimitsConfig struct {
+	Daily   float64 `mapstructure:"daily"`
+	Monthly float64 `mapstructure:"monthly"`
+}
+
+// UsageConfig configures the usage ledger (docs/usage.md#the-ledger).
+type UsageConfig struct {
+	// Dir holds the ledger, outside the workspace; a relative path is
+	// relative to the config file's directory.
+	Dir string `mapstructure:"dir"`
+	// Retention is how long each call's record is kept; older days keep
+	// only their daily totals.
+	Retention time.Duration `mapstructure:"retention"`
+	// SyncEvery is how often the ledger is synced to disk; 0 syncs each
+	// record (an fsync per model call).
+	SyncEvery time.Duration `mapstructure:"sync_every"`
 }
 
 // AgentsConfig configures the agent loop.

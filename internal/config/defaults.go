@@ -47,6 +47,18 @@ var defaults = map[string]any{
 	"agents.max_group_turns":      0,
 	"agents.max_turns_per_group":  0,
 
+	"budget.daily":            0.0,
+	"budget.monthly":          0.0,
+	"budget.warn_at":          0.8,
+	"budget.timezone":         "",
+	"budget.per_chat.daily":   0.0,
+	"budget.per_chat.monthly": 0.0,
+	"budget.reroute":          "",
+	"budget.owner":            "",
+	"usage.dir":               "usage",
+	"usage.retention":         "2160h",
+	"usage.sync_every":        "1s",
+
 	"history.budget":     0,
 	"history.high_water": 1.0,
 	"history.low_water":  0.7,

@@ -229,11 +229,21 @@ func build(raw map[string]any, lines lineIndex, lookup lookupFunc, env bool) (*C
 	for _, name := range entryNames(raw, []string{"routes"}) {
 		registerEntry(v, "routes."+name, reflect.TypeFor[RouteConfig](), nil, env)
 	}
+	// prices: is keyed by route models, which hold dots (openai/gpt-4.1)
+	// that viper would read as nesting; it bypasses viper whole.
+	prices, hasPrices := raw["prices"]
+	if hasPrices {
+		raw = maps.Clone(raw)
+		delete(raw, "prices")
+	}
 	if err := v.MergeConfigMap(normalize(raw).(map[string]any)); err != nil { // viper lower-cases a copy
 		return nil, []error{fmt.Errorf("merge: %w", err)}
 	}
 	settings := v.AllSettings()
 	restoreCase(settings, raw)
+	if hasPrices {
+		settings["prices"] = prices
+	}
 
 	var errs []error
 	for _, key := range slices.Sorted(maps.Keys(settings)) {
@@ -319,6 +329,7 @@ func restoreCase(settings, raw map[string]any) {
 func finish(cfg *Config, configDir string) {
 	cfg.Agents.Workspace = resolvePath(cfg.Agents.Workspace, configDir)
 	cfg.Agents.SessionsDir = resolvePath(cfg.Agents.SessionsDir, configDir)
+	cfg.Usage.Dir = resolvePath(cfg.Usage.Dir, configDir)
 	for i := range cfg.Tools.Exec.Expose {
 		x := &cfg.Tools.Exec.Expose[i]
 		x.Path = resolvePath(x.Path, configDir)

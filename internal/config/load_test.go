@@ -105,7 +105,7 @@ func TestLoadEmptyFileGivesEveryDefault(t *testing.T) {
 			home, _ := os.UserHomeDir()
 			want = filepath.Join(home, ".nanobot", "workspace")
 		}
-		if key == "agents.sessions_dir" {
+		if key == "agents.sessions_dir" || key == "usage.dir" {
 			continue // next to the config file: TestSessionsDirIsInTheDataDir
 		}
 		if got.Kind() == reflect.Slice {
@@ -709,5 +709,37 @@ func TestSessionsDirIsInTheDataDir(t *testing.T) {
 		if err := cfg.Validate(); err != nil && strings.Contains(err.Error(), "sessions_dir") {
 			t.Errorf("%q: %v", tt.yaml, err)
 		}
+	}
+}
+
+// TestLoadPricesKeyedByRouteModel: a price's key is a route model whose
+// dots (gpt-4.1) are part of the name, not nesting.
+func TestLoadPricesKeyedByRouteModel(t *testing.T) {
+	isolateEnv(t)
+	cfg := mustLoad(t, `
+providers:
+  openai: {api_key: sk-test-0123456789}
+prices:
+  openai/gpt-4.1: {input: 2, output: 8, cache_read: 0.5}
+  ollama/llama3.1:8b: {input: 0, output: 0}
+budget:
+  daily: 2
+  timezone: Europe/Berlin
+  chats:
+    "telegram:42": {daily: 0.5}
+  origins:
+    heartbeat: {monthly: 1}
+`)
+	if got := cfg.Prices["openai/gpt-4.1"]; got != (PriceConfig{Input: 2, Output: 8, CacheRead: 0.5}) {
+		t.Errorf("prices = %+v", cfg.Prices)
+	}
+	if _, ok := cfg.Prices["ollama/llama3.1:8b"]; !ok || len(cfg.Prices) != 2 {
+		t.Errorf("prices = %+v", cfg.Prices)
+	}
+	if cfg.Budget.Daily != 2 || cfg.Budget.WarnAt != 0.8 || cfg.Budget.Chats["telegram:42"].Daily != 0.5 || cfg.Budget.Origins["heartbeat"].Monthly != 1 {
+		t.Errorf("budget = %+v", cfg.Budget)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
 	}
 }

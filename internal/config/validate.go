@@ -33,6 +33,7 @@ func (c *Config) Validate() error {
 	validateWeb(&p, &c.Channels.Web)
 	validateBus(&p, &c.Bus)
 	validateLog(&p, &c.Log)
+	c.validateUsage(&p)
 	return errors.Join(p...)
 }
 
@@ -590,4 +591,74 @@ func IsLoopback(host string) bool {
 func within(path, dir string) bool {
 	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
 	return err == nil && (filepath.IsLocal(rel) || rel == ".")
+}
+
+// Origins are the callers a budget may limit (budget.origins), as
+// internal/usage names them.
+var Origins = []string{"turn", "api", "heartbeat", "cron", "consolidation", "subagent", "transcription"}
+
+func (c *Config) validateUsage(p *checker) {
+	for _, key := range slices.Sorted(maps.Keys(c.Prices)) {
+		pr := c.Prices[key]
+		if prov, model, ok := strings.Cut(key, "/"); !ok || prov == "" || model == "" {
+			p.add("prices."+key, "must be a route model, provider/model (e.g. openai/gpt-4.1)")
+		}
+		for leaf, v := range map[string]float64{"input": pr.Input, "output": pr.Output, "cache_read": pr.CacheRead, "cache_write": pr.CacheWrite, "per_minute": pr.PerMinute} {
+			if v < 0 {
+				p.add("prices."+key+"."+leaf, "must not be negative, got %g", v)
+			}
+		}
+	}
+	b := &c.Budget
+	limits := func(key string, l LimitsConfig) {
+		if l.Daily < 0 {
+			p.add(key+".daily", "must not be negative (0 is no limit), got %g", l.Daily)
+		}
+		if l.Monthly < 0 {
+			p.add(key+".monthly", "must not be negative (0 is no limit), got %g", l.Monthly)
+		}
+	}
+	limits("budget", LimitsConfig{Daily: b.Daily, Monthly: b.Monthly})
+	limits("budget.per_chat", b.PerChat)
+	for _, chat := range slices.Sorted(maps.Keys(b.Chats)) {
+		if !strings.Contains(chat, ":") {
+			p.add("budget.chats."+chat, "must name a chat as channel:chat_id (e.g. telegram:123456789)")
+		}
+		limits("budget.chats."+chat, b.Chats[chat])
+	}
+	for _, o := range slices.Sorted(maps.Keys(b.Origins)) {
+		if !slices.Contains(Origins, o) {
+			p.add("budget.origins."+o, "must be one of %s", strings.Join(Origins, ", "))
+		}
+		limits("budget.origins."+o, b.Origins[o])
+	}
+	if !(b.WarnAt >= 0 && b.WarnAt <= 1) {
+		p.add("budget.warn_at", "must be between 0 and 1 (a share of the limit; 0 never warns), got %g", b.WarnAt)
+	}
+	if b.Timezone != "" {
+		if _, err := time.LoadLocation(b.Timezone); err != nil {
+			p.add("budget.timezone", "must be an IANA time zone such as Europe/Berlin or UTC, got %q", b.Timezone)
+		}
+	}
+	if b.Reroute != "" {
+		if _, err := c.ResolveRoute(b.Reroute); err != nil {
+			p.add("budget.reroute", "%v", err)
+		}
+	}
+	if b.Owner != "" && !strings.Contains(b.Owner, ":") {
+		p.add("budget.owner", "must name a chat as channel:chat_id (e.g. telegram:123456789), got %q", b.Owner)
+	}
+	u := &c.Usage
+	switch {
+	case u.Dir == "":
+		p.add("usage.dir", "must not be empty (the default is usage, next to the config file)")
+	case c.Agents.Workspace != "" && within(u.Dir, c.Agents.Workspace):
+		p.add("usage.dir", "must be outside agents.workspace (%s), where the tools cannot reach it; got %s", c.Agents.Workspace, u.Dir)
+	}
+	if u.Retention < 0 {
+		p.add("usage.retention", "must not be negative (0 keeps every record), got %s", u.Retention)
+	}
+	if u.SyncEvery < 0 {
+		p.add("usage.sync_every", "must not be negative (0 syncs every record), got %s", u.SyncEvery)
+	}
 }

@@ -141,6 +141,21 @@ func TestValidateRules(t *testing.T) {
 		mutate func(c *Config)
 		want   string // one line of the error
 	}{
+		// usage and budget
+		{"price without provider", func(c *Config) { c.Prices = map[string]PriceConfig{"gpt-4.1": {Input: 2}} },
+			"prices.gpt-4.1: must be a route model, provider/model"},
+		{"negative price", func(c *Config) { c.Prices = map[string]PriceConfig{"openai/gpt-4.1": {Output: -1}} },
+			"prices.openai/gpt-4.1.output: must not be negative"},
+		{"negative daily budget", func(c *Config) { c.Budget.Daily = -2 }, "budget.daily: must not be negative"},
+		{"warn_at above 1", func(c *Config) { c.Budget.WarnAt = 80 }, "budget.warn_at: must be between 0 and 1"},
+		{"unknown time zone", func(c *Config) { c.Budget.Timezone = "Mars/Olympus" }, "budget.timezone: must be an IANA time zone"},
+		{"unknown origin", func(c *Config) { c.Budget.Origins = map[string]LimitsConfig{"hearbeat": {Daily: 1}} },
+			"budget.origins.hearbeat: must be one of turn, api, heartbeat"},
+		{"chat without channel", func(c *Config) { c.Budget.Chats = map[string]LimitsConfig{"123": {Daily: 1}} },
+			"budget.chats.123: must name a chat as channel:chat_id"},
+		{"reroute to nowhere", func(c *Config) { c.Budget.Reroute = "nowhere/model" }, "budget.reroute: "},
+		{"usage dir in the workspace", func(c *Config) { c.Usage.Dir = filepath.Join(c.Agents.Workspace, "usage") },
+			"usage.dir: must be outside agents.workspace"},
 		// api
 		{"api key name with a colon", func(c *Config) { c.API.Keys = map[string]string{"a:b": "0123456789abcdef"} },
 			"api.keys.a:b: name must be 1-32 characters"},

@@ -34,6 +34,10 @@ type openCall struct {
 	args strings.Builder
 }
 
+// Usage is the usage the stream reported so far: the answer's, or what a
+// failed call was billed for before it broke.
+func (a *Accumulator) Usage() Usage { return a.usage }
+
 // Add feeds one delta. After an error the accumulator refuses further input.
 func (a *Accumulator) Add(d Delta) error {
 	if a.err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/logging"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 // RouteSpec is a named route as configured under routes.<name>.
@@ -60,6 +61,17 @@ type Options struct {
 	Clock Clock
 	// Jitter draws a backoff wait from [0, d]; uniform random when nil.
 	Jitter func(d time.Duration) time.Duration
+	// Usage records every attempt, answered, retried or failed, with the
+	// caller the context carries (usage.WithCall); nil records nothing.
+	Usage usage.Recorder
+	// Budget admits a call its context has not admitted yet (a turn admits
+	// itself once, so its later calls run on); nil admits every call.
+	Budget Admitter
+}
+
+// Admitter decides whether a new model call may run (*usage.Budget).
+type Admitter interface {
+	Admit(ctx context.Context) (context.Context, usage.Decision)
 }
 
 // ErrUnknownRoute is returned for a route that names neither a configured
@@ -190,28 +202,43 @@ func (r *Router) Check(route string) error {
 // returns an error and no message, so nothing half-made is ever persisted
 // (docs/routing.md#what-happens-when-a-call-fails).
 func (r *Router) Complete(ctx context.Context, route string, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error) {
+	log := logging.From(ctx, r.log)
+	if r.opts.Budget != nil {
+		var d usage.Decision
+		ctx, d = r.opts.Budget.Admit(ctx)
+		switch d.Verdict {
+		case usage.Stop:
+			return llm.Message{}, d.Err()
+		case usage.Reroute:
+			log.Info("budget reached, moving to the cheaper route", zap.String("route", route), zap.String("cheaper", d.Route))
+			route = d.Route
+		}
+	}
 	rt, err := r.Resolve(route)
 	if err != nil {
 		return llm.Message{}, err
 	}
-	log := logging.From(ctx, r.log)
 	var errs []error
+	var last *usage.Record // the failed last attempt of the previous candidate
 	for i, cand := range r.chain(log, rt) {
 		if i > 0 {
-			last := errs[len(errs)-1]
+			prev := errs[len(errs)-1]
 			log.Warn("falling back", zap.String("route", rt.Name), zap.String("fallback", cand.Name),
-				zap.String("failure", string(llm.Classify(last).Kind)), zap.Error(last))
+				zap.String("failure", string(llm.Classify(prev).Kind)), zap.Error(prev))
+			r.record(ctx, last, usage.OutcomeRetried)
 		}
-		msg, err := r.onRoute(ctx, cand, req, onDelta)
+		msg, lastAttempt, err := r.onRoute(ctx, rt.Name, cand, req, onDelta)
 		if err == nil {
 			msg.Meta.Route = rt.Name
 			return msg, nil
 		}
+		last = lastAttempt
 		errs = append(errs, err)
 		if ctx.Err() != nil || !llm.Classify(err).Fallback {
 			break
 		}
 	}
+	r.record(ctx, last, usage.OutcomeFailed)
 	if len(errs) == 1 {
 		return llm.Message{}, errs[0]
 	}
@@ -242,13 +269,18 @@ func (r *Router) chain(log *zap.Logger, rt Route) []Route {
 // route's breaker sees the outcome of the whole call: one failure when the
 // retries are used up (or a Retry-After is too long to wait for). A
 // half-open probe gets a single attempt.
-func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error) {
+//
+// Every attempt is recorded (Options.Usage): an answer as ok, a failure
+// asked again as retried. The last failed attempt is returned unrecorded
+// (nil when no attempt was made): only Complete knows whether a fallback
+// follows it.
+func (r *Router) onRoute(ctx context.Context, asked string, rt Route, req llm.Request, onDelta func(llm.Delta)) (llm.Message, *usage.Record, error) {
 	b := r.breaker(rt)
 	log := logging.From(ctx, r.log)
 	label := rt.Provider + "/" + rt.Model
 	probe, err := b.allow(r.opts.Clock.Now(), label)
 	if err != nil {
-		return llm.Message{}, err
+		return llm.Message{}, nil, err
 	}
 	retries, ok := r.opts.MaxRetries[rt.Provider]
 	if !ok {
@@ -258,14 +290,15 @@ func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta
 		retries = 0
 	}
 	for attempt := 1; ; attempt++ {
-		msg, err := r.attempt(ctx, rt, req, onDelta)
+		msg, rec, err := r.attempt(ctx, asked, rt, req, onDelta)
 		if err == nil {
 			b.success()
-			return msg, nil
+			r.record(ctx, &rec, usage.OutcomeOK)
+			return msg, nil, nil
 		}
 		if ctx.Err() != nil {
 			b.release()
-			return llm.Message{}, err
+			return llm.Message{}, &rec, err
 		}
 		// What the failure allows: llm.Policies.
 		f := llm.Classify(err)
@@ -273,10 +306,11 @@ func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta
 		case f.Retry == llm.RetryOnce && attempt <= min(retries, 1):
 			record(b, f.Breaker, r.opts.Clock.Now(), err)
 			log.Warn("unusable model answer, asking once more", zap.String("route", label), zap.String("failure", string(f.Kind)), zap.Error(err))
+			r.record(ctx, &rec, usage.OutcomeRetried)
 			continue
 		case f.Retry != llm.RetryBackoff:
 			record(b, f.Breaker, r.opts.Clock.Now(), err)
-			return llm.Message{}, err
+			return llm.Message{}, &rec, err
 		}
 		wait, ok := r.wait(attempt, f)
 		if attempt > retries || !ok {
@@ -287,13 +321,14 @@ func (r *Router) onRoute(ctx context.Context, rt Route, req llm.Request, onDelta
 				log.Warn("circuit opened", zap.String("route", label), zap.Duration("cooldown", r.opts.Breaker.Cooldown),
 					zap.String("failure", string(f.Kind)), zap.Error(err))
 			}
-			return llm.Message{}, err
+			return llm.Message{}, &rec, err
 		}
 		log.Warn("model call failed, retrying", zap.String("route", label), zap.String("failure", string(f.Kind)),
 			zap.Int("attempt", attempt), zap.Duration("wait", wait), zap.Error(err))
+		r.record(ctx, &rec, usage.OutcomeRetried)
 		if err := r.opts.Clock.Sleep(ctx, wait); err != nil {
 			b.release()
-			return llm.Message{}, err
+			return llm.Message{}, nil, err
 		}
 	}
 }
@@ -334,8 +369,11 @@ func (r *Router) breaker(rt Route) *breaker {
 	return b
 }
 
-// attempt streams one call on one route.
-func (r *Router) attempt(ctx context.Context, rt Route, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error) {
+// attempt streams one call on one route. Its record holds the tokens the
+// stream reported, also when it failed (a provider bills what it served);
+// an answer with no usage at all gets an estimate, marked.
+func (r *Router) attempt(ctx context.Context, asked string, rt Route, req llm.Request, onDelta func(llm.Delta)) (llm.Message, usage.Record, error) {
+	rec := usage.Record{Time: r.opts.Clock.Now(), Route: asked, Provider: rt.Provider, Model: rt.Model}
 	p := r.providers[rt.Provider]
 	req.Model = rt.Model
 	if rt.MaxTokens > 0 {
@@ -351,7 +389,11 @@ func (r *Router) attempt(ctx context.Context, rt Route, req llm.Request, onDelta
 		}
 	}
 	msg, err := acc.Message()
+	rec.Tokens = acc.Usage()
 	if err == nil {
+		if usage.NeedsEstimate(rec.Tokens) {
+			rec.Tokens, rec.Estimated = usage.Estimate(req, msg), true
+		}
 		// An empty answer or a malformed call is a failure the next try or
 		// route may not repeat
 		// (docs/reliability.md#every-turn-ends-with-something-to-read); a cut
@@ -359,7 +401,7 @@ func (r *Router) attempt(ctx context.Context, rt Route, req llm.Request, onDelta
 		err = req.Check(msg)
 	}
 	if err != nil {
-		return llm.Message{}, fmt.Errorf("route %s (%s/%s): %w", rt.Name, rt.Provider, rt.Model, err)
+		return llm.Message{}, rec, fmt.Errorf("route %s (%s/%s): %w", rt.Name, rt.Provider, rt.Model, err)
 	}
 	if msg.Meta.Provider == "" {
 		msg.Meta.Provider = rt.Provider
@@ -367,5 +409,19 @@ func (r *Router) attempt(ctx context.Context, rt Route, req llm.Request, onDelta
 	if msg.Meta.Model == "" {
 		msg.Meta.Model = rt.Model
 	}
-	return msg, nil
+	return msg, rec, nil
+}
+
+// record puts an attempt in the ledger with the caller ctx carries. A
+// ledger that cannot write is logged, never fails the call: the answer
+// matters more than its bookkeeping.
+func (r *Router) record(ctx context.Context, rec *usage.Record, outcome usage.Outcome) {
+	if r.opts.Usage == nil || rec == nil {
+		return
+	}
+	c, _ := usage.CallFrom(ctx)
+	rec.Origin, rec.Session, rec.Chat, rec.Outcome = c.Origin, c.Session, c.Chat, outcome
+	if err := r.opts.Usage.Record(ctx, *rec); err != nil {
+		logging.From(ctx, r.log).Warn("cannot record a model call's usage", zap.String("model", rec.ModelKey()), zap.Error(err))
+	}
 }

@@ -135,6 +135,11 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Del
 		}
 		d := decoder{p: p, e: e}
 		if err := d.read(resp); !e.Done() {
+			// message_start already counted the prompt: Anthropic bills a
+			// stream that breaks afterwards, so its usage goes out first.
+			if d.usage != (llm.Usage{}) {
+				e.Emit(llm.Delta{Kind: llm.DeltaUsage, Usage: d.usage})
+			}
 			e.Fail(p.streamError(ctx, callCtx, err, resp))
 		}
 	}

@@ -151,9 +151,12 @@ func (s *rstream) handle(ev *goopenai.ResponseStreamEvent) bool {
 				s.incomplete = r.IncompleteDetails.Reason
 			}
 			if u := r.Usage; u != nil {
+				// input_tokens includes the cached part, as Chat's
+				// prompt_tokens does; llm.Usage keeps them apart.
 				use := llm.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
 				if u.InputTokensDetails != nil {
-					use.CacheReadTokens = u.InputTokensDetails.CachedTokens
+					cached := min(u.InputTokensDetails.CachedTokens, u.InputTokens)
+					use.CacheReadTokens, use.InputTokens = cached, u.InputTokens-cached
 				}
 				if u.OutputTokensDetails != nil {
 					use.ReasoningTokens = u.OutputTokensDetails.ReasoningTokens

@@ -50,7 +50,9 @@ func TestResponsesToolTurn(t *testing.T) {
 	if m.Meta.API != openai.ResponsesAPI || m.Meta.StopReason != "tool_calls" {
 		t.Errorf("meta = %+v", m.Meta)
 	}
-	if u := m.Meta.Usage; u.InputTokens != 100 || u.OutputTokens != 40 || u.CacheReadTokens != 64 || u.ReasoningTokens == 0 {
+	// input_tokens (100) includes the 64 cached ones; llm.Usage keeps them
+	// apart, as for Chat Completions (it used to count them twice).
+	if u := m.Meta.Usage; u.InputTokens != 36 || u.OutputTokens != 40 || u.CacheReadTokens != 64 || u.ReasoningTokens == 0 {
 		t.Errorf("usage = %+v", u)
 	}
 	if len(m.Parts) != 3 || m.Parts[0].Kind != llm.PartThinking || m.Parts[0].Signature == "" ||

@@ -32,6 +32,9 @@ type Reply struct {
 	// CachedTokens is reported as the part of the input served from the
 	// provider's prompt cache (OpenAI cached_tokens).
 	CachedTokens int
+	// NoUsage sends no usage at all, as some OpenAI-compatible servers do
+	// (the OpenAI fake's Chat Completions stream and Responses).
+	NoUsage bool
 
 	// Status, when non-zero, answers the request with this HTTP status and an
 	// error body of the API's shape (ErrorType, ErrorMessage) instead of a stream.

@@ -128,7 +128,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, id, req.Model, reply, u)
 		return
 	}
-	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage && !reply.NoUsage
 	s.writeStream(w, r, id, req.Model, reply, includeUsage, u)
 }
 

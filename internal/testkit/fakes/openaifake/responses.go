@@ -334,10 +334,12 @@ func (s *Server) writeResponsesStream(w http.ResponseWriter, r *http.Request, mo
 	if reason != "" {
 		done["incomplete_details"] = map[string]string{"reason": reason}
 	}
-	done["usage"] = map[string]any{
-		"input_tokens": u.PromptTokens, "output_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens,
-		"input_tokens_details":  map[string]int{"cached_tokens": u.PromptTokensDetails.CachedTokens},
-		"output_tokens_details": map[string]int{"reasoning_tokens": u.CompletionTokensDetails.ReasoningTokens},
+	if !reply.NoUsage {
+		done["usage"] = map[string]any{
+			"input_tokens": u.PromptTokens, "output_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens,
+			"input_tokens_details":  map[string]int{"cached_tokens": u.PromptTokensDetails.CachedTokens},
+			"output_tokens_details": map[string]int{"reasoning_tokens": u.CompletionTokensDetails.ReasoningTokens},
+		}
 	}
 	send(map[string]any{"type": "response." + status, "response": done})
 }
