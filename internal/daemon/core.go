@@ -68,10 +68,8 @@ type Core struct {
 	Metrics *metrics.Metrics
 	// ModelHealth is the outcome of the last model call, for /readyz.
 	ModelHealth *health.ModelHealth
-	// usage counts tokens per model for the web control panel.
-	usage *usageTally
-	root  *workspace.Root
-	log   *zap.Logger
+	root        *workspace.Root
+	log         *zap.Logger
 }
 
 // Options are what the command line adds to the configuration.
@@ -209,7 +207,6 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	store = newSessions(cfg, nb, log.Named("session"))
 	m.WatchSessions(store.Cached, store.CachedBytes)
 	modelHealth := &health.ModelHealth{}
-	usage := newUsageTally(time.Now)
 	regOpts := tools.RegistryLimits(cfg.Agents)
 	regOpts.Redact, regOpts.Observer = redact, m
 	reg := tools.NewRegistry(regOpts, log.Named("tools"))
@@ -221,7 +218,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	statusLines := func() []string { return append(modelStatus(modelHealth), mcpServers.StatusLines()...) }
 	consolidator := memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))
 	ag := agent.New(agentconfig.From(cfg, opts.Version), agent.Deps{
-		Model:    observedModel{Model: router, metrics: m, health: modelHealth, usage: usage},
+		Model:    observedModel{Model: router, metrics: m, health: modelHealth},
 		Sessions: store, Tools: reg, Out: pub, StatusLines: statusLines, Redact: redact, Observer: m,
 		Prompt: &agent.PromptBuilder{Workspace: ws, MaxFileChars: cfg.Agents.BootstrapMaxChars, Version: opts.Version,
 			Skills: skills.Loader{Builtin: builtin.FS()}},
@@ -236,7 +233,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		return nil, fmt.Errorf("register tool spawn: %w", err)
 	}
 	return &Core{Config: cfg, Bus: b, Pub: pub, NATS: nb, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
-		Metrics: m, ModelHealth: modelHealth, usage: usage, root: root, log: log}, nil
+		Metrics: m, ModelHealth: modelHealth, root: root, log: log}, nil
 }
 
 // modelProvider is a provider adapter: it streams turns for the router and

@@ -17,7 +17,6 @@ type observedModel struct {
 	agent.Model
 	metrics *metrics.Metrics
 	health  *health.ModelHealth
-	usage   *usageTally
 }
 
 func (m observedModel) Complete(ctx context.Context, route string, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error) {
@@ -25,9 +24,6 @@ func (m observedModel) Complete(ctx context.Context, route string, req llm.Reque
 	msg, err := m.Model.Complete(ctx, route, req, onDelta)
 	f := llm.Classify(err)
 	m.metrics.ModelCall(route, f.Metric, time.Since(start), msg)
-	if err == nil {
-		m.usage.record(msg)
-	}
 	switch f.Health { // llm.Policies
 	case llm.SignalDown:
 		m.health.Record(err)

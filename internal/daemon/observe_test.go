@@ -39,7 +39,7 @@ func TestObservedModelCountsAsTheTableSays(t *testing.T) {
 	}, log)
 	m := metrics.New(metrics.BuildInfo{})
 	h := &health.ModelHealth{}
-	model := observedModel{Model: router, metrics: m, health: h, usage: newUsageTally(time.Now)}
+	model := observedModel{Model: router, metrics: m, health: h}
 	req := llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("hi")}}}}
 	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()

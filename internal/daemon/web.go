@@ -104,7 +104,6 @@ func (g *Gateway) panel() *web.Panel {
 		Workspace: cfg.Agents.Workspace,
 		Channels:  g.channelStates,
 		MCP:       g.mcpStates,
-		Usage:     g.core.usage.snapshot,
 		Pairing:   g.pairing,
 	}
 	if g.cron != nil {

@@ -456,6 +456,25 @@ func (l *Ledger) detailDates() []string {
 // load reads days.jsonl, then adds up the detail of unsealed days and
 // seals those before today.
 func (l *Ledger) load() error {
+	unsealed, err := l.read()
+	if err != nil {
+		return err
+	}
+	today := l.date(l.opts.Now())
+	for _, date := range unsealed {
+		if date < today {
+			if err := l.sealLocked(date); err != nil {
+				return err
+			}
+		}
+	}
+	l.pruneLocked(today)
+	return nil
+}
+
+// read adds up days.jsonl and the detail files of the days it has not
+// sealed, and returns those days. It writes nothing (OpenReadOnly).
+func (l *Ledger) read() (unsealed []string, err error) {
 	if err := readLines(filepath.Join(l.dir, daysFile), l.opts.Log, func(b []byte) error {
 		var line dayLine
 		if err := json.Unmarshal(b, &line); err != nil {
@@ -482,9 +501,8 @@ func (l *Ledger) load() error {
 		}
 		return nil
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	today := l.date(l.opts.Now())
 	for _, date := range l.detailDates() {
 		if l.sealed[date] {
 			continue
@@ -497,16 +515,11 @@ func (l *Ledger) load() error {
 			l.addLocked(date, r)
 			return nil
 		}); err != nil {
-			return err
+			return nil, err
 		}
-		if date < today {
-			if err := l.sealLocked(date); err != nil {
-				return err
-			}
-		}
+		unsealed = append(unsealed, date)
 	}
-	l.pruneLocked(today)
-	return nil
+	return unsealed, nil
 }
 
 // readLines calls fn with each line of path (none if it does not exist).

@@ -20,6 +20,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/usage"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
@@ -42,9 +43,11 @@ type Panel struct {
 	Workspace string
 	Channels  func() []ChannelState
 	MCP       func() []MCPState
-	Usage     func() []ModelUsage
-	Cron      CronJobs
-	Pairing   Pairing
+	// Ledger is the usage ledger the Usage view and the status's token
+	// table read [none: the panel says so].
+	Ledger  usage.Reader
+	Cron    CronJobs
+	Pairing Pairing
 
 	sessions Sessions
 	now      func() time.Time
@@ -68,15 +71,6 @@ type MCPState struct {
 	State     string `json:"state"`
 	Tools     int    `json:"tools"`
 	Error     string `json:"error,omitempty"`
-}
-
-// ModelUsage is the tokens one provider/model used.
-type ModelUsage struct {
-	Model       string `json:"model"`
-	TodayInput  int    `json:"today_input"`
-	TodayOutput int    `json:"today_output"`
-	TotalInput  int    `json:"total_input"`
-	TotalOutput int    `json:"total_output"`
 }
 
 // CronJob is one scheduled job, of any chat.
@@ -123,6 +117,7 @@ const maxSearch = 100
 
 func (p *Panel) routes(api func(string, http.HandlerFunc)) {
 	api("GET /api/panel/status", p.status)
+	api("GET /api/panel/usage", p.usageView)
 	api("GET /api/panel/sessions", p.listSessions)
 	api("GET /api/panel/sessions/{key}", p.showSession)
 	api("GET /api/panel/files", p.listFiles)
@@ -148,8 +143,14 @@ func (p *Panel) status(w http.ResponseWriter, r *http.Request) {
 	if p.MCP != nil {
 		out["mcp"] = p.MCP()
 	}
-	if p.Usage != nil {
-		out["usage"] = p.Usage()
+	if p.Ledger != nil {
+		u, err := p.modelUsage()
+		if err != nil {
+			p.fail(w, "usage", err)
+			return
+		}
+		out["usage"] = u
+		out["timezone"] = p.Ledger.Location().String()
 	}
 	writeJSON(w, http.StatusOK, out)
 }
