@@ -37,6 +37,7 @@ func newRootCmd() *cobra.Command {
 		newHealthcheckCmd(g),
 		newPairingCmd(g),
 		newWebCmd(g),
+		newUsageCmd(g),
 		newVersionCmd(),
 	)
 	return root
