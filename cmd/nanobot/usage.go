@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 )
 
@@ -29,7 +30,11 @@ func newUsageCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg, _, err := loadConfig(g)
+			// Load decodes strictly (a typo fails), but Validate is not asked:
+			// its refusals (a missing model key, a channel without a token)
+			// are about running the model, which this command never does;
+			// what it reads, usage.dir and budget.timezone, ReadUsage checks.
+			cfg, err := config.Load(g.configFile())
 			if err != nil {
 				return err
 			}

@@ -229,6 +229,7 @@ func (g *Gateway) announce(addr string) {
 func (g *Gateway) buildChannels() error {
 	pairing := g.newPairing()
 	g.pairing = pairing
+	g.links.pairing = pairing // /web and /usage's owner read it, web page or not
 	parts := channelParts{pub: g.core.Pub, pairing: pairing, dataDir: g.opts.DataDir}
 	if tc := g.cfg.Channels.Telegram; tc.Enabled {
 		tg, err := newTelegram(g.cfg, parts, g.log.Named("telegram"))
