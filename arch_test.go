@@ -43,10 +43,10 @@ var allowed = []struct {
 	// every call; it reads the projection's token estimate.
 	{"internal/usage", []string{"internal/llm", "internal/history", "internal/atomicfile", "internal/config", "internal/usage"}},
 	{"internal/session/jsstore", []string{"internal/llm", "internal/bus/natsbus", "internal/config", "internal/session"}},
-	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace", "internal/filelock"}},
+	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace", "internal/filelock", "internal/usage"}},
 	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider", "internal/bytesize", "internal/usage"}},
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools", "internal/bytesize"}},
-	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize", "internal/filelock", "internal/atomicfile"}},
+	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize", "internal/filelock", "internal/atomicfile", "internal/usage"}},
 	{"internal/channels/pairingkv", []string{"internal/bus/natsbus", "internal/config", "internal/channels"}},
 	{"internal/channels/cursorkv", []string{"internal/bus/natsbus", "internal/config"}},
 	// The lab: fakes and helpers for tests (and the bench module, bench/).

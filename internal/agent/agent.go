@@ -275,6 +275,9 @@ type Deps struct {
 	// Owner reports whether m comes from the daemon's owner, whom /usage
 	// shows every chat's spending; nil: nobody is.
 	Owner func(m bus.InboundMessage) bool
+	// Budget admits each turn and subagent run at its first model call
+	// [every call is admitted].
+	Budget Budget
 }
 
 // Command answers a chat command outside the agent.
@@ -296,6 +299,7 @@ type Agent struct {
 	redact  func(string) string
 	log     *zap.Logger
 	obs     Observer
+	budget  Budget
 	started time.Time
 
 	// turns caps concurrent turns across sessions, fairly between direct
@@ -369,6 +373,7 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		now:       now,
 		log:       log,
 		obs:       obs,
+		budget:    deps.Budget,
 		started:   now(),
 		turns:     newTurnSlots(cfg.MaxConcurrentTurns, cfg.MaxGroupTurns, cfg.MaxTurnsPerGroup),
 		active:    make(map[string]*sessionQueue),

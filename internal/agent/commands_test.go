@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,8 +10,19 @@ import (
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
-// webAnswer stands in for the daemon's /web answer.
+// webAnswer stands in for the daemon's /web answer (and every other
+// daemon command's).
 func webAnswer(m bus.InboundMessage) string { return "link for " + m.Channel + ":" + m.SenderID }
+
+// daemonAnswers answers every daemon command of the table with webAnswer.
+func daemonAnswers(extra map[string]Command) map[string]Command {
+	for _, c := range commands.All() {
+		if c.Handler == commands.Daemon {
+			extra[c.Name] = Command{Answer: webAnswer}
+		}
+	}
+	return extra
+}
 
 // Every command in the table is answered without a model call, each by its
 // handler: none falls through to the model or to the "no handler" reply,
@@ -18,11 +30,10 @@ func webAnswer(m bus.InboundMessage) string { return "link for " + m.Channel + "
 // table does not have.
 func TestEveryCommandDispatches(t *testing.T) {
 	h := newHarnessDeps(t, func(d *Deps) {
-		d.Commands = map[string]Command{
-			"web":   {Answer: webAnswer},
+		d.Commands = daemonAnswers(map[string]Command{
 			"stop":  {Answer: func(bus.InboundMessage) string { return "shadowed" }},
 			"extra": {Answer: func(bus.InboundMessage) string { return "not in the table" }},
-		}
+		})
 	})
 	for _, c := range commands.All() {
 		chat := "chat-" + c.Name
@@ -44,16 +55,22 @@ func TestEveryCommandDispatches(t *testing.T) {
 	}
 }
 
-// /help lists exactly the table, in its order, leaving out only a daemon
-// command nothing in this process answers.
+// /help lists exactly the table, in its order, leaving out only the daemon
+// commands nothing in this process answers.
 func TestHelpListsTheTable(t *testing.T) {
+	var daemonCmds []string
+	for _, c := range commands.All() {
+		if c.Handler == commands.Daemon {
+			daemonCmds = append(daemonCmds, c.Name)
+		}
+	}
 	tests := []struct {
 		name string
 		deps func(*Deps)
-		skip string
+		skip []string
 	}{
-		{"web answered", func(d *Deps) { d.Commands = map[string]Command{"web": {Answer: webAnswer}} }, ""},
-		{"web not answered here", nil, "web"},
+		{"daemon commands answered", func(d *Deps) { d.Commands = daemonAnswers(map[string]Command{}) }, nil},
+		{"daemon commands not answered here", nil, daemonCmds},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,20 +79,19 @@ func TestHelpListsTheTable(t *testing.T) {
 			h.waitFor("/help", func([]bus.OutboundMessage) bool { return len(h.messagesOfKind("c1", bus.KindMessage)) > 0 })
 			want := []string{"Commands:"}
 			for _, c := range commands.All() {
-				if c.Name != tc.skip {
+				if !slices.Contains(tc.skip, c.Name) {
 					want = append(want, c.Usage()+" — "+c.Description)
 				}
 			}
 			if got := h.messagesOfKind("c1", bus.KindMessage)[0].Content; got != strings.Join(want, "\n") {
 				t.Errorf("/help =\n%s\nwant\n%s", got, strings.Join(want, "\n"))
 			}
-			if tc.skip == "" {
-				return
-			}
-			h.send("c1", "/"+tc.skip)
-			h.waitFor("/"+tc.skip, func([]bus.OutboundMessage) bool { return len(h.messagesOfKind("c1", bus.KindMessage)) > 1 })
-			if got := h.messagesOfKind("c1", bus.KindMessage)[1].Content; got != "/"+tc.skip+" is not available in this process." {
-				t.Errorf("/%s unanswered here = %q", tc.skip, got)
+			for i, name := range tc.skip {
+				h.send("c1", "/"+name)
+				h.waitFor("/"+name, func([]bus.OutboundMessage) bool { return len(h.messagesOfKind("c1", bus.KindMessage)) > i+1 })
+				if got := h.messagesOfKind("c1", bus.KindMessage)[i+1].Content; got != "/"+name+" is not available in this process." {
+					t.Errorf("/%s unanswered here = %q", name, got)
+				}
 			}
 		})
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 // MetaSource is the inbound Metadata key that marks a message the program
@@ -213,11 +214,15 @@ func (a *Agent) subagentLoop(ctx context.Context, sa *subagent, origin tools.Ori
 	origin.TurnID = sa.id
 	msgs := []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.Text(sa.task)}, Time: a.now()}}
 	last := ""
+	ctx = usage.WithCall(ctx, usage.Call{Origin: usage.OriginSubagent, Session: sa.key, Chat: usage.ChatOf(sa.key)})
 	for iter := 0; iter < a.cfg.SubagentIterations; iter++ {
 		view := history.Project(system, msgs, a.projection(budget, systemTokens))
 		req := llm.Request{System: system, Messages: view.Messages, Tools: specs, MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature}
 		var msg llm.Message
 		err := a.withSlot(ctx, origin.Group, func() (err error) {
+			if iter == 0 {
+				ctx = a.admit(ctx) // a subagent run is admitted once, like a turn
+			}
 			msg, err = a.model.Complete(ctx, route, req, nil)
 			return err
 		})

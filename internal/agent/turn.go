@@ -18,6 +18,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 // turn is the state of one turn: the messages it produced so far (not yet
@@ -56,6 +57,7 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 	// The router, providers and tools log through their own loggers; the
 	// context carries the turn id to their lines.
 	ctx = logging.WithFields(ctx, fields...)
+	ctx = usage.WithCall(ctx, turnCall(origin, key))
 	start := a.now()
 	a.publish(ctx, a.outbound(t, bus.KindStart, ""))
 	final := bus.OutboundMessage{}
@@ -239,6 +241,13 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, texts *
 		// slow tool or the disk does not keep another chat from the model.
 		var msg llm.Message
 		err := a.withSlot(ctx, t.origin.Group, func() (err error) {
+			if iter == 0 {
+				// Admitted holding a model slot, against the spend the
+				// calls before it recorded: the turns in flight are what
+				// can pass a limit together.
+				ctx = a.admit(ctx)
+				draft.ctx = ctx
+			}
 			msg, err = a.model.Complete(ctx, route, req, draft.observe)
 			return err
 		})

@@ -10,12 +10,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
-// ChatOf is the chat a message comes from as the usage ledger names it
-// (usage.Call.Chat, usage.Record.Chat): "channel:chat_id". /usage filters
-// the ledger by it, so whoever says who is calling must name chats the
-// same way.
-func ChatOf(m bus.InboundMessage) string { return m.Channel + ":" + m.ChatID }
-
 // usageAnswer answers /usage: this chat's calls, tokens and cost today,
 // this week and this month, from the ledger (no model call); for the
 // owner the whole daemon's too and the top chats, origins and models of
@@ -40,7 +34,8 @@ func (a *Agent) usageAnswer(m bus.InboundMessage, args string) (string, error) {
 		{"This week", usage.Week(now, loc)},
 		{"This month", usage.Month(now, loc)},
 	}
-	chat := ChatOf(m)
+	// The chat as turnCall names it in the records.
+	chat := usage.ChatOf(m.Key())
 	owner := a.owner != nil && a.owner(m)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Usage of this chat (days in %s):\n", loc)

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/testkit/fakes/openaifake"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 func TestTranscriber(t *testing.T) {
@@ -36,17 +39,74 @@ func TestTranscriber(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"text": " water the plants \n"})
 	}))
 	defer srv.Close()
-	if NewTranscriber(config.TranscriptionConfig{}, nil) != nil {
+	if NewTranscriber(config.TranscriptionConfig{}, nil, nil) != nil {
 		t.Error("transcriber built without a base_url")
 	}
-	tr := NewTranscriber(config.TranscriptionConfig{BaseURL: srv.URL + "/v1/", APIKey: "sk-test", Model: "whisper-large"}, srv.Client())
+	tr := NewTranscriber(config.TranscriptionConfig{BaseURL: srv.URL + "/v1/", APIKey: "sk-test", Model: "whisper-large"}, srv.Client(), nil)
 	got, err := tr.Transcribe(context.Background(), "voice.ogg", "audio/ogg", []byte("OggS"))
 	if err != nil || got != "water the plants" {
 		t.Fatalf("Transcribe = %q, %v", got, err)
 	}
-	bad := NewTranscriber(config.TranscriptionConfig{BaseURL: srv.URL + "/v1", APIKey: "sk-wrong"}, srv.Client())
+	bad := NewTranscriber(config.TranscriptionConfig{BaseURL: srv.URL + "/v1", APIKey: "sk-wrong"}, srv.Client(), nil)
 	_, err = bad.Transcribe(context.Background(), "voice.ogg", "audio/ogg", []byte("OggS"))
 	if err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "sk-wrong") {
 		t.Errorf("wrong key: %v, want the HTTP status and no key", err)
 	}
+}
+
+// TestTranscriberRecordsUsage: a transcription is a model call: admitted
+// by the budget, recorded in the usage ledger with origin transcription
+// and the usage the server reported (seconds of audio for whisper-1,
+// tokens for the others).
+func TestTranscriberRecordsUsage(t *testing.T) {
+	srv := openaifake.New(t, nil)
+	ledger, err := usage.Open(t.TempDir(), usage.Options{Prices: usage.NewPriceTable(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ledger.Close()
+	budget, _ := usage.NewBudget(usage.Policy{Origins: map[usage.Origin]usage.Limits{usage.OriginTranscription: {Daily: 0.01}}}, ledger, usage.BudgetOptions{})
+	meter := testMeter{ledger, budget}
+	audio := make([]byte, 16000*60) // a minute, as the fake counts it
+	ctx := usage.WithCall(context.Background(), usage.Call{Chat: "telegram:1"})
+	for _, model := range []string{"whisper-1", "gpt-4o-mini-transcribe"} {
+		tr := NewTranscriber(config.TranscriptionConfig{BaseURL: srv.URL(), APIKey: srv.APIKey(), Model: model}, nil, meter)
+		if _, err := tr.Transcribe(ctx, "voice.ogg", "audio/ogg", audio); err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+	}
+	rep, _ := ledger.Query(usage.Query{Period: usage.Today(ledger.Now(), ledger.Location()), By: usage.ByModel})
+	got := map[string]usage.Group{}
+	for _, g := range rep.Groups {
+		got[g.Key] = g
+	}
+	if w := got["transcription/whisper-1"]; w.Calls != 1 || w.Cost.String() != "$0.0060" {
+		t.Errorf("whisper-1: %+v, want one call at $0.006 a minute", w)
+	}
+	if g := got["transcription/gpt-4o-mini-transcribe"]; g.Calls != 1 || g.Input == 0 || g.Output == 0 || !g.Cost.Known() {
+		t.Errorf("gpt-4o-mini-transcribe: %+v, want its tokens, priced", g)
+	}
+	origins, _ := ledger.Query(usage.Query{Period: usage.Today(ledger.Now(), ledger.Location()), By: usage.ByOrigin, Chat: "telegram:1"})
+	if len(origins.Groups) != 1 || origins.Groups[0].Key != "transcription" {
+		t.Errorf("origins %+v", origins.Groups)
+	}
+	// The transcription budget of $0.01 is spent: the next one is refused
+	// without a call.
+	before := len(srv.Transcriptions())
+	tr := NewTranscriber(config.TranscriptionConfig{BaseURL: srv.URL(), APIKey: srv.APIKey(), Model: "whisper-1"}, nil, meter)
+	if _, err := tr.Transcribe(ctx, "voice.ogg", "audio/ogg", audio); llm.Classify(err).Kind != llm.KindBudget {
+		t.Errorf("past the budget: %v", err)
+	}
+	if len(srv.Transcriptions()) != before {
+		t.Error("a transcription was sent past its budget")
+	}
+}
+
+type testMeter struct {
+	*usage.Ledger
+	budget *usage.Budget
+}
+
+func (m testMeter) Admit(ctx context.Context) (context.Context, usage.Decision) {
+	return m.budget.Admit(ctx)
 }

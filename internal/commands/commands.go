@@ -101,6 +101,8 @@ var table = []Command{
 	// /web is off the menus: a login link is for the bot's owner, in a
 	// direct message only, not for everyone who sees the menu.
 	{Name: "web", Description: "Get a one-time link that logs a browser into the web page", Handler: Daemon},
+	{Name: "budget", Arg: &Arg{Name: "lift", Description: "lift: let model calls run past the limits until midnight (owner only)"},
+		Description: "Show today's and this month's spend against the budget", Handler: Daemon, Menu: true},
 	{Name: "help", Description: "List the commands", Handler: AgentNow, Menu: true},
 }
 

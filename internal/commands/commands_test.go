@@ -22,6 +22,7 @@ func TestTable(t *testing.T) {
 		{"/usage [footer]", "Calls, tokens and cost today, this week and this month", AgentNow, true},
 		{"/whoami", "Show your user id (for allow lists)", Intake, true},
 		{"/web", "Get a one-time link that logs a browser into the web page", Daemon, false},
+		{"/budget [lift]", "Show today's and this month's spend against the budget", Daemon, true},
 		{"/help", "List the commands", AgentNow, true},
 	}
 	all := All()
@@ -48,7 +49,7 @@ func TestTable(t *testing.T) {
 	for _, c := range Menu() {
 		menu = append(menu, c.Name)
 	}
-	if got := strings.Join(menu, " "); got != "new stop model status context usage whoami help" {
+	if got := strings.Join(menu, " "); got != "new stop model status context usage whoami budget help" {
 		t.Errorf("Menu() = %s", got)
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/usage"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
@@ -68,8 +69,16 @@ type Core struct {
 	Metrics *metrics.Metrics
 	// ModelHealth is the outcome of the last model call, for /readyz.
 	ModelHealth *health.ModelHealth
-	root        *workspace.Root
-	log         *zap.Logger
+	// Usage is the usage ledger: every model call, whoever made it, with
+	// its tokens and cost (docs/usage.md). /usage, the panel, the CLI and
+	// the metrics all read it.
+	Usage *usage.Ledger
+	// Budget admits new model calls against budget: (nil-safe).
+	Budget *usage.Budget
+	// warnings carry the budget's warnings to the owner's chat.
+	warnings *ownerWarnings
+	root     *workspace.Root
+	log      *zap.Logger
 }
 
 // Options are what the command line adds to the configuration.
@@ -88,6 +97,9 @@ type Options struct {
 	// commands are chat commands the gateway answers outside the agent
 	// (/web); see agent.Deps.Commands.
 	commands map[string]agent.Command
+	// owner is /usage's owner rule (usageOwner) [the terminal and the
+	// web page only].
+	owner func(bus.InboundMessage) bool
 
 	// Role is what a gateway process serves: RoleAll (default),
 	// RoleChannels or RoleAgent; the last two need bus.backend: nats.
@@ -144,10 +156,11 @@ func checkRole(cfg *config.Config, role string) error {
 	return fmt.Errorf("--role: must be one of all, channels, agent, got %q", role)
 }
 
-// Build builds the core from cfg. Its only I/O is making sure the workspace
+// Build builds the core from cfg. Its only I/O is opening the usage ledger
+// (one line per past day and today's records), making sure the workspace
 // exists (installing the template when onboard was skipped, never
 // overwriting) and opening it for the file tools.
-func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
+func Build(cfg *config.Config, opts Options, log *zap.Logger) (_ *Core, err error) {
 	if err := checkRole(cfg, opts.Role); err != nil {
 		return nil, err
 	}
@@ -171,9 +184,21 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	for name, pc := range cfg.Providers {
 		maxRetries[name] = pc.MaxRetries
 	}
+	m := metrics.New(metrics.BuildInfo{Version: opts.Version, GoVersion: runtime.Version()})
+	warnings := newOwnerWarnings(cfg, log.Named("usage"))
+	ledger, budget, err := openUsage(cfg, m, warnings, log.Named("usage"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = ledger.Close()
+		}
+	}()
 	router := provider.NewRouter(providers, provider.Options{
 		Default: cfg.Agents.Model, DefaultFallbacks: cfg.Agents.Fallbacks, Routes: routes,
 		ContextWindow: cfg.Agents.ContextWindow, MaxRetries: maxRetries,
+		Usage: ledger, Budget: budget,
 	}, log.Named("router"))
 
 	ws := cfg.Agents.Workspace
@@ -193,7 +218,6 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	// Tool output is redacted against the secrets as they are at each call:
 	// the web token may be rotated while the daemon runs.
 	redact := logging.NewSecrets(cfg.Secrets(), SecretFiles(cfg, opts.DataDir)).Redact
-	m := metrics.New(metrics.BuildInfo{Version: opts.Version, GoVersion: runtime.Version()})
 	m.WatchQueues(b.InboundLen, b.OutboundLen)
 	var pub Publisher = b
 	var store Sessions
@@ -204,6 +228,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		pub = nb
 		m.WatchNATS(opts.Role, nb.Held, nb.Healthy)
 	}
+	warnings.pub = pub
 	store = newSessions(cfg, nb, log.Named("session"))
 	m.WatchSessions(store.Cached, store.CachedBytes)
 	modelHealth := &health.ModelHealth{}
@@ -217,6 +242,10 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 	// /status ends with the provider's trouble, if any, and the MCP servers.
 	statusLines := func() []string { return append(modelStatus(modelHealth), mcpServers.StatusLines()...) }
 	consolidator := memory.NewConsolidator(memory.NewFiles(root), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))
+	owner := opts.owner
+	if owner == nil {
+		owner = usageOwner(&webLinks{cfg: cfg})
+	}
 	ag := agent.New(agentconfig.From(cfg, opts.Version), agent.Deps{
 		Model:    observedModel{Model: router, metrics: m, health: modelHealth},
 		Sessions: store, Tools: reg, Out: pub, StatusLines: statusLines, Redact: redact, Observer: m,
@@ -227,13 +256,18 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (*Core, error) {
 		SubagentTools: reg.Without("message", agent.SpawnToolName, "cron"),
 		In:            pub,
 		Commands:      opts.commands,
+		Budget:        budget,
+		Usage:         ledger,
+		Owner:         owner,
 	}, log.Named("agent"))
+	// The footers of running turns add up the ledger's own records.
+	ledger.OnRecord(ag.UsageRecorded)
 	if err := reg.Register(ag.SpawnTool()); err != nil {
 		_ = root.Close()
 		return nil, fmt.Errorf("register tool spawn: %w", err)
 	}
 	return &Core{Config: cfg, Bus: b, Pub: pub, NATS: nb, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
-		Metrics: m, ModelHealth: modelHealth, root: root, log: log}, nil
+		Metrics: m, ModelHealth: modelHealth, Usage: ledger, Budget: budget, warnings: warnings, root: root, log: log}, nil
 }
 
 // modelProvider is a provider adapter: it streams turns for the router and
@@ -301,5 +335,5 @@ func (c *Core) Close() error {
 	if err := c.Tools.Wait(ctx); err != nil {
 		c.log.Warn("tool calls still running at shutdown", zap.Error(err))
 	}
-	return errors.Join(c.Sessions.Close(), c.root.Close())
+	return errors.Join(c.Sessions.Close(), c.Usage.Close(), c.root.Close())
 }

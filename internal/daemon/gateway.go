@@ -91,11 +91,14 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 		opts.Role = RoleAll
 	}
 	links := &webLinks{cfg: cfg}
-	opts.commands = map[string]agent.Command{"web": {Answer: links.answer}}
+	budgetCmd := &budgetCommand{links: links}
+	opts.commands = map[string]agent.Command{"web": {Answer: links.answer}, "budget": {Answer: budgetCmd.answer}}
+	opts.owner = usageOwner(links)
 	core, err := Build(cfg, opts, log)
 	if err != nil {
 		return nil, err
 	}
+	budgetCmd.core = core
 	secrets := logging.NewSecrets(cfg.Secrets(), SecretFiles(cfg, opts.DataDir))
 	g := &Gateway{core: core, cfg: cfg, opts: opts, log: log, mux: http.NewServeMux(), started: time.Now(), links: links,
 		secrets: secrets, health: health.New(secrets.Redact)}
@@ -230,7 +233,7 @@ func (g *Gateway) buildChannels() error {
 	pairing := g.newPairing()
 	g.pairing = pairing
 	g.links.pairing = pairing // /web and /usage's owner read it, web page or not
-	parts := channelParts{pub: g.core.Pub, pairing: pairing, dataDir: g.opts.DataDir}
+	parts := channelParts{pub: g.core.Pub, pairing: pairing, dataDir: g.opts.DataDir, meter: g.core.meter()}
 	if tc := g.cfg.Channels.Telegram; tc.Enabled {
 		tg, err := newTelegram(g.cfg, parts, g.log.Named("telegram"))
 		if err != nil {
@@ -267,6 +270,8 @@ type channelParts struct {
 	dataDir string
 	// cursors is Discord's cursor store; nil: the data dir's file.
 	cursors discord.CursorStore
+	// meter counts and admits transcriptions; nil counts nothing (doctor).
+	meter channels.Meter
 }
 
 // intakeLimits are the intake's bounds for a channel with access a.
@@ -280,7 +285,7 @@ func newTelegram(cfg *config.Config, p channelParts, log *zap.Logger) (*telegram
 	tc := cfg.Channels.Telegram
 	return telegram.New(tc, telegram.Deps{
 		Bus: p.pub, Pairing: p.pairing, DataDir: p.dataDir, Workspace: cfg.Agents.Workspace,
-		Transcription: cfg.Channels.Transcription, Limits: intakeLimits(cfg, tc.Access),
+		Transcription: cfg.Channels.Transcription, Limits: intakeLimits(cfg, tc.Access), Meter: p.meter,
 	}, log)
 }
 
@@ -290,7 +295,7 @@ func newDiscord(cfg *config.Config, p channelParts, log *zap.Logger) (*discord.C
 	dc := cfg.Channels.Discord
 	return discord.New(dc, discord.Deps{
 		Bus: p.pub, Pairing: p.pairing, Workspace: cfg.Agents.Workspace, DataDir: p.dataDir, Cursors: p.cursors,
-		Transcription: cfg.Channels.Transcription, Limits: intakeLimits(cfg, dc.Access),
+		Transcription: cfg.Channels.Transcription, Limits: intakeLimits(cfg, dc.Access), Meter: p.meter,
 	}, log)
 }
 
@@ -411,6 +416,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 	} else {
 		close(natsDone)
 	}
+	// The ledger syncs its records, and the budget's warnings go out,
+	// until the bus stops: the last turns' calls are recorded by then.
+	eg.Go(func() error { return g.core.Usage.Run(natsCtx) })
+	eg.Go(func() error { return g.core.warnings.Run(natsCtx) })
 	if g.runPairing != nil {
 		// Its view is read until the channels stop, and its watch rides on
 		// the bus's connection: it stops with the bus.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 // ToolName is the tool the model is forced to call
@@ -96,6 +97,9 @@ func (c *Consolidator) Consolidate(ctx context.Context, route, key string, msgs 
 	if len(msgs) == 0 {
 		return nil
 	}
+	// Its calls are the session's, counted as consolidation in the usage
+	// ledger (and against budget.origins.consolidation).
+	ctx = usage.WithCall(ctx, usage.Call{Origin: usage.OriginConsolidation, Session: key, Chat: usage.ChatOf(key)})
 	for attempt := 1; ; attempt++ {
 		base, err := c.files.Memory()
 		if err != nil {

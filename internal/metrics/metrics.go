@@ -53,6 +53,12 @@ type Metrics struct {
 	replies     *prometheus.CounterVec
 	apiCalls    *prometheus.CounterVec
 	apiSeconds  *prometheus.HistogramVec
+	// The usage ledger's figures (UsageRecorded): every attempt, by model
+	// and origin.
+	usageCalls    *prometheus.CounterVec
+	usageTokens   *prometheus.CounterVec
+	usageCost     *prometheus.CounterVec
+	usageUnpriced *prometheus.CounterVec
 }
 
 // New returns the metrics with every collector registered. It does no I/O:
@@ -93,6 +99,17 @@ func New(info BuildInfo) *Metrics {
 			"key", "outcome"),
 		apiSeconds: f.histogram("api_request_duration_seconds",
 			"Time from an API request's arrival to its answer (or refusal), by key name.", turnBuckets, "key"),
+		usageCalls: f.counter("usage_calls_total",
+			"Model call attempts in the usage ledger (docs/usage.md), by provider/model, origin (turn, api, heartbeat, cron, "+
+				"consolidation, subagent, transcription) and outcome (ok, retried, failed).", "model", "origin", "outcome"),
+		usageTokens: f.counter("usage_tokens_total",
+			"Tokens in the usage ledger, every attempt, by provider/model, origin and kind: input (not from the cache), "+
+				"output, cache_read, cache_write or reasoning (the part of output spent thinking).", "model", "origin", "kind"),
+		usageCost: f.counter("usage_cost_usd_total",
+			"What the priced attempts in the usage ledger cost, in USD, by provider/model and origin; unpriced models "+
+				"count in nanobot_usage_unpriced_calls_total instead.", "model", "origin"),
+		usageUnpriced: f.counter("usage_unpriced_calls_total",
+			"Attempts of models without a price (prices:), by provider/model and origin.", "model", "origin"),
 	}
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -140,6 +157,26 @@ func (m *Metrics) ModelCall(route, outcome string, elapsed time.Duration, msg ll
 			m.tokens.WithLabelValues(route, model, t.kind).Add(float64(t.n))
 		}
 	}
+}
+
+// UsageRecorded counts one attempt the usage ledger recorded: its
+// outcome, tokens and cost (priced false for a model without a price).
+func (m *Metrics) UsageRecorded(model, origin, outcome string, u llm.Usage, usd float64, priced bool) {
+	m.usageCalls.WithLabelValues(model, origin, outcome).Inc()
+	for _, t := range []struct {
+		kind string
+		n    int
+	}{{"input", u.InputTokens}, {"output", u.OutputTokens}, {"cache_read", u.CacheReadTokens}, {"cache_write", u.CacheWriteTokens},
+		{"reasoning", u.ReasoningTokens}} {
+		if t.n > 0 {
+			m.usageTokens.WithLabelValues(model, origin, t.kind).Add(float64(t.n))
+		}
+	}
+	if !priced {
+		m.usageUnpriced.WithLabelValues(model, origin).Inc()
+		return
+	}
+	m.usageCost.WithLabelValues(model, origin).Add(usd)
 }
 
 // ToolCall counts a tool call (the tool registry's Observer).

@@ -206,13 +206,15 @@ func (r *Router) Complete(ctx context.Context, route string, req llm.Request, on
 	if r.opts.Budget != nil {
 		var d usage.Decision
 		ctx, d = r.opts.Budget.Admit(ctx)
-		switch d.Verdict {
-		case usage.Stop:
+		if d.Verdict == usage.Stop {
 			return llm.Message{}, d.Err()
-		case usage.Reroute:
-			log.Info("budget reached, moving to the cheaper route", zap.String("route", route), zap.String("cheaper", d.Route))
-			route = d.Route
 		}
+	}
+	// A budget at its limit may move the work to a cheaper route
+	// (budget.reroute), for all its calls.
+	if c, _ := usage.CallFrom(ctx); c.Reroute != "" && c.Reroute != route {
+		log.Info("budget reached, on the cheaper route", zap.String("route", route), zap.String("cheaper", c.Reroute))
+		route = c.Reroute
 	}
 	rt, err := r.Resolve(route)
 	if err != nil {

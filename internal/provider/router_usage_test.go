@@ -186,7 +186,14 @@ func TestRouterEstimatesMissingUsage(t *testing.T) {
 // the budget (the budget itself is tested in internal/usage).
 type budgetStub struct{ d usage.Decision }
 
-func (b budgetStub) Admit(ctx context.Context) (context.Context, usage.Decision) { return ctx, b.d }
+func (b budgetStub) Admit(ctx context.Context) (context.Context, usage.Decision) {
+	if b.d.Verdict == usage.Stop {
+		return ctx, b.d
+	}
+	c, _ := usage.CallFrom(ctx)
+	c.Admitted, c.Reroute = true, b.d.Route
+	return usage.WithCall(ctx, c), b.d
+}
 
 func TestRouterHonoursTheBudget(t *testing.T) {
 	stop := usage.Decision{Verdict: usage.Stop, Text: "today's budget of $2 is spent; it resets at 00:00 UTC; /usage shows where it went."}

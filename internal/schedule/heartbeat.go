@@ -17,6 +17,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 // Model is what the heartbeat needs from the provider router: one call.
@@ -267,6 +268,9 @@ func (h *Heartbeat) decide(ctx context.Context, tasks []string, now time.Time) (
 		ForceTool: heartbeatTool.Name,
 		MaxTokens: 1024,
 	}
+	// The decision is the heartbeat's own call (budget.origins.heartbeat);
+	// the turn it may start is counted as heartbeat too, by its source.
+	ctx = usage.WithCall(ctx, usage.Call{Origin: usage.OriginHeartbeat})
 	msg, err := h.model.Complete(ctx, h.cfg.Route, req, nil)
 	if err != nil {
 		return decision{}, fmt.Errorf("heartbeat decision: %w", err)

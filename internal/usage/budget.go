@@ -226,7 +226,7 @@ func (b *Budget) Admit(ctx context.Context) (context.Context, Decision) {
 	if d.Verdict == Stop {
 		return ctx, d
 	}
-	c.Admitted = true
+	c.Admitted, c.Reroute = true, d.Route
 	return WithCall(ctx, c), d
 }
 

@@ -38,25 +38,26 @@ func (p Price) Cost(t llm.Usage, audioSeconds float64) Cost {
 const PricesAsOf = "October 2025"
 
 // DefaultPrices are the list prices of the common models of each provider,
-// keyed by route model, as of PricesAsOf. OpenAI bills no cache writes;
+// keyed by route model, as of PricesAsOf; transcriptions are keyed
+// "transcription/<model>" (channels.transcription is not a route). OpenAI bills no cache writes;
 // Gemini bills cache storage by the hour, which a call's tokens cannot
 // show, so their cache_write is 0. The configuration's prices: override
 // them one model at a time.
 var DefaultPrices = map[string]Price{
-	"openai/gpt-5":                  {Input: 1.25, Output: 10, CacheRead: 0.125},
-	"openai/gpt-5-mini":             {Input: 0.25, Output: 2, CacheRead: 0.025},
-	"openai/gpt-5-nano":             {Input: 0.05, Output: 0.40, CacheRead: 0.005},
-	"openai/gpt-4.1":                {Input: 2, Output: 8, CacheRead: 0.50},
-	"openai/gpt-4.1-mini":           {Input: 0.40, Output: 1.60, CacheRead: 0.10},
-	"openai/gpt-4.1-nano":           {Input: 0.10, Output: 0.40, CacheRead: 0.025},
-	"openai/gpt-4o":                 {Input: 2.50, Output: 10, CacheRead: 1.25},
-	"openai/gpt-4o-mini":            {Input: 0.15, Output: 0.60, CacheRead: 0.075},
-	"openai/o3":                     {Input: 2, Output: 8, CacheRead: 0.50},
-	"openai/o4-mini":                {Input: 1.10, Output: 4.40, CacheRead: 0.275},
-	"openai/o3-mini":                {Input: 1.10, Output: 4.40, CacheRead: 0.55},
-	"openai/whisper-1":              {PerMinute: 0.006},
-	"openai/gpt-4o-transcribe":      {Input: 2.50, Output: 10},
-	"openai/gpt-4o-mini-transcribe": {Input: 1.25, Output: 5},
+	"openai/gpt-5":                         {Input: 1.25, Output: 10, CacheRead: 0.125},
+	"openai/gpt-5-mini":                    {Input: 0.25, Output: 2, CacheRead: 0.025},
+	"openai/gpt-5-nano":                    {Input: 0.05, Output: 0.40, CacheRead: 0.005},
+	"openai/gpt-4.1":                       {Input: 2, Output: 8, CacheRead: 0.50},
+	"openai/gpt-4.1-mini":                  {Input: 0.40, Output: 1.60, CacheRead: 0.10},
+	"openai/gpt-4.1-nano":                  {Input: 0.10, Output: 0.40, CacheRead: 0.025},
+	"openai/gpt-4o":                        {Input: 2.50, Output: 10, CacheRead: 1.25},
+	"openai/gpt-4o-mini":                   {Input: 0.15, Output: 0.60, CacheRead: 0.075},
+	"openai/o3":                            {Input: 2, Output: 8, CacheRead: 0.50},
+	"openai/o4-mini":                       {Input: 1.10, Output: 4.40, CacheRead: 0.275},
+	"openai/o3-mini":                       {Input: 1.10, Output: 4.40, CacheRead: 0.55},
+	"transcription/whisper-1":              {PerMinute: 0.006},
+	"transcription/gpt-4o-transcribe":      {Input: 2.50, Output: 10},
+	"transcription/gpt-4o-mini-transcribe": {Input: 1.25, Output: 5},
 
 	"anthropic/claude-opus-4-1":   {Input: 15, Output: 75, CacheRead: 1.50, CacheWrite: 18.75},
 	"anthropic/claude-opus-4-0":   {Input: 15, Output: 75, CacheRead: 1.50, CacheWrite: 18.75},

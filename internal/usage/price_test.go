@@ -27,7 +27,7 @@ func TestPriceTable(t *testing.T) {
 			t.Errorf("%s/%s: %s, want %s", tt.provider, tt.model, got, tt.want)
 		}
 	}
-	if c := pt.Price(Record{Provider: "openai", Model: "whisper-1", AudioSeconds: 90}); c.String() != "$0.0090" {
+	if c := pt.Price(Record{Provider: "transcription", Model: "whisper-1", AudioSeconds: 90}); c.String() != "$0.0090" {
 		t.Errorf("whisper 90s = %s", c)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -66,6 +67,22 @@ type Call struct {
 	// Admitted is set by Budget.Admit: the work was let through, so its
 	// later calls are not checked again (a running turn finishes).
 	Admitted bool
+	// Reroute is the cheaper route an admitted work's calls go to
+	// (Policy.Reroute at a limit), "" for the one asked for.
+	Reroute string
+}
+
+// ChatOf is the chat of a session key: its first two parts
+// ("telegram:42:topic:7" → "telegram:42"; "api:webui:abc" → "api:webui").
+func ChatOf(sessionKey string) string {
+	first := strings.IndexByte(sessionKey, ':')
+	if first < 0 {
+		return sessionKey
+	}
+	if second := strings.IndexByte(sessionKey[first+1:], ':'); second >= 0 {
+		return sessionKey[:first+1+second]
+	}
+	return sessionKey
 }
 
 type callKey struct{}

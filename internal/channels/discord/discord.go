@@ -64,6 +64,9 @@ type Deps struct {
 	// Transcription is the OpenAI-compatible endpoint voice messages are
 	// transcribed with; an empty BaseURL turns transcription off.
 	Transcription config.TranscriptionConfig
+	// Meter counts and admits transcriptions (the usage ledger and
+	// budget); nil counts nothing.
+	Meter channels.Meter
 	// Transcriber replaces the client built from Transcription (tests).
 	Transcriber Transcriber
 	// HTTPTransport is the base transport for REST and downloads
@@ -140,7 +143,7 @@ func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error)
 		log = zap.NewNop()
 	}
 	if deps.Transcriber == nil {
-		if tr := channels.NewTranscriber(deps.Transcription, nil); tr != nil {
+		if tr := channels.NewTranscriber(deps.Transcription, nil, deps.Meter); tr != nil {
 			deps.Transcriber = tr
 		}
 	}

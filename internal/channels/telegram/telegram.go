@@ -60,6 +60,9 @@ type Deps struct {
 	// TranscriptionClient is used for the transcription endpoint [a plain
 	// client with a 2-minute timeout].
 	TranscriptionClient *http.Client
+	// Meter counts and admits transcriptions (the usage ledger and
+	// budget); nil counts nothing.
+	Meter channels.Meter
 	// AlbumWait is how long the parts of an album are collected; zero means
 	// DefaultAlbumWait. A test seam, not a key (see DefaultAlbumWait).
 	AlbumWait time.Duration
@@ -179,7 +182,7 @@ func New(cfg config.TelegramConfig, deps Deps, log *zap.Logger) (*Channel, error
 	limits := deps.Limits
 	limits.Channel = Name
 	c.intake = channels.NewIntake(limits, access, deps.Bus, log)
-	c.tx = channels.NewTranscriber(deps.Transcription, deps.TranscriptionClient)
+	c.tx = channels.NewTranscriber(deps.Transcription, deps.TranscriptionClient, deps.Meter)
 	jpath := ""
 	if deps.DataDir != "" {
 		jpath = filepath.Join(deps.DataDir, "telegram-updates.json")

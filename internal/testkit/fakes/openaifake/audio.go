@@ -80,8 +80,15 @@ func (s *Server) transcriptionsHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	switch req.ResponseFormat {
 	case "", "json":
+		// OpenAI reports usage with the text: the audio's length for a
+		// model billed by the minute (whisper-1), tokens for the others.
+		u := map[string]any{"type": "tokens", "input_tokens": len(req.Audio)/100 + 1, "output_tokens": len(text)/4 + 1,
+			"input_token_details": map[string]int{"audio_tokens": len(req.Audio)/100 + 1}}
+		if req.Model == "whisper-1" {
+			u = map[string]any{"type": "duration", "seconds": float64(len(req.Audio)) / 16000}
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"text": text})
+		_ = json.NewEncoder(w).Encode(map[string]any{"text": text, "usage": u})
 	case "verbose_json":
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"task": "transcribe", "language": req.Language, "duration": 0, "text": text})
