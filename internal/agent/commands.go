@@ -30,7 +30,7 @@ func (a *Agent) command(ctx context.Context, m bus.InboundMessage) {
 	case "whoami":
 		reply = fmt.Sprintf("Your %s user id is `%s` (chat `%s`).", m.Channel, m.SenderID, m.ChatID)
 	case "status":
-		reply, err = a.status(m.Key())
+		reply, err = a.status(m)
 	case "context":
 		reply, err = a.contextReport(m.Key())
 	case "usage":
@@ -82,7 +82,8 @@ func (a *Agent) help() string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-func (a *Agent) status(key string) (string, error) {
+func (a *Agent) status(m bus.InboundMessage) (string, error) {
+	key := m.Key()
 	snap, err := a.store.Get(key)
 	if err != nil {
 		return "I could not read this session's state; see the daemon log.", fmt.Errorf("status: %w", err)
@@ -104,6 +105,11 @@ func (a *Agent) status(key string) (string, error) {
 	fmt.Fprintf(&b, "Tokens used in this session: %s\n", thousands(used))
 	fmt.Fprintf(&b, "Context: %s of %s tokens (%s), estimated for the next call; /context shows what fills it\n",
 		thousands(u.total()), thousands(u.window), percent(u.total(), u.window))
+	if line, err := a.spentToday(m); err != nil {
+		return "I could not read the usage ledger; see the daemon log.", fmt.Errorf("status: %w", err)
+	} else if line != "" {
+		b.WriteString(line + "\n")
+	}
 	fmt.Fprintf(&b, "Session: %d messages (%d consolidated into memory, %d not yet), %s on disk\n",
 		len(snap.Messages), snap.Consolidated, len(snap.Messages)-snap.Consolidated, bytesize.Format(snap.Size))
 	if line := a.memoryStatus(key); line != "" {

@@ -81,6 +81,28 @@ func (a *Agent) usageAnswer(m bus.InboundMessage, args string) (string, error) {
 	return b.String(), nil
 }
 
+// spentToday is /status's line of today's spend: this chat's, and for
+// the owner the whole daemon's; "" without a ledger.
+func (a *Agent) spentToday(m bus.InboundMessage) (string, error) {
+	if a.usage == nil {
+		return "", nil
+	}
+	today := usage.Today(a.usage.Now(), a.usage.Location())
+	mine, err := a.usage.Query(usage.Query{Period: today, Chat: usage.ChatOf(m.Key())})
+	if err != nil {
+		return "", err
+	}
+	line := fmt.Sprintf("Spent today in this chat: %s (%s)", costText(mine.Total.Cost), calls(mine.Total.Calls))
+	if a.owner != nil && a.owner(m) {
+		all, err := a.usage.Query(usage.Query{Period: today})
+		if err != nil {
+			return "", err
+		}
+		line += fmt.Sprintf("; the whole daemon: %s (%s)", costText(all.Total.Cost), calls(all.Total.Calls))
+	}
+	return line + "; /usage says more", nil
+}
+
 // topGroups is how many chats, origins and models /usage lists.
 const topGroups = 5
 

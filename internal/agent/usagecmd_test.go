@@ -92,6 +92,12 @@ func TestUsageAnswersFromTheLedger(t *testing.T) {
 	if n := len(h.script.Requests()); n != 0 {
 		t.Errorf("/usage made %d model calls", n)
 	}
+	if got := h.command("c1", "/status"); !strings.Contains(got, "Spent today in this chat: $0.15 (1 call); /usage says more") {
+		t.Errorf("/status lacks today's spend:\n%s", got)
+	}
+	if got := h.command("owner", "/status"); !strings.Contains(got, "Spent today in this chat: $0 (0 calls); the whole daemon: unpriced (1 call of a model without a price; the rest ") {
+		t.Errorf("the owner's /status lacks the daemon's spend:\n%s", got)
+	}
 	if got := h.command("c2", "/usage"); !strings.Contains(got, "Today: no model calls") {
 		t.Errorf("/usage of a chat without calls:\n%s", got)
 	}
