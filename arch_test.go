@@ -41,6 +41,7 @@ var allowed = []struct {
 	{"internal/session", []string{"internal/llm", "internal/filelock"}},
 	// usage, the ledger and budgets, sits under the router that records
 	// every call; it reads the projection's token estimate.
+	{"internal/usage/usagejs", []string{"internal/llm", "internal/usage", "internal/bus/natsbus", "internal/config", "internal/atomicfile"}},
 	{"internal/usage", []string{"internal/llm", "internal/history", "internal/atomicfile", "internal/config", "internal/usage"}},
 	{"internal/session/jsstore", []string{"internal/llm", "internal/bus/natsbus", "internal/config", "internal/session"}},
 	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace", "internal/filelock", "internal/usage"}},

@@ -20,14 +20,17 @@ import (
 	"github.com/nanobot-go/nanobot/internal/testkit/bustest"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/usage"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // harness runs a real agent with a real session store, real tools and the
 // scripted in-process model, and records everything it publishes.
 type harness struct {
-	t      *testing.T
-	ws     string
+	t  *testing.T
+	ws string
+	// ledger records every model call the agent makes (usage).
+	ledger *usage.Ledger
 	script *fakellm.Script
 	store  *session.Store
 	bus    *bus.Bus
@@ -82,9 +85,12 @@ func newHarnessDeps(t *testing.T, deps func(*Deps), tweak ...func(*Config)) *har
 			t.Fatal(err)
 		}
 	}
+	if h.ledger, err = usage.Open(t.TempDir(), usage.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	router := provider.NewRouter(map[string]provider.Streamer{"openai": &fakellm.Streamer{Name: "openai", Script: h.script}},
 		provider.Options{Default: "openai/gpt-4o-mini", Routes: map[string]provider.RouteSpec{"smart": {Model: "openai/gpt-4.1"}},
-			MaxRetries: map[string]int{"openai": 0}}, log)
+			MaxRetries: map[string]int{"openai": 0}, Usage: h.ledger}, log)
 	cfg := defaultConfig(ws, "test")
 	cfg.MaxTokens, cfg.DraftInterval = 1000, time.Nanosecond
 	for _, f := range tweak {
@@ -123,6 +129,11 @@ func newHarnessDeps(t *testing.T, deps func(*Deps), tweak ...func(*Config)) *har
 		h.bus.CloseOutbound()
 		<-h.rec.Done()
 		_ = root.Close()
+		// Every call any agent test made said who made it.
+		if o := h.origins(); o[usage.OriginUnknown] > 0 {
+			t.Errorf("%d model calls without an origin (usage.WithCall): %v", o[usage.OriginUnknown], o)
+		}
+		_ = h.ledger.Close()
 		_ = h.store.Close()
 	})
 	return h
@@ -197,4 +208,17 @@ func defaultConfig(ws, version string) Config {
 		HistoryLowWater:    d.History.LowWater,
 		Version:            version,
 	}
+}
+
+// origins counts the recorded model calls by origin.
+func (h *harness) origins() map[usage.Origin]int64 {
+	rep, err := h.ledger.Query(usage.Query{Period: usage.LastDays(h.ledger.Now(), h.ledger.Location(), 2), By: usage.ByOrigin})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[usage.Origin]int64{}
+	for _, g := range rep.Groups {
+		out[usage.Origin(g.Key)] = g.Calls
+	}
+	return out
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 func isSubagentCall(r fakellm.Request) bool { return strings.Contains(r.System, "# nanobot subagent") }
@@ -127,6 +128,11 @@ func TestSpawnAnnouncesResultForTheMainAgentToSummarise(t *testing.T) {
 				t.Errorf("subagent step %s leaked into the session", c.Name)
 			}
 		}
+	}
+	// The usage ledger counts the chat's turn, the subagent's own calls and
+	// the announcement turn, each under its origin.
+	if o := h.origins(); o[usage.OriginTurn] == 0 || o[usage.OriginSubagent] < 2 {
+		t.Errorf("calls by origin %v: want the turn's and the subagent's (its own and the announcement)", o)
 	}
 }
 

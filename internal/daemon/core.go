@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/agent"
@@ -40,6 +41,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/skills/builtin"
 	"github.com/nanobot-go/nanobot/internal/tools"
 	"github.com/nanobot-go/nanobot/internal/usage"
+	"github.com/nanobot-go/nanobot/internal/usage/usagejs"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
@@ -75,6 +77,10 @@ type Core struct {
 	Usage *usage.Ledger
 	// Budget admits new model calls against budget: (nil-safe).
 	Budget *usage.Budget
+	// recorder is where model calls are recorded: Usage, or on the NATS
+	// bus usageShared, which also reads the other processes' records.
+	recorder    usage.Recorder
+	usageShared *usagejs.Shared
 	// warnings carry the budget's warnings to the owner's chat.
 	warnings *ownerWarnings
 	root     *workspace.Root
@@ -195,10 +201,20 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (_ *Core, err erro
 			_ = ledger.Close()
 		}
 	}()
+	// On the NATS bus every process's calls land in every ledger
+	// (usagejs); the stream rides on the bus's connection, set below.
+	var nb *natsbus.Bus
+	var recorder usage.Recorder = ledger
+	var shared *usagejs.Shared
+	if opts.Role != "" && cfg.Bus.Backend == config.BusNATS {
+		conn := natsbus.JetStreamFunc(func(ctx context.Context) (jetstream.JetStream, error) { return nb.JetStream(ctx) })
+		shared = usagejs.New(cfg.Bus.NATS, conn, ledger, workerName(opts.Role), cfg.Usage.Retention, log.Named("usage"))
+		recorder = shared
+	}
 	router := provider.NewRouter(providers, provider.Options{
 		Default: cfg.Agents.Model, DefaultFallbacks: cfg.Agents.Fallbacks, Routes: routes,
 		ContextWindow: cfg.Agents.ContextWindow, MaxRetries: maxRetries,
-		Usage: ledger, Budget: budget,
+		Usage: recorder, Budget: budget,
 	}, log.Named("router"))
 
 	ws := cfg.Agents.Workspace
@@ -221,7 +237,6 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (_ *Core, err erro
 	m.WatchQueues(b.InboundLen, b.OutboundLen)
 	var pub Publisher = b
 	var store Sessions
-	var nb *natsbus.Bus
 	if opts.Role != "" && cfg.Bus.Backend == config.BusNATS {
 		// The bus takes messages only once it runs, after store is set.
 		nb = newNATSBus(cfg, opts.Role, b, func(key string) error { return store.Forget(key) }, log)
@@ -267,7 +282,7 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (_ *Core, err erro
 		return nil, fmt.Errorf("register tool spawn: %w", err)
 	}
 	return &Core{Config: cfg, Bus: b, Pub: pub, NATS: nb, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
-		Metrics: m, ModelHealth: modelHealth, Usage: ledger, Budget: budget, warnings: warnings, root: root, log: log}, nil
+		Metrics: m, ModelHealth: modelHealth, Usage: ledger, Budget: budget, recorder: recorder, usageShared: shared, warnings: warnings, root: root, log: log}, nil
 }
 
 // modelProvider is a provider adapter: it streams turns for the router and

@@ -419,6 +419,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	// The ledger syncs its records, and the budget's warnings go out,
 	// until the bus stops: the last turns' calls are recorded by then.
 	eg.Go(func() error { return g.core.Usage.Run(natsCtx) })
+	if g.core.usageShared != nil {
+		eg.Go(func() error { return g.core.usageShared.Run(natsCtx) })
+	}
 	eg.Go(func() error { return g.core.warnings.Run(natsCtx) })
 	if g.runPairing != nil {
 		// Its view is read until the channels stop, and its watch rides on

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 
@@ -210,5 +211,12 @@ func (m usageMeter) Admit(ctx context.Context) (context.Context, usage.Decision)
 
 // meter is the channels' transcription meter.
 func (c *Core) meter() channels.Meter {
-	return usageMeter{Recorder: c.Usage, budget: c.Budget}
+	return usageMeter{Recorder: c.recorder, budget: c.Budget}
+}
+
+// workerName names this process among those sharing the NATS bus, in the
+// usage records it publishes: host, role and pid.
+func workerName(role string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%s/%d", host, role, os.Getpid())
 }

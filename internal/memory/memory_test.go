@@ -17,6 +17,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/testkit/golden"
+	"github.com/nanobot-go/nanobot/internal/usage"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
@@ -160,16 +161,19 @@ func TestConcurrentCommitsSerialise(t *testing.T) {
 
 // model answers every call with reply (or err) and records the requests.
 type model struct {
-	mu     sync.Mutex
-	reply  func(req llm.Request) (llm.Message, error)
-	reqs   []llm.Request
-	window int
-	onCall func()
-	calls  int
+	mu      sync.Mutex
+	reply   func(req llm.Request) (llm.Message, error)
+	reqs    []llm.Request
+	callers []usage.Call
+	window  int
+	onCall  func()
+	calls   int
 }
 
-func (m *model) Complete(_ context.Context, _ string, req llm.Request, _ func(llm.Delta)) (llm.Message, error) {
+func (m *model) Complete(ctx context.Context, _ string, req llm.Request, _ func(llm.Delta)) (llm.Message, error) {
+	c, _ := usage.CallFrom(ctx)
 	m.mu.Lock()
+	m.callers = append(m.callers, c)
 	m.reqs = append(m.reqs, req)
 	m.calls++
 	m.mu.Unlock()
@@ -232,6 +236,10 @@ func TestConsolidateRequestAndApply(t *testing.T) {
 	c := newTestConsolidator(t, f, m)
 	if err := c.Consolidate(context.Background(), "smart", "telegram:42", conversation()); err != nil {
 		t.Fatal(err)
+	}
+	// The usage ledger counts the call as the session's consolidation.
+	if c := m.callers[0]; c.Origin != usage.OriginConsolidation || c.Session != "telegram:42" || c.Chat != "telegram:42" {
+		t.Errorf("call made for %+v", c)
 	}
 	req := m.reqs[0]
 	if req.ForceTool != ToolName || len(req.Tools) != 1 || req.Tools[0].Name != ToolName || req.MaxTokens != 8192 {

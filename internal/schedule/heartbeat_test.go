@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 // fakeModel answers decision calls and counts them.
@@ -26,7 +28,13 @@ type fakeModel struct {
 	reply func(n int) (llm.Message, error)
 }
 
-func (m *fakeModel) Complete(_ context.Context, _ string, req llm.Request, _ func(llm.Delta)) (llm.Message, error) {
+// Complete refuses a call that does not say it is the heartbeat's, so
+// every test of the heartbeat checks that its calls are counted as such
+// in the usage ledger.
+func (m *fakeModel) Complete(ctx context.Context, _ string, req llm.Request, _ func(llm.Delta)) (llm.Message, error) {
+	if c, _ := usage.CallFrom(ctx); c.Origin != usage.OriginHeartbeat {
+		return llm.Message{}, fmt.Errorf("decision call made for %+v, not the heartbeat", c)
+	}
 	m.mu.Lock()
 	m.reqs = append(m.reqs, req)
 	n := len(m.reqs)

@@ -1,6 +1,6 @@
 // Package usage is the usage ledger: every model call the daemon makes,
 // whoever made it, with its tokens and its price, and the budgets that stop
-// new calls when the money is spent (SPEC §19, docs/usage.md).
+// new calls when the money is spent (docs/usage.md).
 //
 // It is a store below the provider router and above the vocabulary: it
 // imports llm, history (the token estimate) and atomicfile, and is imported

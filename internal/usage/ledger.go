@@ -79,9 +79,17 @@ type Ledger struct {
 	dir  string
 	opts Options
 
-	mu      sync.Mutex
-	days    map[string]dayAgg
-	sealed  map[string]bool
+	mu     sync.Mutex
+	days   map[string]dayAgg
+	sealed map[string]bool
+	// lazy are the days.jsonl lines of days older than residentDays, read
+	// on the first query that needs them: a start reads a year's file
+	// without decoding it.
+	lazy map[string][]span
+	// seqs are the NATS stream sequences of the records read at start
+	// (today's and unsealed days'), so a replay after a crash does not
+	// count them twice (HasSeq).
+	seqs    map[uint64]bool
 	cur     *os.File // today's detail file, opened on the first record
 	curDate string
 	dirty   bool
@@ -120,7 +128,7 @@ func Open(dir string, opts Options) (*Ledger, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("usage ledger %s: %w", dir, err)
 	}
-	l := &Ledger{dir: dir, opts: opts, days: map[string]dayAgg{}, sealed: map[string]bool{}}
+	l := &Ledger{dir: dir, opts: opts, days: map[string]dayAgg{}, sealed: map[string]bool{}, lazy: map[string][]span{}, seqs: map[uint64]bool{}}
 	if err := l.load(); err != nil {
 		return nil, err
 	}
@@ -135,6 +143,17 @@ func (l *Ledger) OnRecord(fn func(Record)) {
 	l.hooks = append(l.hooks, fn)
 }
 
+// HasSeq reports whether a record of stream sequence seq was read at
+// start (usagejs dedupes its replay after a crash with it).
+func (l *Ledger) HasSeq(seq uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seqs[seq]
+}
+
+// Dir is where the ledger lives.
+func (l *Ledger) Dir() string { return l.dir }
+
 // Location is the time zone of the ledger's days.
 func (l *Ledger) Location() *time.Location { return l.opts.Location }
 
@@ -146,8 +165,17 @@ func (l *Ledger) date(t time.Time) string { return t.In(l.opts.Location).Format(
 // Record prices r, writes it (one write to today's detail file) and counts
 // it. A record dated before today (a slow call that began yesterday, or a
 // worker's clock) is counted on its own day.
-func (l *Ledger) Record(_ context.Context, r Record) error {
-	r = l.prepare(r)
+func (l *Ledger) Record(ctx context.Context, r Record) error {
+	return l.Apply(ctx, l.Prepare(r))
+}
+
+// Prepare fills what a caller may leave out of r (time, origin, outcome)
+// and prices it, as Record does before it writes.
+func (l *Ledger) Prepare(r Record) Record { return l.prepare(r) }
+
+// Apply writes and counts r as it is, priced already (Prepare): a record
+// another process of the NATS bus made (usagejs).
+func (l *Ledger) Apply(_ context.Context, r Record) error {
 	date := l.date(r.Time)
 	l.mu.Lock()
 	if l.closed {
@@ -183,7 +211,7 @@ func (l *Ledger) prepare(r Record) Record {
 // already summed, as a late line of days.jsonl.
 func (l *Ledger) writeLocked(date string, r Record) error {
 	if l.sealed[date] || (l.curDate != "" && date < l.curDate) {
-		return l.appendDayLocked(dayLine{Date: date, Kind: "late", Groups: []groupLine{{Key: keyOf(r), T: totalsOf(r)}}})
+		return l.appendDayLocked(dayLine{Date: date, Kind: "late", Groups: []groupWire{groupLine{Key: keyOf(r), T: totalsOf(r)}.wire()}})
 	}
 	if date != l.curDate {
 		if err := l.rollLocked(date); err != nil {
@@ -334,6 +362,7 @@ func (l *Ledger) Query(q Query) (Report, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.ensureLocked(q.Period.Dates())
 	return sumDays(l.days, q, l.opts.Location.String()), nil
 }
 
@@ -345,7 +374,9 @@ func (l *Ledger) Spent(scope Scope) Spend {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	sp := Spend{Date: today}
-	for _, date := range month.Dates() {
+	dates := month.Dates()
+	l.ensureLocked(dates)
+	for _, date := range dates {
 		for k, t := range l.days[date] {
 			if !scope.matches(k) {
 				continue
@@ -364,12 +395,37 @@ func (l *Ledger) Spent(scope Scope) Spend {
 type dayLine struct {
 	Date   string      `json:"date"`
 	Kind   string      `json:"kind"` // seal | late
-	Groups []groupLine `json:"groups"`
+	Groups []groupWire `json:"groups"`
 }
 
 type groupLine struct {
-	Key groupKey `json:"k"`
-	T   Totals   `json:"t"`
+	Key groupKey
+	T   Totals
+}
+
+// groupWire is a group on disk, in arrays (decoded several times faster
+// than objects, for a start or a query over a year of days):
+// {"k":[chat,origin,model],"t":[calls,failed,estimated,input,output,
+// cache_read,cache_write,reasoning,nanos,unpriced]}.
+type groupWire struct {
+	K [3]string `json:"k"`
+	T [10]int64 `json:"t"`
+}
+
+func (g groupLine) wire() groupWire {
+	t := g.T
+	return groupWire{
+		K: [3]string{g.Key.Chat, string(g.Key.Origin), g.Key.Model},
+		T: [10]int64{t.Calls, t.Failed, t.Estimated, t.Input, t.Output, t.CacheRead, t.CacheWrite, t.Reasoning, t.Cost.nanos, t.Cost.unpriced},
+	}
+}
+
+func (w groupWire) line() groupLine {
+	return groupLine{
+		Key: groupKey{Chat: w.K[0], Origin: Origin(w.K[1]), Model: w.K[2]},
+		T: Totals{Calls: w.T[0], Failed: w.T[1], Estimated: w.T[2], Input: w.T[3], Output: w.T[4], CacheRead: w.T[5],
+			CacheWrite: w.T[6], Reasoning: w.T[7], Cost: Cost{nanos: w.T[8], unpriced: w.T[9]}},
+	}
 }
 
 // sealLocked appends date's sums to days.jsonl (synced): from then on a
@@ -380,11 +436,9 @@ func (l *Ledger) sealLocked(date string) error {
 	}
 	line := dayLine{Date: date, Kind: "seal"}
 	for k, t := range l.days[date] {
-		line.Groups = append(line.Groups, groupLine{Key: k, T: *t})
+		line.Groups = append(line.Groups, groupLine{Key: k, T: *t}.wire())
 	}
-	slices.SortFunc(line.Groups, func(a, b groupLine) int {
-		return strings.Compare(a.Key.Chat+"\x00"+string(a.Key.Origin)+"\x00"+a.Key.Model, b.Key.Chat+"\x00"+string(b.Key.Origin)+"\x00"+b.Key.Model)
-	})
+	slices.SortFunc(line.Groups, func(a, b groupWire) int { return slices.Compare(a.K[:], b.K[:]) })
 	if err := l.appendDayLocked(line); err != nil {
 		return err
 	}
@@ -453,8 +507,16 @@ func (l *Ledger) detailDates() []string {
 	return out
 }
 
+// residentDays is how far back days are decoded at start: the month, the
+// week and the panel's 30-day chart, with room to spare.
+const residentDays = 35
+
+// span is one line of days.jsonl, by offset and length.
+type span struct{ off, n int64 }
+
 // load reads days.jsonl, then adds up the detail of unsealed days and
-// seals those before today.
+// seals those before today. Lines of days older than residentDays are only
+// indexed (lazy).
 func (l *Ledger) load() error {
 	unsealed, err := l.read()
 	if err != nil {
@@ -472,34 +534,25 @@ func (l *Ledger) load() error {
 	return nil
 }
 
-// read adds up days.jsonl and the detail files of the days it has not
-// sealed, and returns those days. It writes nothing (OpenReadOnly).
+// read indexes days.jsonl (decoding the resident days), adds up the detail
+// of the days it has not sealed, and returns those days. It writes nothing
+// (OpenReadOnly).
 func (l *Ledger) read() (unsealed []string, err error) {
-	if err := readLines(filepath.Join(l.dir, daysFile), l.opts.Log, func(b []byte) error {
-		var line dayLine
-		if err := json.Unmarshal(b, &line); err != nil {
-			return err
+	now := l.opts.Now()
+	resident := l.date(now.AddDate(0, 0, -residentDays))
+	if err := readSpans(filepath.Join(l.dir, daysFile), l.opts.Log, func(b []byte, sp span) error {
+		date, seal, ok := peekDay(b)
+		if !ok {
+			return l.decodeDay(b)
 		}
-		if _, err := time.Parse(time.DateOnly, line.Date); err != nil {
-			return fmt.Errorf("date %q: %w", line.Date, err)
+		if seal {
+			l.sealed[date] = true
 		}
-		agg := l.days[line.Date]
-		if agg == nil {
-			agg = dayAgg{}
-			l.days[line.Date] = agg
+		if date < resident {
+			l.lazy[date] = append(l.lazy[date], sp)
+			return nil
 		}
-		for _, g := range line.Groups {
-			t := agg[g.Key]
-			if t == nil {
-				t = &Totals{}
-				agg[g.Key] = t
-			}
-			*t = t.Add(g.T)
-		}
-		if line.Kind == "seal" {
-			l.sealed[line.Date] = true
-		}
-		return nil
+		return l.decodeDay(b)
 	}); err != nil {
 		return nil, err
 	}
@@ -513,6 +566,9 @@ func (l *Ledger) read() (unsealed []string, err error) {
 				return err
 			}
 			l.addLocked(date, r)
+			if r.Seq > 0 {
+				l.seqs[r.Seq] = true
+			}
 			return nil
 		}); err != nil {
 			return nil, err
@@ -522,10 +578,93 @@ func (l *Ledger) read() (unsealed []string, err error) {
 	return unsealed, nil
 }
 
+// peekDay reads a days.jsonl line's date and kind without decoding it:
+// the ledger writes them first, as {"date":"2006-01-02","kind":"seal",...}.
+func peekDay(b []byte) (date string, seal, ok bool) {
+	const head = `{"date":"`
+	if len(b) < len(head)+10 || string(b[:len(head)]) != head {
+		return "", false, false
+	}
+	date = string(b[len(head) : len(head)+10])
+	if _, err := time.Parse(time.DateOnly, date); err != nil {
+		return "", false, false
+	}
+	return date, bytes.HasPrefix(b[len(head)+10:], []byte(`","kind":"seal"`)), true
+}
+
+// decodeDay adds one days.jsonl line to the sums.
+func (l *Ledger) decodeDay(b []byte) error {
+	var line dayLine
+	if err := json.Unmarshal(b, &line); err != nil {
+		return err
+	}
+	if _, err := time.Parse(time.DateOnly, line.Date); err != nil {
+		return fmt.Errorf("date %q: %w", line.Date, err)
+	}
+	agg := l.days[line.Date]
+	if agg == nil {
+		agg = dayAgg{}
+		l.days[line.Date] = agg
+	}
+	for _, w := range line.Groups {
+		g := w.line()
+		t := agg[g.Key]
+		if t == nil {
+			t = &Totals{}
+			agg[g.Key] = t
+		}
+		*t = t.Add(g.T)
+	}
+	if line.Kind == "seal" {
+		l.sealed[line.Date] = true
+	}
+	return nil
+}
+
+// ensureLocked decodes the lazy lines of dates; a line that cannot be read
+// is logged and its day counts what the rest say.
+func (l *Ledger) ensureLocked(dates []string) {
+	var f *os.File
+	defer func() {
+		if f != nil {
+			_ = f.Close()
+		}
+	}()
+	for _, date := range dates {
+		spans, ok := l.lazy[date]
+		if !ok {
+			continue
+		}
+		delete(l.lazy, date)
+		if f == nil {
+			var err error
+			if f, err = os.Open(filepath.Join(l.dir, daysFile)); err != nil {
+				l.opts.Log.Warn("usage ledger: cannot read old days", zap.Error(err))
+				return
+			}
+		}
+		for _, sp := range spans {
+			b := make([]byte, sp.n)
+			if _, err := f.ReadAt(b, sp.off); err != nil {
+				l.opts.Log.Warn("usage ledger: cannot read a day", zap.String("date", date), zap.Error(err))
+				continue
+			}
+			if err := l.decodeDay(b); err != nil {
+				l.opts.Log.Warn("usage ledger: dropping a day's line that does not decode", zap.String("date", date), zap.Error(err))
+			}
+		}
+	}
+}
+
 // readLines calls fn with each line of path (none if it does not exist).
 // A line that does not decode is dropped with a warning: a torn last line
 // after a crash, or a damaged one, never makes the ledger unusable.
 func readLines(path string, log *zap.Logger, fn func([]byte) error) error {
+	return readSpans(path, log, func(b []byte, _ span) error { return fn(b) })
+}
+
+// readSpans is readLines with each line's place in the file.
+func readSpans(path string, log *zap.Logger, fn func([]byte, span) error) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -535,10 +674,13 @@ func readLines(path string, log *zap.Logger, fn func([]byte) error) error {
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 64<<10)
+	var off int64
 	for n := 1; ; n++ {
 		line, err := r.ReadBytes('\n')
+		sp := span{off: off, n: int64(len(line))}
+		off += sp.n
 		if len(bytes.TrimSpace(line)) > 0 {
-			if ferr := fn(line); ferr != nil {
+			if ferr := fn(line, sp); ferr != nil {
 				log.Warn("usage ledger: dropping a line that does not decode", zap.String("file", path), zap.Int("line", n), zap.Error(ferr))
 			}
 		}

@@ -30,7 +30,8 @@ func OpenReadOnly(dir string, opts Options) (*Ledger, error) {
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return nil, fmt.Errorf("usage ledger %s: not a directory", dir)
 	}
-	l := &Ledger{dir: dir, opts: opts, days: map[string]dayAgg{}, sealed: map[string]bool{}, closed: true}
+	l := &Ledger{dir: dir, opts: opts, days: map[string]dayAgg{}, sealed: map[string]bool{}, lazy: map[string][]span{}, seqs: map[uint64]bool{},
+		closed: true}
 	if _, err := l.read(); err != nil {
 		return nil, err
 	}

@@ -125,6 +125,11 @@ type Record struct {
 	Outcome      Outcome `json:"outcome"`
 	// Cost is filled by the ledger from its price table when written.
 	Cost Cost `json:"cost"`
+	// Worker and Seq place a record on the NATS bus (usagejs): the
+	// process that made the call and the record's sequence in the shared
+	// stream; empty and 0 in a single process.
+	Worker string `json:"worker,omitempty"`
+	Seq    uint64 `json:"seq,omitempty"`
 }
 
 // ModelKey is "provider/model", the key of the price table and of /usage's
