@@ -38,7 +38,10 @@ func TestOpenReadOnlyBesideTheKeeper(t *testing.T) {
 	c := &clock{t: time.Date(2026, 3, 10, 23, 0, 0, 0, time.UTC)}
 	keeper := openLedger(t, dir, c, time.UTC)
 	ctx := context.Background()
+	old := rec("telegram:1", OriginCron, "openai/gpt-4o-mini", 7, 7)
+	old.Time = c.Now().AddDate(0, 0, -60) // summed into days.jsonl, read lazily
 	for _, r := range []Record{
+		old,
 		rec("telegram:1", OriginTurn, "openai/gpt-4o-mini", 1000, 10),
 		rec("telegram:1", OriginHeartbeat, "ollama/llama3", 5, 5),
 	} {
@@ -68,6 +71,10 @@ func TestOpenReadOnlyBesideTheKeeper(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) || got.Total.Calls != 2 {
 		t.Errorf("read-only report %+v, the keeper's %+v", got, want)
+	}
+	year := Query{Period: LastDays(c.Now(), time.UTC, 90)}
+	if rep, err := ro.Query(year); err != nil || rep.Total.Calls != 3 || rep.Total.Input != 1012 {
+		t.Errorf("read-only over 90 days: %+v %v, want the old day too (3 calls)", rep.Total, err)
 	}
 	if err := ro.Record(ctx, rec("x:1", OriginTurn, "openai/gpt-4o-mini", 1, 1)); !errors.Is(err, ErrClosed) {
 		t.Errorf("Record on a read-only ledger = %v, want ErrClosed", err)
