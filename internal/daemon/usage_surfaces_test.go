@@ -89,6 +89,31 @@ func TestUsageSurfacesAgree(t *testing.T) {
 		t.Errorf("/usage =\n%s\nwant the ledger's %q", answer, want)
 	}
 
+	// The footer of an answer is what the ledger added for its turn, as
+	// the router recorded it.
+	g.tg.PushMessage(telegramfake.DM(owner, "/usage footer on"))
+	g.tg.Wait(t, "the footer switched on", func() bool {
+		v := g.tg.Visible(owner)
+		return strings.Contains(v[len(v)-1], "now ends with its tokens and cost")
+	})
+	g.script.Push(fakellm.Reply{Text: "You're welcome.", InputTokens: 1500, OutputTokens: 5, CachedTokens: 1400})
+	g.tg.PushMessage(telegramfake.DM(owner, "thanks"))
+	g.tg.Wait(t, "the answer with its footer", func() bool {
+		v := g.tg.Visible(owner)
+		return strings.HasPrefix(v[len(v)-1], "You're welcome.")
+	})
+	after, err := ReadUsage(g.cfg, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := usage.Totals{Calls: after.Total.Calls - tot.Calls, Input: after.Total.Input - tot.Input, Output: after.Total.Output - tot.Output,
+		CacheRead: after.Total.CacheRead - tot.CacheRead, Cost: usage.Nanos(after.Total.Cost.PricedNanos() - tot.Cost.PricedNanos())}
+	v = g.tg.Visible(owner)
+	if want := "You're welcome.\n\n— " + agent.UsageLine(turn); v[len(v)-1] != want || turn.Calls != 1 {
+		t.Errorf("answer = %q, want %q (the ledger's record of the turn)", v[len(v)-1], want)
+	}
+	tot = after.Total
+
 	// The panel's Usage view.
 	var view web.UsageView
 	newWebClient(t, g).call("GET", "/api/panel/usage?days=1&by=model", "", &view)
