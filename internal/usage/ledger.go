@@ -434,6 +434,27 @@ func (l *Ledger) sealLocked(date string) error {
 	if l.sealed[date] {
 		return nil
 	}
+	// The sums come from the day's file, not memory: another process
+	// writing the same ledger (nanobot agent beside the gateway) adds its
+	// records there too, and whichever seals first writes what both would.
+	if _, err := os.Stat(l.detailPath(date)); err == nil {
+		agg := dayAgg{}
+		if err := readLines(l.detailPath(date), l.opts.Log, func(b []byte) error {
+			var r Record
+			if err := json.Unmarshal(b, &r); err != nil {
+				return err
+			}
+			k := keyOf(r)
+			if agg[k] == nil {
+				agg[k] = &Totals{}
+			}
+			agg[k].add(r)
+			return nil
+		}); err != nil {
+			return err
+		}
+		l.days[date] = agg
+	}
 	line := dayLine{Date: date, Kind: "seal"}
 	for k, t := range l.days[date] {
 		line.Groups = append(line.Groups, groupLine{Key: k, T: *t}.wire())
@@ -546,6 +567,9 @@ func (l *Ledger) read() (unsealed []string, err error) {
 			return l.decodeDay(b)
 		}
 		if seal {
+			if l.sealed[date] {
+				return nil // sealed again by a second process: the first line holds the day
+			}
 			l.sealed[date] = true
 		}
 		if date < resident {

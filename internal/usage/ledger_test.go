@@ -242,3 +242,26 @@ func TestPeriods(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerTwoWritersSealADayOnce: two processes writing one ledger dir
+// (nanobot agent beside the gateway) both seal a finished day; the day
+// counts both processes' records, once.
+func TestLedgerTwoWritersSealADayOnce(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{t: time.Date(2026, 3, 10, 22, 0, 0, 0, time.UTC)}
+	a, b := openLedger(t, dir, c, time.UTC), openLedger(t, dir, c, time.UTC)
+	ctx := context.Background()
+	_ = a.Record(ctx, rec("telegram:1", OriginTurn, "openai/gpt-4o", 10, 10))
+	_ = b.Record(ctx, rec("cli:direct", OriginTurn, "openai/gpt-4o", 10, 10))
+	_ = b.Record(ctx, rec("cli:direct", OriginTurn, "openai/gpt-4o", 10, 10))
+	c.Set(time.Date(2026, 3, 11, 8, 0, 0, 0, time.UTC))
+	_ = a.Record(ctx, rec("telegram:1", OriginTurn, "openai/gpt-4o", 10, 10)) // seals the 10th
+	_ = b.Record(ctx, rec("cli:direct", OriginTurn, "openai/gpt-4o", 10, 10)) // seals it again
+	_ = a.Close()
+	_ = b.Close()
+	l := openLedger(t, dir, c, time.UTC)
+	rep, _ := l.Query(Query{Period: Period{From: "2026-03-10", To: "2026-03-10"}})
+	if rep.Total.Calls != 3 {
+		t.Errorf("10 March: %d calls, want 3", rep.Total.Calls)
+	}
+}
