@@ -61,7 +61,7 @@ var allowed = []struct {
 	{"internal/pprofserve", nil},
 	{"internal/httpguard", nil},
 	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config", "internal/inbox"}},
-	{"internal/web", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/session", "internal/history", "internal/logging", "internal/workspace", "internal/inbox", "internal/bytesize", "internal/atomicfile"}},
+	{"internal/web", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/session", "internal/history", "internal/logging", "internal/workspace", "internal/inbox", "internal/bytesize", "internal/atomicfile", "internal/usage"}},
 	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/channels/clock"}},
 	// The daemon is the only composition root: the command parses flags,
 	// loads the config and prints what the daemon built or found (doctor,

@@ -65,6 +65,10 @@ var fileAccessAllowed = map[string]struct{ calls, why string }{
 	"internal/session/rename_linux.go":         {"unix.Renameat2", "renames into agents.sessions_dir without replacing (the start-up move)"},
 	"internal/session/nofollow_unix.go":        {"os.Stat", "checks that /proc/self/fd/N is the directory the start-up move opened"},
 	"internal/session/migrate.go":              {"os.Link os.Lstat os.MkdirAll os.Open os.OpenFile os.ReadDir os.Remove os.RemoveAll os.Rename os.Stat", "the start-up move of an old <workspace>/sessions/: it opens that directory once with O_NOFOLLOW|O_DIRECTORY, checks it is what it lstat'ed, and works below the descriptor (/proc/self/fd/N), moving only regular files with one link (TestMoveDirNeverFollowsALink)"},
+	"internal/usage/budget.go":                 {"os.ReadFile", "the budget's state (lifts, warnings) in usage.dir, outside the workspace (config validation refuses a usage.dir inside it)"},
+	"internal/usage/ledger.go":                 {"os.MkdirAll os.Open os.OpenFile os.ReadDir os.Remove os.Stat", "the usage ledger in usage.dir, outside the workspace"},
+	"internal/usage/readonly.go":               {"os.Stat", "the usage ledger in usage.dir, outside the workspace"},
+	"internal/usage/usagejs/usagejs.go":        {"os.ReadFile", "the ledger's stream cursor in usage.dir, outside the workspace"},
 	"internal/web/auth.go":                     {"os.Chmod os.OpenFile os.ReadFile os.Stat os.WriteFile", "the web token file in the data dir"},
 }
 

@@ -38,6 +38,7 @@ func newRootCmd(ints *interrupts) *cobra.Command {
 		newHealthcheckCmd(g),
 		newPairingCmd(g),
 		newWebCmd(g),
+		newUsageCmd(g),
 		newVersionCmd(),
 	)
 	return root

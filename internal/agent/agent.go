@@ -18,6 +18,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/tools"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 // Model is what the agent needs from the provider router.
@@ -268,6 +269,12 @@ type Deps struct {
 	// a turn, and listed by /help when answered here. Entries for other
 	// names are ignored (logged by New): the table decides who answers what.
 	Commands map[string]Command
+	// Usage is the usage ledger /usage reads; nil: /usage says this
+	// process keeps none.
+	Usage usage.Reader
+	// Owner reports whether m comes from the daemon's owner, whom /usage
+	// shows every chat's spending; nil: nobody is.
+	Owner func(m bus.InboundMessage) bool
 	// Budget admits each turn and subagent run at its first model call
 	// [every call is admitted].
 	Budget Budget
@@ -324,6 +331,10 @@ type Agent struct {
 	in          InboundPublisher
 	subs        subagents
 	statusLines func() []string
+	usage       usage.Reader
+	owner       func(bus.InboundMessage) bool
+	// spend sums the ledger's records of running turns with a footer.
+	spend turnSpend
 
 	// toolTokens and subToolTokens remember the token estimate of tools'
 	// and subTools' specs.
@@ -376,6 +387,8 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		subTools:    deps.SubagentTools,
 		in:          deps.In,
 		statusLines: deps.StatusLines,
+		usage:       deps.Usage,
+		owner:       deps.Owner,
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/commands"
-	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -31,7 +30,11 @@ func (a *Agent) command(ctx context.Context, m bus.InboundMessage) {
 	case "whoami":
 		reply = fmt.Sprintf("Your %s user id is `%s` (chat `%s`).", m.Channel, m.SenderID, m.ChatID)
 	case "status":
-		reply, err = a.status(m.Key())
+		reply, err = a.status(m)
+	case "context":
+		reply, err = a.contextReport(m.Key())
+	case "usage":
+		reply, err = a.usageAnswer(m, args)
 	case "model":
 		reply, err = a.switchModel(m.Key(), args)
 	case "new":
@@ -79,28 +82,34 @@ func (a *Agent) help() string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-func (a *Agent) status(key string) (string, error) {
+func (a *Agent) status(m bus.InboundMessage) (string, error) {
+	key := m.Key()
 	snap, err := a.store.Get(key)
 	if err != nil {
 		return "I could not read this session's state; see the daemon log.", fmt.Errorf("status: %w", err)
 	}
-	route := a.routeOf(snap)
-	var used, lastInput int
+	var used int
 	for _, m := range snap.Messages {
 		if m.Meta != nil && m.Meta.Usage.Total() > 0 {
 			used += m.Meta.Usage.Total()
-			lastInput = m.Meta.Usage.InputTokens
 		}
 	}
-	window := a.model.ContextWindow(route)
-	fill := lastInput
-	if fill == 0 {
-		fill = history.Project("", snap.Messages[snap.Consolidated:], history.Options{}).Tokens
+	// The context line is /context's total: the same estimate of the next
+	// call, system prompt and tool schemas included.
+	u, err := a.promptUseOf(snap)
+	if err != nil {
+		return "I could not build the system prompt; see the daemon log.", fmt.Errorf("status: %w", err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Model: %s\n", route)
-	fmt.Fprintf(&b, "Tokens used in this session: %d\n", used)
-	fmt.Fprintf(&b, "Context: %d of %d tokens (%.0f%%)\n", fill, window, 100*float64(fill)/float64(max(window, 1)))
+	fmt.Fprintf(&b, "Model: %s\n", u.route)
+	fmt.Fprintf(&b, "Tokens used in this session: %s\n", thousands(used))
+	fmt.Fprintf(&b, "Context: %s of %s tokens (%s), estimated for the next call; /context shows what fills it\n",
+		thousands(u.total()), thousands(u.window), percent(u.total(), u.window))
+	if line, err := a.spentToday(m); err != nil {
+		return "I could not read the usage ledger; see the daemon log.", fmt.Errorf("status: %w", err)
+	} else if line != "" {
+		b.WriteString(line + "\n")
+	}
 	fmt.Fprintf(&b, "Session: %d messages (%d consolidated into memory, %d not yet), %s on disk\n",
 		len(snap.Messages), snap.Consolidated, len(snap.Messages)-snap.Consolidated, bytesize.Format(snap.Size))
 	if line := a.memoryStatus(key); line != "" {

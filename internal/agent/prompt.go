@@ -206,36 +206,100 @@ func (b *PromptBuilder) skillFiles(wall time.Time) ([]string, stamp) {
 }
 
 func (b *PromptBuilder) build() (string, error) {
+	sections, err := b.sections()
+	if err != nil {
+		return "", err
+	}
+	var sb strings.Builder
+	for _, s := range sections {
+		sb.WriteString(s.Text)
+	}
+	return sb.String(), nil
+}
+
+// PromptSection is one part of the system prompt, as /context lists it:
+// the prompt is its sections' texts, joined.
+type PromptSection struct {
+	// Name says what the part is: "identity", a bootstrap file's name,
+	// MemoryFile, "active skills" or "skills summary".
+	Name string
+	// Note adds what a reader wants to know about it: the active skills'
+	// names, how many skills the summary lists, that a file was cut.
+	Note string
+	// Text is the part as the prompt holds it, heading included.
+	Text string
+}
+
+// Section names other than the bootstrap files'.
+const (
+	SectionIdentity     = "identity"
+	SectionActiveSkills = "active skills"
+	SectionSkills       = "skills summary"
+)
+
+// Sections returns the parts of the system prompt as it would be built now,
+// in order; missing and empty files have none. The prompt BuildEstimated
+// returns is their texts joined (while no file changes in between).
+func (b *PromptBuilder) Sections() ([]PromptSection, error) {
+	return b.sections()
+}
+
+// sections builds the prompt's parts; build joins them, so what /context
+// lists is what the model is sent.
+func (b *PromptBuilder) sections() ([]PromptSection, error) {
 	var sb strings.Builder
 	b.identity(&sb)
+	out := []PromptSection{{Name: SectionIdentity, Text: sb.String()}}
 	for _, name := range BootstrapFiles {
-		text := b.readCapped(name)
+		text, cut, err := b.readCapped(name)
+		if err != nil {
+			return nil, err
+		}
 		if strings.TrimSpace(text) == "" {
 			continue
 		}
-		sb.WriteString("\n\n## ")
-		sb.WriteString(name)
-		sb.WriteString("\n\n")
-		sb.WriteString(strings.TrimSpace(text))
+		out = append(out, PromptSection{Name: name, Note: cutNote(cut), Text: "\n\n## " + name + "\n\n" + strings.TrimSpace(text)})
 	}
-	memory := b.readCapped(MemoryFile)
+	memory, cut, err := b.readCapped(MemoryFile)
+	if err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(memory) != "" {
-		sb.WriteString("\n\n# Memory\n\n")
-		sb.WriteString(strings.TrimSpace(memory))
+		out = append(out, PromptSection{Name: MemoryFile, Note: cutNote(cut), Text: "\n\n# Memory\n\n" + strings.TrimSpace(memory)})
 	}
 	loader := b.Skills
 	loader.Workspace = b.Files.FS(workspace.SkillsDir)
 	list, _ := loader.Load() // a broken skill is skipped (and logged by Files); the rest still load
 	if always := skills.AlwaysBodies(list); always != "" {
-		sb.WriteString("\n\n# Active Skills\n\n")
-		sb.WriteString(always)
+		var names []string
+		for _, s := range list {
+			if s.Always && s.Available() {
+				names = append(names, s.Name)
+			}
+		}
+		out = append(out, PromptSection{Name: SectionActiveSkills, Note: strings.Join(names, ", "),
+			Text: "\n\n# Active Skills\n\n" + always})
 	}
 	if summary := skills.Summary(list); summary != "" {
-		sb.WriteString("\n\n# Skills\n\nSkills extend what you can do. To use one, first read its SKILL.md at the given location with read_file. ")
-		sb.WriteString("Skills with available=\"false\" need what <requires> lists; tell the user how to install it if they ask for that skill.\n\n")
-		sb.WriteString(summary)
+		available := 0
+		for _, s := range list {
+			if s.Available() {
+				available++
+			}
+		}
+		out = append(out, PromptSection{Name: SectionSkills, Note: fmt.Sprintf("%d skills, %d available", len(list), available),
+			Text: "\n\n# Skills\n\nSkills extend what you can do. To use one, first read its SKILL.md at the given location with read_file. " +
+				"Skills with available=\"false\" need what <requires> lists; tell the user how to install it if they ask for that skill.\n\n" +
+				summary})
 	}
-	return sb.String(), nil
+	return out, nil
+}
+
+func cutNote(cut bool) string {
+	if cut {
+		return "cut at agents.bootstrap_max_chars"
+	}
+	return ""
 }
 
 func (b *PromptBuilder) identity(sb *strings.Builder) {
@@ -269,29 +333,30 @@ func (b *PromptBuilder) version() string {
 }
 
 // readCapped reads a workspace file, cutting it at MaxFileChars with a
-// visible note; a missing file reads as empty. A file the daemon refuses (a
-// link out of the workspace, a FIFO, one over workspace.MaxPromptFileBytes,
-// not UTF-8 text, a directory) is left out: the prompt says so in one line,
-// the log once (Files.Skip), and the turn goes on.
-func (b *PromptBuilder) readCapped(rel string) string {
-	text, _, err := b.Files.ReadText(rel, workspace.MaxPromptFileBytes)
+// visible note (cut reports it); a missing file reads as empty. A file the
+// daemon refuses (a link out of the workspace, a FIFO, one over
+// workspace.MaxPromptFileBytes, not UTF-8 text, a directory) is left out:
+// the prompt says so in one line, the log once (Files.Skip), and the turn
+// goes on.
+func (b *PromptBuilder) readCapped(rel string) (text string, cut bool, err error) {
+	text, _, err = b.Files.ReadText(rel, workspace.MaxPromptFileBytes)
 	if err != nil {
 		b.Files.Skip(rel, "system prompt", err)
-		return fmt.Sprintf("[%s is left out: %s. Run `nanobot doctor` for details.]", rel, workspace.Problem(err))
+		return fmt.Sprintf("[%s is left out: %s. Run `nanobot doctor` for details.]", rel, workspace.Problem(err)), false, nil
 	}
 	limit := b.MaxFileChars
-	if utf8.RuneCountInString(text) <= limit {
-		return text
-	}
 	total := utf8.RuneCountInString(text)
-	cut := 0
+	if total <= limit {
+		return text, false, nil
+	}
+	n := 0
 	for i := range text {
-		if cut == limit {
+		if n == limit {
 			text = text[:i]
 			break
 		}
-		cut++
+		n++
 	}
 	return text + fmt.Sprintf("\n\n[… %s is %d characters long; only the first %d are shown. Read the file for the rest.]",
-		rel, total, limit)
+		rel, total, limit), true, nil
 }

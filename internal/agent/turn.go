@@ -88,6 +88,10 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		final = a.failure(t, "I could not read this chat's history, so I did not answer. The operator should check the daemon log.")
 		return
 	}
+	if snap.Footer {
+		a.spend.start(key)
+		defer a.spend.end(key)
+	}
 	fresh, replays := classify(snap.Messages, batch)
 	resume := a.replayed(ctx, t, replays)
 	if len(fresh) == 0 && !resume {
@@ -154,7 +158,11 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 	// (docs/reliability.md#every-turn-ends-with-something-to-read). A cut or
 	// withheld answer says so
 	// (docs/reliability.md#every-turn-ends-with-something-to-read).
-	final = a.outbound(t, bus.KindFinal, answerText(answer, t.sent))
+	text := answerText(answer, t.sent)
+	if snap.Footer && text != "" {
+		text += footer(a.spend.end(key))
+	}
+	final = a.outbound(t, bus.KindFinal, text)
 	final.Stop = answer.Stop()
 }
 

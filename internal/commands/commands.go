@@ -94,6 +94,9 @@ var table = []Command{
 	{Name: "model", Arg: &Arg{Name: "name", Description: "Model or route to switch this chat to (empty: show the current one)"},
 		Description: "Show or switch this chat's model", Handler: Agent, Menu: true},
 	{Name: "status", Description: "Model, token use, context use and session size", Handler: AgentNow, Menu: true},
+	{Name: "context", Description: "What fills the prompt, in tokens: files, memory, skills, history, tool schemas", Handler: AgentNow, Menu: true},
+	{Name: "usage", Arg: &Arg{Name: "footer", Description: "footer on or footer off: a line of tokens and cost under each answer"},
+		Description: "Calls, tokens and cost today, this week and this month", Handler: AgentNow, Menu: true},
 	{Name: "whoami", Description: "Show your user id (for allow lists)", Handler: Intake, Menu: true},
 	// /web is off the menus: a login link is for the bot's owner, in a
 	// direct message only, not for everyone who sees the menu.

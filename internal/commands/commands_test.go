@@ -18,6 +18,8 @@ func TestTable(t *testing.T) {
 		{"/stop", "Stop the current answer and background tasks", AgentNow, true},
 		{"/model [name]", "Show or switch this chat's model", Agent, true},
 		{"/status", "Model, token use, context use and session size", AgentNow, true},
+		{"/context", "What fills the prompt, in tokens: files, memory, skills, history, tool schemas", AgentNow, true},
+		{"/usage [footer]", "Calls, tokens and cost today, this week and this month", AgentNow, true},
 		{"/whoami", "Show your user id (for allow lists)", Intake, true},
 		{"/web", "Get a one-time link that logs a browser into the web page", Daemon, false},
 		{"/budget [lift]", "Show today's and this month's spend against the budget", Daemon, true},
@@ -47,7 +49,7 @@ func TestTable(t *testing.T) {
 	for _, c := range Menu() {
 		menu = append(menu, c.Name)
 	}
-	if got := strings.Join(menu, " "); got != "new stop model status whoami budget help" {
+	if got := strings.Join(menu, " "); got != "new stop model status context usage whoami budget help" {
 		t.Errorf("Menu() = %s", got)
 	}
 }

@@ -108,6 +108,9 @@ type Options struct {
 	// commands are chat commands the gateway answers outside the agent
 	// (/web); see agent.Deps.Commands.
 	commands map[string]agent.Command
+	// owner is /usage's owner rule (usageOwner) [the terminal and the
+	// web page only].
+	owner func(bus.InboundMessage) bool
 
 	// Role is what a gateway process serves: RoleAll (default),
 	// RoleChannels or RoleAgent; the last two need bus.backend: nats.
@@ -269,6 +272,10 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (_ *Core, err erro
 	// /status ends with the provider's trouble, if any, and the MCP servers.
 	statusLines := func() []string { return append(modelStatus(modelHealth), mcpServers.StatusLines()...) }
 	consolidator := memory.NewConsolidator(memory.NewFiles(files), router, memory.Config{MaxTokens: cfg.Agents.MaxTokens}, log.Named("memory"))
+	owner := opts.owner
+	if owner == nil {
+		owner = usageOwner(&webLinks{cfg: cfg})
+	}
 	ag := agent.New(agentconfig.From(cfg, opts.Version), agent.Deps{
 		Model:    observedModel{Model: router, metrics: m, health: modelHealth},
 		Sessions: store, Tools: reg, Out: pub, StatusLines: statusLines, Redact: redact, Observer: m,
@@ -280,7 +287,11 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (_ *Core, err erro
 		In:            pub,
 		Commands:      opts.commands,
 		Budget:        budget,
+		Usage:         ledger,
+		Owner:         owner,
 	}, log.Named("agent"))
+	// The footers of running turns add up the ledger's own records.
+	ledger.OnRecord(ag.UsageRecorded)
 	if err := reg.Register(ag.SpawnTool()); err != nil {
 		_ = root.Close()
 		_ = files.Close()

@@ -97,6 +97,7 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 	links := &webLinks{cfg: cfg}
 	budgetCmd := &budgetCommand{links: links}
 	opts.commands = map[string]agent.Command{"web": {Answer: links.answer}, "budget": {Answer: budgetCmd.answer}}
+	opts.owner = usageOwner(links)
 	core, err := Build(cfg, opts, log)
 	if err != nil {
 		return nil, err
@@ -239,6 +240,7 @@ func (g *Gateway) announce(addr string) {
 func (g *Gateway) buildChannels() error {
 	pairing := g.newPairing()
 	g.pairing = pairing
+	g.links.pairing = pairing // /web and /usage's owner read it, web page or not
 	parts := channelParts{pub: g.core.Pub, pairing: pairing, dataDir: g.opts.DataDir, meter: g.core.meter()}
 	if tc := g.cfg.Channels.Telegram; tc.Enabled {
 		run, err := g.addChannel("telegram", func() (channels.Channel, error) {

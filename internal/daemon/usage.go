@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/metrics"
 	"github.com/nanobot-go/nanobot/internal/usage"
-	"github.com/nanobot-go/nanobot/internal/web"
 )
 
 // openUsage opens the usage ledger in usage.dir and the budget over it
@@ -143,42 +141,6 @@ func (w *ownerWarnings) Run(ctx context.Context) error {
 	}
 }
 
-// panelUsage is the control panel's table of tokens per model: today and
-// the last 30 days, from the ledger (the one source of usage figures).
-func panelUsage(l usage.Reader) func() []web.ModelUsage {
-	return func() []web.ModelUsage {
-		now, loc := l.Now(), l.Location()
-		today, err1 := l.Query(usage.Query{Period: usage.Today(now, loc), By: usage.ByModel})
-		month, err2 := l.Query(usage.Query{Period: usage.LastDays(now, loc, 30), By: usage.ByModel})
-		if err1 != nil || err2 != nil {
-			return nil
-		}
-		byModel := map[string]*web.ModelUsage{}
-		row := func(model string) *web.ModelUsage {
-			r, ok := byModel[model]
-			if !ok {
-				r = &web.ModelUsage{Model: model}
-				byModel[model] = r
-			}
-			return r
-		}
-		for _, g := range month.Groups {
-			r := row(g.Key)
-			r.TotalInput, r.TotalOutput, r.TotalCost = int(g.Input+g.CacheRead+g.CacheWrite), int(g.Output), g.Cost.String()
-		}
-		for _, g := range today.Groups {
-			r := row(g.Key)
-			r.TodayInput, r.TodayOutput, r.TodayCost = int(g.Input+g.CacheRead+g.CacheWrite), int(g.Output), g.Cost.String()
-		}
-		out := make([]web.ModelUsage, 0, len(byModel))
-		for _, r := range byModel {
-			out = append(out, *r)
-		}
-		slices.SortFunc(out, func(a, b web.ModelUsage) int { return strings.Compare(a.Model, b.Model) })
-		return out
-	}
-}
-
 // budgetStatus is /budget's answer: today's and the month's spend against
 // the limits, and a lift if one holds.
 func budgetStatus(l usage.Reader, b *usage.Budget) string {
@@ -233,17 +195,8 @@ func (b *budgetCommand) answer(m bus.InboundMessage) string {
 	return "Write /budget to see the spend, or /budget lift to lift the limits until midnight."
 }
 
-// owner reports whether m's sender may lift the budget: the web page (its
-// login is the owner's), budget.owner's chat, or a sender let in by name.
-func (b *budgetCommand) owner(m bus.InboundMessage) bool {
-	if m.Channel == web.Channel {
-		return true
-	}
-	if ch, id := ownerChat(b.links.cfg); b.links.cfg.Budget.Owner != "" && m.Channel == ch && m.ChatID == id {
-		return true
-	}
-	return b.links.allowed(m)
-}
+// owner reports whether m's sender may lift the budget (isOwner).
+func (b *budgetCommand) owner(m bus.InboundMessage) bool { return isOwner(b.links, m) }
 
 // usageMeter is what the channels' transcription client counts into and is
 // admitted by: the core's recorder and budget.

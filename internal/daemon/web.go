@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -117,7 +116,7 @@ func (g *Gateway) panel() *web.Panel {
 		Workspace: cfg.Agents.Workspace,
 		Channels:  g.channelStates,
 		MCP:       g.mcpStates,
-		Usage:     panelUsage(g.core.Usage),
+		Ledger:    g.core.Usage,
 		Pairing:   g.pairing,
 	}
 	if g.cron != nil {
@@ -217,7 +216,7 @@ func (l *webLinks) allowed(m bus.InboundMessage) bool {
 	default:
 		return false
 	}
-	if slices.Contains(list, m.SenderID) {
+	if allowedByName(list, m.SenderID) {
 		return true
 	}
 	if l.pairing == nil { // no web page built: only the lists say

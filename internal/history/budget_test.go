@@ -91,6 +91,17 @@ func TestProjectPressureDegradesOldestFirst(t *testing.T) {
 		checkView(t, v, all[:end], budget)
 		checkCurrentTurn(t, v, all[:end], opt)
 		seq := levelSeq(v, all[:end])
+		// View.Levels counts what was sent at each level (one result per
+		// tool message here).
+		var count [3]int
+		for _, l := range seq {
+			count[l]++
+		}
+		for l := range count {
+			if v.Levels[l].Messages != count[l] || (count[l] > 0) != (v.Levels[l].Tokens > 0) {
+				t.Fatalf("call at %d: Levels %+v, but %d results were sent at %s", end, v.Levels, count[l], llm.Level(l))
+			}
+		}
 		// Oldest first: levels never rise from older to newer.
 		for k := 1; k < len(seq); k++ {
 			if seq[k] > seq[k-1] {

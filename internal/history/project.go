@@ -73,6 +73,16 @@ type View struct {
 	Steps int
 	// Stepped says this request itself crossed the high mark.
 	Stepped bool
+	// Levels counts the observations sent (tool results and large user
+	// inputs, the messages with renderings to choose from) at each level of
+	// detail, indexed by llm.Level, with their tokens: what /context shows.
+	Levels [3]LevelCount
+}
+
+// LevelCount is how many observations a View sends at one level of
+// detail, and their tokens.
+type LevelCount struct {
+	Messages, Tokens int
 }
 
 // Project builds the request history from msgs, the session's entries since
@@ -262,7 +272,12 @@ func (r *replay) run(system string, sys, offset int) View {
 	v.Messages = make([]llm.Message, 0, n)
 	for t := r.cut; t <= last; t++ {
 		for i, m := range r.msgs(t) {
-			v.Messages = append(v.Messages, renderAt(m, r.level(t, i), t == last && i == 0))
+			l := r.level(t, i)
+			if isObservation(m) {
+				v.Levels[l].Messages++
+				v.Levels[l].Tokens += r.cost(t, i, l)
+			}
+			v.Messages = append(v.Messages, renderAt(m, l, t == last && i == 0))
 		}
 	}
 	return v

@@ -92,6 +92,22 @@ func checkView(t *testing.T, v View, input []llm.Message, budget int) {
 			}
 		}
 	}
+	// Levels counts every observation sent, once, at some level, and its
+	// tokens are part of the request's.
+	observations, counted, tokens := 0, 0, 0
+	for _, m := range tail {
+		if isObservation(m) {
+			observations++
+		}
+	}
+	for _, l := range v.Levels {
+		counted += l.Messages
+		tokens += l.Tokens
+	}
+	if counted != observations || tokens > v.Tokens {
+		t.Fatalf("Levels %+v count %d observations of %d tokens; the view sends %d, of %d tokens in all",
+			v.Levels, counted, tokens, observations, v.Tokens)
+	}
 	if budget > 0 && v.Tokens > budget && len(turnStarts(msgs)) > 1 {
 		t.Fatalf("tokens %d over budget %d with %d turns kept", v.Tokens, budget, len(turnStarts(msgs)))
 	}

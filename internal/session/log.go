@@ -76,7 +76,7 @@ func (g *Log) Snapshot() Snapshot {
 	n := len(st.msgs)
 	return Snapshot{
 		Key: g.l.key, Created: st.created, Messages: st.msgs[:n:n], Consolidated: st.consolidated,
-		Route: st.route, Title: st.title, Size: st.size,
+		Route: st.route, Title: st.title, Footer: st.footer, Size: st.size,
 	}
 }
 

@@ -26,7 +26,8 @@ const (
 
 // record is one line of a session file. Which fields are set depends on Type:
 // session → V, Key, Created; message → Message; meta → Time and any of
-// Consolidated, Route, Title (a field that is present replaces the old value).
+// Consolidated, Route, Title, Footer (a field that is present replaces the
+// old value).
 type record struct {
 	Type         string          `json:"type"`
 	V            int             `json:"v,omitempty"`
@@ -36,6 +37,7 @@ type record struct {
 	Consolidated *int            `json:"consolidated,omitempty"`
 	Route        *string         `json:"route,omitempty"`
 	Title        *string         `json:"title,omitempty"`
+	Footer       *bool           `json:"footer,omitempty"`
 	Message      json.RawMessage `json:"message,omitempty"`
 }
 
@@ -242,7 +244,10 @@ func metaRecord(st *state, u MetaUpdate, now func() time.Time) (r record, ok boo
 	if v := u.Title; v != nil && *v != st.title {
 		r.Title = v
 	}
-	if r.Consolidated == nil && r.Route == nil && r.Title == nil {
+	if v := u.Footer; v != nil && *v != st.footer {
+		r.Footer = v
+	}
+	if r.Consolidated == nil && r.Route == nil && r.Title == nil && r.Footer == nil {
 		return record{}, false, nil
 	}
 	r.Time = now().UTC()

@@ -100,6 +100,8 @@ type state struct {
 	msgs         []llm.Message
 	consolidated int
 	route, title string
+	// footer is /usage footer's setting.
+	footer bool
 	// memo is Snapshot.Memo of this loaded copy: replacing the state (a
 	// load, a reload, a reset) starts a new one.
 	memo *sync.Map
@@ -136,6 +138,9 @@ type Snapshot struct {
 	Route string
 	// Title is a short human-readable name of the session.
 	Title string
+	// Footer adds a line of tokens and cost under each answer (/usage
+	// footer on).
+	Footer bool
 	// Size is the session file's size in bytes.
 	Size int64
 	// Memo holds what users of the store derive from Messages and want to
@@ -157,6 +162,7 @@ type MetaUpdate struct {
 	Consolidated *int
 	Route        *string
 	Title        *string
+	Footer       *bool
 }
 
 // Info describes one live session file.
@@ -400,6 +406,7 @@ func (e *entry) snapshot() Snapshot {
 		Consolidated: e.consolidated,
 		Route:        e.route,
 		Title:        e.title,
+		Footer:       e.footer,
 		Size:         e.size,
 		Memo:         e.memo,
 	}
@@ -415,6 +422,9 @@ func (st *state) applyMeta(r record) {
 	}
 	if r.Title != nil {
 		st.title = *r.Title
+	}
+	if r.Footer != nil {
+		st.footer = *r.Footer
 	}
 }
 

@@ -139,14 +139,14 @@ func TestMeta(t *testing.T) {
 	mustAppend(t, s, key, userText("a"), userText("b"), userText("c"))
 	for _, u := range []MetaUpdate{
 		{Title: ptr("first title")}, {Consolidated: ptr(2)}, {Title: ptr("second title")},
-		{Consolidated: ptr(3)}, {Route: &none}, {Route: &route},
+		{Consolidated: ptr(3)}, {Route: &none}, {Route: &route}, {Footer: ptr(true)}, {Footer: ptr(false)}, {Footer: ptr(true)},
 	} {
 		if err := s.SetMeta(key, u); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sizeBefore := readFile(t, sessionFile(dir, key))
-	if err := s.SetMeta(key, MetaUpdate{Route: &route, Title: ptr("second title")}); err != nil {
+	if err := s.SetMeta(key, MetaUpdate{Route: &route, Title: ptr("second title"), Footer: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(readFile(t, sessionFile(dir, key)), sizeBefore) {
@@ -158,8 +158,8 @@ func TestMeta(t *testing.T) {
 		}
 	}
 	for name, snap := range map[string]Snapshot{"live": must(s.Get(key)), "reloaded": reopen(t, dir, key)} {
-		if snap.Consolidated != 3 || snap.Route != route || snap.Title != "second title" || len(snap.Messages) != 3 {
-			t.Errorf("%s: got consolidated=%d route=%q title=%q messages=%d", name, snap.Consolidated, snap.Route, snap.Title, len(snap.Messages))
+		if snap.Consolidated != 3 || snap.Route != route || snap.Title != "second title" || !snap.Footer || len(snap.Messages) != 3 {
+			t.Errorf("%s: got consolidated=%d route=%q title=%q footer=%v messages=%d", name, snap.Consolidated, snap.Route, snap.Title, snap.Footer, len(snap.Messages))
 		}
 		if len(snap.Unconsolidated()) != 0 {
 			t.Errorf("%s: unconsolidated = %d messages", name, len(snap.Unconsolidated()))

@@ -539,8 +539,27 @@ type span struct{ off, n int64 }
 // seals those before today. Lines of days older than residentDays are only
 // indexed (lazy).
 func (l *Ledger) load() error {
+	unsealed, err := l.read()
+	if err != nil {
+		return err
+	}
+	today := l.date(l.opts.Now())
+	for _, date := range unsealed {
+		if date < today {
+			if err := l.sealLocked(date); err != nil {
+				return err
+			}
+		}
+	}
+	l.pruneLocked(today)
+	return nil
+}
+
+// read indexes days.jsonl (decoding the resident days), adds up the detail
+// of the days it has not sealed, and returns those days. It writes nothing
+// (OpenReadOnly).
+func (l *Ledger) read() (unsealed []string, err error) {
 	now := l.opts.Now()
-	today := l.date(now)
 	resident := l.date(now.AddDate(0, 0, -residentDays))
 	if err := readSpans(filepath.Join(l.dir, daysFile), l.opts.Log, func(b []byte, sp span) error {
 		date, seal, ok := peekDay(b)
@@ -559,7 +578,7 @@ func (l *Ledger) load() error {
 		}
 		return l.decodeDay(b)
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	for _, date := range l.detailDates() {
 		if l.sealed[date] {
@@ -576,16 +595,11 @@ func (l *Ledger) load() error {
 			}
 			return nil
 		}); err != nil {
-			return err
+			return nil, err
 		}
-		if date < today {
-			if err := l.sealLocked(date); err != nil {
-				return err
-			}
-		}
+		unsealed = append(unsealed, date)
 	}
-	l.pruneLocked(today)
-	return nil
+	return unsealed, nil
 }
 
 // peekDay reads a days.jsonl line's date and kind without decoding it:

@@ -18,6 +18,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/usage"
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
@@ -40,9 +41,11 @@ type Panel struct {
 	Workspace string
 	Channels  func() []ChannelState
 	MCP       func() []MCPState
-	Usage     func() []ModelUsage
-	Cron      CronJobs
-	Pairing   Pairing
+	// Ledger is the usage ledger the Usage view and the status's token
+	// table read [none: the panel says so].
+	Ledger  usage.Reader
+	Cron    CronJobs
+	Pairing Pairing
 
 	sessions Sessions
 	now      func() time.Time
@@ -66,19 +69,6 @@ type MCPState struct {
 	State     string `json:"state"`
 	Tools     int    `json:"tools"`
 	Error     string `json:"error,omitempty"`
-}
-
-// ModelUsage is the tokens one provider/model used today and in the last
-// 30 days, from the usage ledger (input counts cached tokens too), and what
-// they cost ("$1.23" or "unpriced").
-type ModelUsage struct {
-	Model       string `json:"model"`
-	TodayInput  int    `json:"today_input"`
-	TodayOutput int    `json:"today_output"`
-	TodayCost   string `json:"today_cost,omitempty"`
-	TotalInput  int    `json:"total_input"`
-	TotalOutput int    `json:"total_output"`
-	TotalCost   string `json:"total_cost,omitempty"`
 }
 
 // CronJob is one scheduled job, of any chat.
@@ -125,6 +115,7 @@ const maxSearch = 100
 
 func (p *Panel) routes(api func(string, http.HandlerFunc)) {
 	api("GET /api/panel/status", p.status)
+	api("GET /api/panel/usage", p.usageView)
 	api("GET /api/panel/sessions", p.listSessions)
 	api("GET /api/panel/sessions/{key}", p.showSession)
 	api("GET /api/panel/files", p.listFiles)
@@ -150,8 +141,14 @@ func (p *Panel) status(w http.ResponseWriter, r *http.Request) {
 	if p.MCP != nil {
 		out["mcp"] = p.MCP()
 	}
-	if p.Usage != nil {
-		out["usage"] = p.Usage()
+	if p.Ledger != nil {
+		u, err := p.modelUsage()
+		if err != nil {
+			p.fail(w, "usage", err)
+			return
+		}
+		out["usage"] = u
+		out["timezone"] = p.Ledger.Location().String()
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,18 +9,22 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 // memCron is an in-memory job list behind the panel's CronJobs interface
@@ -52,6 +57,7 @@ type panelEnv struct {
 	*env
 	cron    *memCron
 	pairing *channels.PairingStore
+	ledger  *usage.Ledger
 }
 
 func newPanelEnv(t *testing.T) *panelEnv {
@@ -59,10 +65,16 @@ func newPanelEnv(t *testing.T) *panelEnv {
 	p := &panelEnv{cron: &memCron{jobs: []CronJob{{ID: "j1", Session: "telegram:42", Schedule: "every 1h", Message: "drink water"}}}}
 	p.env = newEnv(t, func(_ *config.WebChannelConfig, d *Deps) {
 		p.pairing = channels.NewPairingStore(filepath.Join(t.TempDir(), "pairing.json"))
+		l, err := usage.Open(t.TempDir(), usage.Options{Now: d.Now, Prices: usage.NewPriceTable(nil), Log: zaptest.NewLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		p.ledger = l
 		d.Panel = &Panel{Version: "v-test", Started: d.Now(), Model: "openai/gpt-4o-mini", Routes: map[string]string{"smart": "anthropic/x"},
 			Budget: 100000, Workspace: d.Workspace, Cron: p.cron, Pairing: p.pairing,
 			Channels: func() []ChannelState { return []ChannelState{{Name: "telegram", Up: false, Error: "polling stalled"}} },
-			Usage:    func() []ModelUsage { return []ModelUsage{{Model: "openai/gpt-4o-mini", TodayInput: 5, TotalInput: 9}} },
+			Ledger:   l,
 		}
 	})
 	return p
@@ -93,6 +105,9 @@ func TestPanelRequiresLoginAndCSRF(t *testing.T) {
 
 func TestPanelStatus(t *testing.T) {
 	e := newPanelEnv(t)
+	now := e.clock.Now()
+	e.record(now, "telegram:42", usage.OriginTurn, "openai/gpt-4o-mini", 5, 1)
+	e.record(now.AddDate(0, 0, -1), "telegram:42", usage.OriginTurn, "openai/gpt-4o-mini", 4, 1)
 	c := e.login()
 	var s struct {
 		Version  string
@@ -104,7 +119,8 @@ func TestPanelStatus(t *testing.T) {
 	}
 	decode(t, e.do(c, "GET", "/api/panel/status", nil), &s)
 	if s.Version != "v-test" || s.Model != "openai/gpt-4o-mini" || s.Routes["smart"] != "anthropic/x" ||
-		len(s.Channels) != 1 || s.Channels[0].Up || s.Usage[0].TotalInput != 9 || s.MCP == nil {
+		len(s.Channels) != 1 || s.Channels[0].Up || len(s.Usage) != 1 || s.Usage[0].Today.Input != 5 || s.Usage[0].Month.Input != 9 ||
+		s.Usage[0].Month.Calls != 2 || s.MCP == nil {
 		t.Fatalf("status = %+v", s)
 	}
 }
@@ -443,5 +459,57 @@ func TestPanelReplacesHostileFile(t *testing.T) {
 				t.Errorf("the link's target was written: %q", got)
 			}
 		})
+	}
+}
+
+func (p *panelEnv) record(at time.Time, chat string, origin usage.Origin, model string, in, out int) {
+	p.t.Helper()
+	prov, id, _ := strings.Cut(model, "/")
+	if err := p.ledger.Record(context.Background(), usage.Record{Time: at, Chat: chat, Session: chat, Origin: origin, Provider: prov, Model: id,
+		Tokens: llm.Usage{InputTokens: in, OutputTokens: out, CacheReadTokens: in / 2}, Outcome: usage.OutcomeOK}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// The Usage view's data is the ledger's: one day per date of the last 30
+// (zeros too), each with its groups, and totals that equal the ledger's
+// own query of the period, by origin or by model.
+func TestPanelUsage(t *testing.T) {
+	e := newPanelEnv(t)
+	now := e.clock.Now()
+	e.record(now, "telegram:42", usage.OriginTurn, "openai/gpt-4o-mini", 1_000_000, 1000)
+	e.record(now, "telegram:42", usage.OriginHeartbeat, "anthropic/claude-haiku-4-5", 2000, 100)
+	e.record(now.AddDate(0, 0, -3), "discord:7", usage.OriginCron, "ollama/llama3", 500, 50)    // unpriced
+	e.record(now.AddDate(0, 0, -40), "discord:7", usage.OriginTurn, "openai/gpt-4o-mini", 9, 9) // before the 30 days
+	c := e.login()
+	for _, by := range []usage.Dimension{usage.ByOrigin, usage.ByModel} {
+		var v UsageView
+		decode(t, e.do(c, "GET", "/api/panel/usage?by="+string(by), nil), &v)
+		want, err := e.ledger.Query(usage.Query{Period: usage.LastDays(now, time.UTC, 30), By: by, Daily: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Days) != 30 || v.To != now.Format(time.DateOnly) || !reflect.DeepEqual(v.Total, totalsOf(want.Total)) || v.Total.Calls != 3 {
+			t.Fatalf("by %s: %d days to %s, total %+v; want 30 to today and the ledger's %+v", by, len(v.Days), v.To, v.Total, totalsOf(want.Total))
+		}
+		if v.Total.Cost != nil || v.Total.CostText != "unpriced" || v.Total.Unpriced != 1 || v.Total.Priced <= 0 {
+			t.Errorf("by %s: total cost %+v, want null (a model without a price) with the priced part", by, v.Total)
+		}
+		if len(v.Keys) != 3 || len(v.Groups) != 3 {
+			t.Errorf("by %s: keys %v", by, v.Keys)
+		}
+		for i, d := range v.Days {
+			if !reflect.DeepEqual(d.UsageTotals, totalsOf(want.Days[i].Totals)) || len(d.Groups) != len(want.Days[i].Groups) {
+				t.Errorf("by %s: day %s = %+v, the ledger's %+v", by, d.Date, d, want.Days[i])
+			}
+		}
+	}
+	for _, q := range []string{"?by=weekday", "?days=0", "?days=367", "?days=x"} {
+		if s := e.do(c, "GET", "/api/panel/usage"+q, nil).StatusCode; s != http.StatusBadRequest {
+			t.Errorf("GET /api/panel/usage%s = %d, want 400", q, s)
+		}
+	}
+	if s := e.do(nil, "GET", "/api/panel/usage", nil).StatusCode; s != http.StatusUnauthorized {
+		t.Errorf("logged out: %d", s)
 	}
 }

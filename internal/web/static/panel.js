@@ -1,6 +1,7 @@
-// The control panel: status, sessions of every channel (read-only, with the
-// level of detail each observation would be sent at), MEMORY.md and the
-// bootstrap files (edited with an ETag precondition), cron jobs, pairing.
+// The control panel: status, usage (cost per day from the usage ledger, as
+// a chart and the table behind it), sessions of every channel (read-only,
+// with the level of detail each observation would be sent at), MEMORY.md and
+// the bootstrap files (edited with an ETag precondition), cron jobs, pairing.
 import { api } from './api.js';
 
 let root;
@@ -45,7 +46,7 @@ function when(t) {
   return new Date(t).toLocaleString();
 }
 
-const tabs = { Status: status, Sessions: sessions, Memory: () => editor('MEMORY.md'), Files: files, Cron: cron, Pairing: pairing };
+const tabs = { Status: status, Usage: (body) => usage(body, 'origin'), Sessions: sessions, Memory: () => editor('MEMORY.md'), Files: files, Cron: cron, Pairing: pairing };
 
 export function showPanel(r, back) {
   root = r;
@@ -83,11 +84,138 @@ async function status(body) {
     el('h3', '', 'MCP servers'),
     s.mcp.length ? table(['Server', 'Transport', 'State', 'Tools', 'Problem'], s.mcp.map((m) => [m.name, m.transport, m.state, m.tools, m.error || '']))
       : el('p', '', 'No MCP servers configured.'),
-    el('h3', '', 'Tokens'),
-    s.usage.length ? table(['Model', 'Today in', 'Today out', 'Since start in', 'Since start out'],
-      s.usage.map((u) => [u.model, u.today_input, u.today_output, u.total_input, u.total_output]))
-      : el('p', '', 'No model calls since the gateway started.'),
+    el('h3', '', 'Tokens and cost'),
+    !s.timezone ? el('p', '', 'This process keeps no usage ledger.')
+      : s.usage.length ? table(['Model', 'Today: calls', 'in', 'out', 'cost', 'This month: calls', 'in', 'out', 'cost'],
+        s.usage.map((u) => [u.model, u.today.calls, num(tokensIn(u.today)), num(u.today.output_tokens), u.today.cost_text,
+          u.month.calls, num(tokensIn(u.month)), num(u.month.output_tokens), u.month.cost_text]))
+        : el('p', '', 'No model calls this month.'),
   );
+}
+
+const num = (n) => Number(n).toLocaleString('en-US');
+const tokensIn = (t) => t.input_tokens + t.cache_read_tokens + t.cache_write_tokens;
+
+// usage shows cost per day for 30 days, stacked by origin or model, and
+// the table behind the chart; every figure is the ledger's.
+async function usage(body, by) {
+  const u = await api('GET', '/api/panel/usage?days=30&by=' + encodeURIComponent(by));
+  const toggle = el('div', 'toggle');
+  for (const d of ['origin', 'model']) {
+    const b = button('By ' + d, d === by ? 'active' : '', () => usage(body, d));
+    b.id = 'usage-by-' + d;
+    toggle.append(b);
+  }
+  const note = el('p', 'status', 'Costs are the configured prices (docs/usage.md). ' +
+    'A day marked ▲ used a model without a price: its bar shows only the priced part, and its cost reads "unpriced".');
+  body.replaceChildren(el('h3', '', `Cost per day, ${u.from} to ${u.to} (${u.timezone})`), toggle, chart(u), legend(u), note,
+    usageTable(u), el('h3', '', 'By ' + by), groupTable(u));
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+function svg(tag, attrs, cls) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  if (cls) e.setAttribute('class', cls);
+  return e;
+}
+
+// chart draws the days as stacked bars, by hand: each day with calls is a
+// <g class="day"> of one rect per group with a priced cost, plus a marker
+// when the day has unpriced calls or cost nothing.
+function chart(u) {
+  const W = 900, H = 260, left = 64, bottom = 28, top = 12;
+  const plotW = W - left - 8, plotH = H - bottom - top;
+  const max = Math.max(...u.days.map((d) => d.priced), 0);
+  const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'Cost per day' }, 'chart');
+  s.id = 'usage-chart';
+  const step = plotW / u.days.length;
+  const bw = Math.max(step * 0.7, 2);
+  const y = (v) => top + plotH - (max > 0 ? v / max * plotH : 0);
+  for (const f of [0, 0.5, 1]) {
+    const v = max * f;
+    s.append(svg('line', { x1: left, x2: W - 8, y1: y(v), y2: y(v) }, 'grid'));
+    const t = svg('text', { x: left - 6, y: y(v) + 4, 'text-anchor': 'end' }, 'axis');
+    t.textContent = money(v);
+    s.append(t);
+  }
+  u.days.forEach((d, i) => {
+    const x = left + i * step + (step - bw) / 2;
+    if (i % 5 === 0 || i === u.days.length - 1) {
+      const t = svg('text', { x: x + bw / 2, y: H - 8, 'text-anchor': 'middle' }, 'axis');
+      t.textContent = d.date.slice(5);
+      s.append(t);
+    }
+    if (!d.calls) return;
+    const g = svg('g', { 'data-date': d.date }, 'day');
+    let base = 0;
+    for (const k of u.keys) {
+      const seg = (d.groups || []).find((x) => x.key === k);
+      if (!seg || seg.priced <= 0) continue;
+      const r = svg('rect', { x, width: bw, y: y(base + seg.priced), height: Math.max(y(base) - y(base + seg.priced), 0.5), 'data-key': k },
+        'seg s' + (u.keys.indexOf(k) % 8));
+      const tip = svg('title');
+      tip.textContent = `${d.date} ${k || '(none)'}: ${seg.cost_text}, ${seg.calls} calls`;
+      r.append(tip);
+      g.append(r);
+      base += seg.priced;
+    }
+    if (d.unpriced_calls > 0 || base === 0) {
+      const m = svg('rect', { x, width: bw, y: y(base) - 4, height: 4 }, d.unpriced_calls > 0 ? 'unpriced' : 'zero');
+      const tip = svg('title');
+      tip.textContent = `${d.date}: ${d.cost_text}, ${d.calls} calls`;
+      m.append(tip);
+      g.append(m);
+      if (d.unpriced_calls > 0) {
+        const t = svg('text', { x: x + bw / 2, y: y(base) - 7, 'text-anchor': 'middle' }, 'axis');
+        t.textContent = '▲';
+        g.append(t);
+      }
+    }
+    s.append(g);
+  });
+  return s;
+}
+
+function money(v) {
+  if (v === 0) return '$0';
+  return '$' + (v < 0.01 ? v.toFixed(4) : v.toFixed(2));
+}
+
+function legend(u) {
+  const l = el('div', 'legend');
+  u.keys.forEach((k, i) => {
+    const item = el('span');
+    const sw = svg('svg', { viewBox: '0 0 10 10', width: 10, height: 10 });
+    sw.append(svg('rect', { width: 10, height: 10 }, 'seg s' + (i % 8)));
+    item.append(sw, ' ' + (k || '(none)'));
+    l.append(item);
+  });
+  return l;
+}
+
+function costRow(label, t) {
+  return [label, num(t.calls), num(t.input_tokens), num(t.cache_read_tokens), num(t.cache_write_tokens), num(t.output_tokens), t.cost_text];
+}
+
+const usageHead = ['Date', 'Calls', 'Input', 'Cache read', 'Cache write', 'Output', 'Cost'];
+
+function usageTable(u) {
+  const t = table(usageHead, u.days.filter((d) => d.calls > 0).reverse().map((d) => costRow(d.date, d)));
+  t.id = 'usage-table';
+  const foot = el('tfoot');
+  const tr = el('tr');
+  for (const c of costRow('Total', u.total)) tr.append(el('th', '', c));
+  foot.append(tr);
+  t.append(foot);
+  return t;
+}
+
+function groupTable(u) {
+  const t = table([u.by === 'model' ? 'Model' : 'Origin', ...usageHead.slice(1)], u.groups.map((g) => costRow(g.key || '(none)', g)));
+  t.id = 'usage-groups';
+  return t;
 }
 
 async function sessions(body) {
