@@ -81,7 +81,15 @@ import socket
 s = socket.create_connection(("127.0.0.1", ` + port + `), 5)
 print(s.recv(4096).decode().split(" ")[0])
 s.sendall(b"CONNECT {\"verbose\":false}\r\nSUB nanobot.> 1\r\nPUB nanobot.outbound.telegram.666 5\r\nhello\r\nPING\r\n")
-print(s.recv(4096).decode())
+# The answers of the server may come in several reads (MSG before PONG): read
+# until the PONG, or until the socket times out or closes.
+got = b""
+while b"PONG" not in got:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    got += chunk
+print(got.decode())
 '`
 }
 
