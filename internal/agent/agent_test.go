@@ -3,14 +3,18 @@ package agent
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
@@ -204,6 +208,7 @@ func TestStopAnswersWhatWasQueued(t *testing.T) {
 	h.script.Push(fakellm.Reply{Text: "Short version."})
 	h.send("c1", "/stop")
 	fs := h.waitFinals("c1", 2)
+	h.waitFor("the stop reply", func(out []bus.OutboundMessage) bool { return hasMessage(out, "c1", "Stopped") })
 	if fs[0].Content != "" || fs[1].Content != "Short version." {
 		t.Errorf("finals = %q, %q; want the stopped turn's empty one, then the answer", fs[0].Content, fs[1].Content)
 	}
@@ -388,8 +393,24 @@ func TestCommands(t *testing.T) {
 	h.send("c1", "/new")
 	h.waitFor("/new", func(out []bus.OutboundMessage) bool { return hasMessage(out, "c1", "Started a new conversation") })
 	snap, _ := h.store.Get("test:c1")
-	if len(snap.Messages) != 0 || snap.Route != "" {
-		t.Errorf("/new did not start fresh: %d messages, route %q", len(snap.Messages), snap.Route)
+	if len(snap.Messages) != 0 {
+		t.Errorf("/new did not start fresh: %d messages", len(snap.Messages))
+	}
+	// The chat's model is the chat's choice: it outlives /new, and a
+	// restart (a store reading the files afresh) keeps it too.
+	if snap.Route != "smart" {
+		t.Errorf("/new forgot the chat's model: route %q, want smart", snap.Route)
+	}
+	restarted := session.NewStore(filepath.Join(h.ws, "sessions"), session.Options{}, zaptest.NewLogger(t))
+	defer restarted.Close()
+	if snap, err := restarted.Get("test:c1"); err != nil || snap.Route != "smart" {
+		t.Errorf("after a restart: route %q (%v), want smart", snap.Route, err)
+	}
+	h.script.Push(fakellm.Reply{Text: "still smart"})
+	h.send("c1", "after new")
+	h.waitFinals("c1", 3)
+	if reqs := h.script.Requests(); reqs[len(reqs)-1].Model != "gpt-4.1" {
+		t.Errorf("after /new the chat went to model %q, want its chosen gpt-4.1", reqs[len(reqs)-1].Model)
 	}
 }
 

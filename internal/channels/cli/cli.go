@@ -69,7 +69,9 @@ func (c *CLI) Ask(ctx context.Context, text string) error {
 }
 
 // await prints outbound messages until the turn's final message (or, for a
-// command, its single reply).
+// command, its single reply). A command that takes a while answers like a
+// turn (a start, notes, a final with the outcome): then its final ends it,
+// so that what is printed last, and the exit status, is how it ended.
 func (c *CLI) await(ctx context.Context, command bool) error {
 	var shown string // the streamed draft already on screen
 	for {
@@ -82,6 +84,9 @@ func (c *CLI) await(ctx context.Context, command bool) error {
 			}
 			if m.Channel != Name {
 				continue
+			}
+			if m.Kind == bus.KindStart {
+				command = false // a turn now: its final ends it
 			}
 			done, err := c.show(m, command, &shown)
 			if m.Delivered != nil {
