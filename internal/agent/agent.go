@@ -24,7 +24,9 @@ import (
 type Model interface {
 	// Complete runs one model call on route ("" for the default) and returns
 	// the assistant message; onDelta sees the stream as it arrives. A failed
-	// call returns an error and no message.
+	// call returns an error and no message. The agent's requests carry no
+	// Messages but a Fit, which Complete calls with the limits of each route
+	// it tries (llm.Request.Fit).
 	Complete(ctx context.Context, route string, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error)
 	// ContextWindow is the route's context window in tokens.
 	ContextWindow(route string) int
@@ -200,6 +202,15 @@ func (a *Agent) projection(budget, systemTokens int) history.Options {
 		budget = c
 	}
 	return history.Options{Budget: budget, SystemTokens: systemTokens, HighWater: a.cfg.HistoryHighWater, LowWater: a.cfg.HistoryLowWater}
+}
+
+// fit returns the llm.Request.Fit of a model call: project with the
+// options of the budget a route's limits leave (its window less the reply
+// and the tool list).
+func (a *Agent) fit(toolTokens int, project func(history.Options) []llm.Message, systemTokens int) func(llm.Limits) []llm.Message {
+	return func(l llm.Limits) []llm.Message {
+		return project(a.projection(l.ContextWindow-l.MaxTokens-toolTokens, systemTokens))
+	}
 }
 
 // withDefaults fills the internal bounds left zero. It leaves alone the

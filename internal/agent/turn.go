@@ -218,13 +218,15 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, texts *
 		// remembering its estimate.
 		toolTokens = specTokens(specs)
 	}
-	budget := a.model.ContextWindow(route) - a.cfg.MaxTokens - toolTokens
 	draft := &drafter{a: a, t: t, ctx: ctx}
 	for iter := 0; iter < a.cfg.MaxToolIterations; iter++ {
-		view := texts.Project(system, stored, t.msgs, a.projection(budget, systemTokens))
 		req := llm.Request{
-			System: system, Messages: a.resolveImages(view.Messages), Tools: specs,
-			MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,
+			System: system, Tools: specs, MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,
+			// Projected for the route the router tries, each fallback
+			// for its own window (docs/routing.md#routes).
+			Fit: a.fit(toolTokens, func(opt history.Options) []llm.Message {
+				return a.resolveImages(texts.Project(system, stored, t.msgs, opt).Messages)
+			}, systemTokens),
 			// After the message tool answered, an answer of nothing is a
 			// fine end, not a failure to ask again
 			// (docs/reliability.md#every-turn-ends-with-something-to-read).
