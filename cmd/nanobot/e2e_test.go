@@ -352,3 +352,48 @@ func TestOldWorkspaceSessionsMoveAtStart(t *testing.T) {
 		t.Errorf("the moved file does not start with the old bytes")
 	}
 }
+
+// `nanobot agent -m /new` prints how /new ended, not only its first note,
+// and exits non-zero when it failed; the chat's model survives /new and the
+// restart that every run of the command is.
+func TestAgentNewSaysHowItEndedAndKeepsTheModel(t *testing.T) {
+	e := newEnv(t)
+	e.script.Push(fakellm.Reply{Text: "hi"})
+	if _, stderr, err := e.run("agent", "-m", "hello"); err != nil {
+		t.Fatalf("agent: %v\nstderr: %s", err, stderr)
+	}
+	if out, stderr, err := e.run("agent", "-m", "/model openai/gpt-4.1"); err != nil || !strings.Contains(out, "openai/gpt-4.1") {
+		t.Fatalf("/model: %v\n%s\nstderr: %s", err, out, stderr)
+	}
+
+	// The model cannot save the conversation: /new keeps it and says so.
+	e.script.Push(fakellm.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "no"})
+	out, _, err := e.run("agent", "-m", "/new")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("a failed /new exited with %v, want status 1", err)
+	}
+	if !strings.Contains(out, "💾 Saving") || !strings.Contains(out, "⚠️ I could not save this conversation to memory") {
+		t.Errorf("a failed /new printed %q; want the note and how it ended", out)
+	}
+
+	args, _ := json.Marshal(map[string]string{"history_entry": "[2026-12-01 10:00] Said hello.", "memory_update": "# Memory\n"})
+	e.script.Push(fakellm.Reply{ToolCalls: []fakellm.Call{{ID: "save", Name: "save_memory", Args: string(args)}}})
+	out, stderr, err := e.run("agent", "-m", "/new")
+	if err != nil {
+		t.Fatalf("/new: %v\n%s\nstderr: %s", err, out, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "Started a new conversation.") || !strings.Contains(last, "openai/gpt-4.1") {
+		t.Errorf("/new printed %q; want how it ended, last", out)
+	}
+
+	e.script.Push(fakellm.Reply{Text: "still here"})
+	if _, stderr, err := e.run("agent", "-m", "after the new start"); err != nil {
+		t.Fatalf("agent: %v\nstderr: %s", err, stderr)
+	}
+	reqs := e.script.Requests()
+	if m := reqs[len(reqs)-1].Model; m != "gpt-4.1" {
+		t.Errorf("after /new and a restart the chat used model %q, want its chosen gpt-4.1", m)
+	}
+}

@@ -25,7 +25,9 @@ import (
 type Model interface {
 	// Complete runs one model call on route ("" for the default) and returns
 	// the assistant message; onDelta sees the stream as it arrives. A failed
-	// call returns an error and no message.
+	// call returns an error and no message. The agent's requests carry no
+	// Messages but a Fit, which Complete calls with the limits of each route
+	// it tries (llm.Request.Fit).
 	Complete(ctx context.Context, route string, req llm.Request, onDelta func(llm.Delta)) (llm.Message, error)
 	// ContextWindow is the route's context window in tokens.
 	ContextWindow(route string) int
@@ -203,6 +205,15 @@ func (a *Agent) projection(budget, systemTokens int) history.Options {
 	return history.Options{Budget: budget, SystemTokens: systemTokens, HighWater: a.cfg.HistoryHighWater, LowWater: a.cfg.HistoryLowWater}
 }
 
+// fit returns the llm.Request.Fit of a model call: project with the
+// options of the budget a route's limits leave (its window less the reply
+// and the tool list).
+func (a *Agent) fit(toolTokens int, project func(history.Options) []llm.Message, systemTokens int) func(llm.Limits) []llm.Message {
+	return func(l llm.Limits) []llm.Message {
+		return project(a.projection(l.ContextWindow-l.MaxTokens-toolTokens, systemTokens))
+	}
+}
+
 // withDefaults fills the internal bounds left zero. It leaves alone the
 // fields config carries: those are the caller's (agentconfig.From).
 func (c Config) withDefaults() Config {
@@ -345,6 +356,11 @@ type Agent struct {
 type sessionQueue struct {
 	pending []bus.InboundMessage
 	cancel  context.CancelCauseFunc // of the running turn, nil when idle
+	// inTurn says the running work is a turn, not a command.
+	inTurn bool
+	// stopped says /stop cut the last turn short, so the next turn's
+	// message tells the model its previous answer was never given.
+	stopped bool
 }
 
 // New returns an agent; it does no I/O.
@@ -528,7 +544,8 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 		// A command is handled on its own, in order; plain messages that
 		// arrived together are merged up to the next command.
 		n := 1
-		if _, _, isCmd := commandOf(batch[0]); !isCmd {
+		_, _, isCmd := commandOf(batch[0])
+		if !isCmd {
 			for n < len(batch) {
 				if _, _, c := commandOf(batch[n]); c {
 					break
@@ -539,13 +556,17 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 		q.pending = q.pending[n:]
 		turnCtx, cancel := context.WithCancelCause(ctx)
 		q.cancel = cancel
+		afterStop := false
+		if q.inTurn = !isCmd; q.inTurn {
+			afterStop, q.stopped = q.stopped, false
+		}
 		a.mu.Unlock()
 
-		if _, _, isCmd := commandOf(batch[0]); isCmd {
+		if isCmd {
 			a.ack(batch[0])
 			a.command(turnCtx, batch[0])
 		} else {
-			a.runTurn(turnCtx, key, batch[:n])
+			a.runTurn(turnCtx, key, batch[:n], afterStop)
 			if !batch[n-1].Ephemeral {
 				a.afterTurn(ctx, key)
 			}
@@ -557,36 +578,47 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 	}
 }
 
-// stop cancels the session's running turn and drops what is queued
-// (docs/architecture.md#one-message-end-to-end).
+// stop cancels the session's running turn (or command) at once. What was
+// queued behind it stays queued and is answered next: it is usually the
+// correction that made the user press stop, so it must be neither lost nor
+// left unanswered (docs/sessions.md#stop). The reply says what comes next.
 func (a *Agent) stop(ctx context.Context, m bus.InboundMessage) {
 	key := m.Key()
 	a.ack(m)
 	a.mu.Lock()
-	var dropped []bus.InboundMessage
+	queued := 0
 	running := false
 	if q, ok := a.active[key]; ok {
-		dropped, q.pending = q.pending, nil
+		queued = len(q.pending)
 		if q.cancel != nil {
 			q.cancel(errStopped)
+			q.stopped = q.stopped || q.inTurn
 			running = true
 		}
 	}
 	a.mu.Unlock()
 	subagents := a.subs.cancelSession(key)
-	for _, d := range dropped {
-		a.ack(d)
+	a.log.Info("stop requested", zap.String("session", key), zap.Bool("running", running), zap.Int("queued", queued),
+		zap.Int("subagents", subagents))
+	a.notify(ctx, m, stopReply(running, queued, subagents), false)
+}
+
+// stopReply is /stop's answer: what it stopped, and what it answers next.
+func stopReply(running bool, queued, subagents int) string {
+	if !running && subagents == 0 {
+		return "Nothing is running."
 	}
-	reply := "Nothing is running."
-	if running || len(dropped) > 0 || subagents > 0 {
-		reply = "⏹ Stopped."
-	}
+	reply := "⏹ Stopped."
 	if subagents > 0 {
 		reply += fmt.Sprintf(" Cancelled %d background task(s).", subagents)
 	}
-	a.log.Info("stop requested", zap.String("session", key), zap.Bool("running", running), zap.Int("dropped", len(dropped)),
-		zap.Int("subagents", subagents))
-	a.notify(ctx, m, reply, false)
+	switch {
+	case queued == 1:
+		reply += " I'll answer the message you sent meanwhile now."
+	case queued > 1:
+		reply += fmt.Sprintf(" I'll answer the %d messages you sent meanwhile now.", queued)
+	}
+	return reply
 }
 
 // ack confirms an inbound message to its channel (see bus.InboundMessage.Ack).

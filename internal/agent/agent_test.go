@@ -3,14 +3,18 @@ package agent
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/llm"
+	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
@@ -184,6 +188,59 @@ func TestStopCancelsRunningTurn(t *testing.T) {
 	}
 }
 
+// /stop cancels the running turn; a message queued behind it is neither
+// dropped nor left waiting: it is answered next, told that the previous
+// answer was stopped, and saved (docs/sessions.md#stop).
+func TestStopAnswersWhatWasQueued(t *testing.T) {
+	h := newHarness(t)
+	h.script.Push(fakellm.Reply{Text: "this takes forever", Delay: time.Minute})
+	h.send("c1", "long task")
+	for len(h.script.Requests()) == 0 {
+		time.Sleep(time.Millisecond) // the model call is in flight once recorded
+	}
+	h.send("c1", "no, the short version")
+	h.waitFor("queued", func([]bus.OutboundMessage) bool {
+		h.agent.mu.Lock()
+		defer h.agent.mu.Unlock()
+		q := h.agent.active["test:c1"]
+		return q != nil && len(q.pending) == 1
+	})
+	h.script.Push(fakellm.Reply{Text: "Short version."})
+	h.send("c1", "/stop")
+	fs := h.waitFinals("c1", 2)
+	h.waitFor("the stop reply", func(out []bus.OutboundMessage) bool { return hasMessage(out, "c1", "Stopped") })
+	if fs[0].Content != "" || fs[1].Content != "Short version." {
+		t.Errorf("finals = %q, %q; want the stopped turn's empty one, then the answer", fs[0].Content, fs[1].Content)
+	}
+	var stopReply string
+	for _, m := range h.messagesOfKind("c1", bus.KindMessage) {
+		stopReply += m.Content
+	}
+	if want := "⏹ Stopped. I'll answer the message you sent meanwhile now."; stopReply != want {
+		t.Errorf("/stop replied %q, want %q", stopReply, want)
+	}
+	text := h.script.Requests()[1].LastUserText()
+	if !strings.Contains(text, stoppedNote) || !strings.HasSuffix(text, "\nno, the short version") {
+		t.Errorf("the queued message reached the model as %q", text)
+	}
+	snap, _ := h.store.Get("test:c1")
+	var texts []string
+	for _, m := range snap.Messages {
+		texts = append(texts, string(m.Role)+": "+m.Text())
+	}
+	if len(snap.Messages) != 3 || !strings.HasSuffix(texts[0], "long task") || !strings.HasSuffix(texts[1], "no, the short version") ||
+		texts[2] != "assistant: Short version." {
+		t.Errorf("session = %q; want both messages and the answer", texts)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range []string{"long task", "no, the short version", "/stop"} {
+		if h.acked[m] != 1 {
+			t.Errorf("%q acked %d times, want 1", m, h.acked[m])
+		}
+	}
+}
+
 func TestBurstBecomesOneFollowUpTurn(t *testing.T) {
 	h := newHarness(t)
 	release := make(chan struct{})
@@ -336,8 +393,24 @@ func TestCommands(t *testing.T) {
 	h.send("c1", "/new")
 	h.waitFor("/new", func(out []bus.OutboundMessage) bool { return hasMessage(out, "c1", "Started a new conversation") })
 	snap, _ := h.store.Get("test:c1")
-	if len(snap.Messages) != 0 || snap.Route != "" {
-		t.Errorf("/new did not start fresh: %d messages, route %q", len(snap.Messages), snap.Route)
+	if len(snap.Messages) != 0 {
+		t.Errorf("/new did not start fresh: %d messages", len(snap.Messages))
+	}
+	// The chat's model is the chat's choice: it outlives /new, and a
+	// restart (a store reading the files afresh) keeps it too.
+	if snap.Route != "smart" {
+		t.Errorf("/new forgot the chat's model: route %q, want smart", snap.Route)
+	}
+	restarted := session.NewStore(filepath.Join(h.ws, "sessions"), session.Options{}, zaptest.NewLogger(t))
+	defer restarted.Close()
+	if snap, err := restarted.Get("test:c1"); err != nil || snap.Route != "smart" {
+		t.Errorf("after a restart: route %q (%v), want smart", snap.Route, err)
+	}
+	h.script.Push(fakellm.Reply{Text: "still smart"})
+	h.send("c1", "after new")
+	h.waitFinals("c1", 3)
+	if reqs := h.script.Requests(); reqs[len(reqs)-1].Model != "gpt-4.1" {
+		t.Errorf("after /new the chat went to model %q, want its chosen gpt-4.1", reqs[len(reqs)-1].Model)
 	}
 }
 

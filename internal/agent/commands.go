@@ -22,6 +22,7 @@ import (
 // is not here: dispatch runs it, since it acts on the queue.
 func (a *Agent) command(ctx context.Context, m bus.InboundMessage) {
 	c, args, _ := commandOf(m)
+	r := &commandReply{a: a, ctx: ctx, m: m}
 	var reply string
 	var err error
 	switch c.Name {
@@ -38,7 +39,7 @@ func (a *Agent) command(ctx context.Context, m bus.InboundMessage) {
 	case "model":
 		reply, err = a.switchModel(m.Key(), args)
 	case "new":
-		reply, err = a.newSession(ctx, m)
+		reply, err = a.newSession(ctx, m, r.progress)
 	default:
 		// A row added to the table without its handler here;
 		// TestEveryCommandDispatches catches it.
@@ -47,10 +48,48 @@ func (a *Agent) command(ctx context.Context, m bus.InboundMessage) {
 	}
 	if err != nil {
 		a.log.Error("command failed", zap.String("command", c.Name), zap.String("session", m.Key()), zap.Error(err))
-		a.notify(ctx, m, reply, true)
+	}
+	r.done(reply, err != nil)
+}
+
+// commandReply is how a command answers: one message, or, for a command
+// that takes a while and says so (/new saving memory first), a turn — a
+// start, its progress notes and a final carrying the outcome — so that a
+// channel shows it is working, and the terminal and the API wait for the
+// outcome rather than stop at the first note
+// (docs/sessions.md#archives-new).
+type commandReply struct {
+	a      *Agent
+	ctx    context.Context
+	m      bus.InboundMessage
+	turnID string // set once a progress note went out
+}
+
+// progress sends a note on the way to the outcome.
+func (r *commandReply) progress(text string) {
+	if r.turnID == "" {
+		r.turnID = newTurnID()
+		r.a.publish(r.ctx, r.out(bus.KindStart, ""))
+	}
+	r.a.publish(r.ctx, r.out(bus.KindMessage, text))
+}
+
+// done sends the outcome.
+func (r *commandReply) done(text string, isErr bool) {
+	if r.turnID == "" {
+		r.a.notify(r.ctx, r.m, text, isErr)
 		return
 	}
-	a.notify(ctx, m, reply, false)
+	final := r.out(bus.KindFinal, text)
+	final.IsError = isErr
+	r.a.publish(r.ctx, final)
+}
+
+func (r *commandReply) out(kind bus.Kind, text string) bus.OutboundMessage {
+	return bus.OutboundMessage{
+		Channel: r.m.Channel, ChatID: r.m.ChatID, Kind: kind, Content: text,
+		ReplyTo: r.m.MessageID, TurnID: r.turnID, Metadata: r.m.Metadata,
+	}
 }
 
 // daemonCommands keeps the entries of deps.Commands the table gives to the
@@ -174,30 +213,30 @@ func (a *Agent) switchModel(key, args string) (string, error) {
 }
 
 // newSession folds what is not yet in memory into it, then archives the
-// session and starts a fresh one (docs/sessions.md#archives-new). If the
-// consolidation fails, the session is kept so nothing is lost, and the user is
-// told why.
-func (a *Agent) newSession(ctx context.Context, m bus.InboundMessage) (string, error) {
+// session and starts a fresh one (docs/sessions.md#archives-new) on the
+// model the chat had chosen: /model is the chat's choice, not the
+// conversation's. If the consolidation fails, the session is kept so nothing
+// is lost, and the user is told why. progress tells the user what takes a
+// while.
+func (a *Agent) newSession(ctx context.Context, m bus.InboundMessage, progress func(string)) (string, error) {
 	key := m.Key()
+	snap, err := a.store.Get(key)
+	if err != nil {
+		return "I could not read this conversation, so I kept it. See the daemon log.", fmt.Errorf("new: %w", err)
+	}
 	saved := ""
-	if a.memory != nil {
-		snap, err := a.store.Get(key)
+	if a.memory != nil && len(snap.Unconsolidated()) > 0 {
+		progress("💾 Saving this conversation to memory before starting a new one…")
+		done, err := a.consolidateNow(ctx, key)
 		if err != nil {
-			return "I could not read this conversation, so I kept it. See the daemon log.", fmt.Errorf("new: %w", err)
+			return "⚠️ I could not save this conversation to memory (" + memoryFailure(err) +
+				"), so I kept it; nothing was lost. Try /new again in a while.", fmt.Errorf("new: %w", err)
 		}
-		if len(snap.Unconsolidated()) > 0 {
-			a.notify(ctx, m, "💾 Saving this conversation to memory before starting a new one…", false)
-			done, err := a.consolidateNow(ctx, key)
-			if err != nil {
-				return "⚠️ I could not save this conversation to memory (" + memoryFailure(err) +
-					"), so I kept it; nothing was lost. Try /new again in a while.", fmt.Errorf("new: %w", err)
-			}
-			switch done {
-			case consolidatedModel:
-				saved = " What mattered in the last one is saved in memory."
-			case consolidatedDump:
-				saved = " The model could not summarise the last one, so I saved it as a transcript in memory/HISTORY.md."
-			}
+		switch done {
+		case consolidatedModel:
+			saved = " What mattered in the last one is saved in memory."
+		case consolidatedDump:
+			saved = " The model could not summarise the last one, so I saved it as a transcript in memory/HISTORY.md."
 		}
 	}
 	path, err := a.store.Archive(key)
@@ -207,6 +246,13 @@ func (a *Agent) newSession(ctx context.Context, m bus.InboundMessage) (string, e
 	}
 	if path != "" {
 		a.log.Info("session archived", zap.String("session", key), zap.String("path", path))
+	}
+	if route := snap.Route; route != "" {
+		if err := a.store.SetMeta(key, session.MetaUpdate{Route: &route}); err != nil {
+			return fmt.Sprintf("⚠️ Started a new conversation, but I could not keep its model %s: it is on the default, %s, now. "+
+				"/model %s switches back.", route, a.model.Default(), route), fmt.Errorf("new: keep route %s: %w", route, err)
+		}
+		saved += " Model: " + route + "."
 	}
 	return "Started a new conversation." + saved, nil
 }

@@ -284,7 +284,8 @@ func TestConsolidationsOfOneSessionNeverOverlap(t *testing.T) {
 // hasMessage reports whether a standalone message in chat contains text.
 func hasMessage(out []bus.OutboundMessage, chat, text string) bool {
 	for _, m := range out {
-		if m.Kind == bus.KindMessage && m.ChatID == chat && strings.Contains(m.Content, text) {
+		// A command that took a while ends with a final (commandReply).
+		if (m.Kind == bus.KindMessage || m.Kind == bus.KindFinal) && m.ChatID == chat && strings.Contains(m.Content, text) {
 			return true
 		}
 	}

@@ -210,15 +210,15 @@ func (a *Agent) subagentLoop(ctx context.Context, sa *subagent, origin tools.Ori
 	system := a.subagentPrompt()
 	systemTokens := history.EstimateText(system)
 	specs := a.subTools.Specs()
-	budget := a.model.ContextWindow(route) - a.cfg.MaxTokens - a.subToolTokens.of(specs)
+	toolTokens := a.subToolTokens.of(specs)
 	t := &turn{id: sa.id, key: sa.key, callIDs: map[string]bool{}}
 	origin.TurnID = sa.id
 	msgs := []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.Text(sa.task)}, Time: a.now()}}
 	last := ""
 	ctx = usage.WithCall(ctx, usage.Call{Origin: usage.OriginSubagent, Session: sa.key, Chat: usage.ChatOf(sa.key)})
 	for iter := 0; iter < a.cfg.SubagentIterations; iter++ {
-		view := history.Project(system, msgs, a.projection(budget, systemTokens))
-		req := llm.Request{System: system, Messages: view.Messages, Tools: specs, MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature}
+		req := llm.Request{System: system, Tools: specs, MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,
+			Fit: a.fit(toolTokens, func(opt history.Options) []llm.Message { return history.Project(system, msgs, opt).Messages }, systemTokens)}
 		var msg llm.Message
 		err := a.withSlot(ctx, origin.Group, func() (err error) {
 			if iter == 0 {

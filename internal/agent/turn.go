@@ -46,7 +46,10 @@ type turn struct {
 // once the turn's final message is delivered; a turn cut short by shutdown is
 // not, so a channel that redelivers brings it back after the restart, and the
 // turn resumes (see replay.go).
-func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMessage) {
+//
+// afterStop says /stop cut the session's previous turn short; the model is
+// told, so it does not answer as if the stopped question were still open.
+func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMessage, afterStop bool) {
 	origin := batch[len(batch)-1]
 	t := &turn{id: newTurnID(), key: key, origin: origin, store: a.store, callIDs: map[string]bool{}}
 	if origin.Ephemeral {
@@ -98,7 +101,7 @@ func (a *Agent) runTurn(ctx context.Context, key string, batch []bus.InboundMess
 		return // every message was answered before; nothing more to say
 	}
 	if len(fresh) > 0 {
-		user, err := a.userMessage(fresh)
+		user, err := a.userMessage(fresh, afterStop)
 		if err != nil {
 			t.log.Error("prepare user message", zap.Error(err))
 		}
@@ -225,13 +228,15 @@ func (a *Agent) loop(ctx context.Context, t *turn, stored []llm.Message, texts *
 		// remembering its estimate.
 		toolTokens = specTokens(specs)
 	}
-	budget := a.model.ContextWindow(route) - a.cfg.MaxTokens - toolTokens
 	draft := &drafter{a: a, t: t, ctx: ctx}
 	for iter := 0; iter < a.cfg.MaxToolIterations; iter++ {
-		view := texts.Project(system, stored, t.msgs, a.projection(budget, systemTokens))
 		req := llm.Request{
-			System: system, Messages: a.resolveImages(view.Messages), Tools: specs,
-			MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,
+			System: system, Tools: specs, MaxTokens: a.cfg.MaxTokens, Temperature: a.cfg.Temperature,
+			// Projected for the route the router tries, each fallback
+			// for its own window (docs/routing.md#routes).
+			Fit: a.fit(toolTokens, func(opt history.Options) []llm.Message {
+				return a.resolveImages(texts.Project(system, stored, t.msgs, opt).Messages)
+			}, systemTokens),
 			// After the message tool answered, an answer of nothing is a
 			// fine end, not a failure to ask again
 			// (docs/reliability.md#every-turn-ends-with-something-to-read).
@@ -361,18 +366,27 @@ func (t *turn) uniqueCallIDs(m *llm.Message, iter int) {
 
 // userMessage merges the batch into one user message with a context prefix
 // (time, channel and chat go here, not in the system prompt; see
-// README.md#the-workspace). Inline image data is saved in the workspace inbox
-// so the session stores a path, except in a one-off turn, which keeps it in
-// memory (see keepImage).
-func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
+// README.md#the-workspace). A batch written by several people keeps each
+// message's author and time (see attribution.go). Inline image data is saved
+// in the workspace inbox so the session stores a path, except in a one-off
+// turn, which keeps it in memory (see keepImage).
+func (a *Agent) userMessage(batch []bus.InboundMessage, afterStop bool) (llm.Message, error) {
 	last := batch[len(batch)-1]
 	var b strings.Builder
 	now := a.now()
+	authors := authorsOf(batch)
 	fmt.Fprintf(&b, "[%s · %s · chat %s", now.Format("Mon 2006-01-02 15:04 MST"), last.Channel, last.ChatID)
-	if last.SenderName != "" {
-		fmt.Fprintf(&b, " · from %s", last.SenderName)
+	if authors.one() {
+		if name := senderOf(last).name; name != "" {
+			fmt.Fprintf(&b, " · from %s", name)
+		}
+	} else {
+		fmt.Fprintf(&b, " · %d messages from %d people, oldest first", len(batch), authors.count())
 	}
 	b.WriteString("]")
+	if afterStop {
+		b.WriteString("\n" + stoppedNote)
+	}
 	msg := llm.Message{Role: llm.RoleUser, Time: now}
 	for _, m := range batch {
 		if m.MessageID != "" {
@@ -385,6 +399,10 @@ func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
 	var errs []error
 	for _, m := range batch {
 		content := m.Content
+		if !authors.one() {
+			b.WriteString("\n")
+			b.WriteString(authors.header(m, now))
+		}
 		if note := lateNote(m, now); note != "" {
 			b.WriteString("\n")
 			b.WriteString(note)
@@ -415,6 +433,10 @@ func (a *Agent) userMessage(batch []bus.InboundMessage) (llm.Message, error) {
 	msg.Parts = append([]llm.Part{text}, msg.Parts...)
 	return msg, errors.Join(errs...)
 }
+
+// stoppedNote tells the model that the user stopped its previous answer
+// with /stop: what follows is what they sent while it ran.
+const stoppedNote = "[the user stopped your previous answer with /stop before it was finished]"
 
 // lateAfter is how old a message may be when its turn starts before the
 // model is told its answer comes late.

@@ -69,6 +69,8 @@ type setup struct {
 	// fake Gemini server answering from the same script; the openai lines
 	// then go under providers.gemini.
 	gemini bool
+	// providers are YAML lines added under providers: (more providers).
+	providers string
 }
 
 type gw struct {
@@ -144,6 +146,18 @@ func indent(lines, by string) string {
 	return b.String()
 }
 
+// indentYAML indents every line of lines by by, keeping the lines' own
+// indentation (for nested YAML).
+func indentYAML(lines, by string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.Trim(lines, "\n"), "\n") {
+		if strings.TrimSpace(l) != "" {
+			b.WriteString(by + l + "\n")
+		}
+	}
+	return b.String()
+}
+
 func (g *gw) writeConfig(s setup, extra string) {
 	g.t.Helper()
 	openai := s.openai
@@ -175,7 +189,7 @@ func (g *gw) writeConfig(s setup, extra string) {
   openai:
     api_key: %q
     base_url: %q
-%s%schannels:
+%s%s%schannels:
   telegram:
     enabled: %v
     token: %q
@@ -185,7 +199,7 @@ func (g *gw) writeConfig(s setup, extra string) {
   listen: 127.0.0.1:0
   shutdown_grace: 5s
   heartbeat: {enabled: false}
-`, g.home, model, indent(s.agents, "  "), openaifake.DefaultAPIKey, g.llm.URL(), indent(openai, "    "), gemini,
+`, g.home, model, indent(s.agents, "  "), openaifake.DefaultAPIKey, g.llm.URL(), indent(openai, "    "), gemini, indentYAML(s.providers, "  "),
 		!s.noTelegram, telegramfake.Token, g.tgURL, allowFrom(s.telegram), indent(s.telegram, "    "), discord, tools)
 	yaml += extra
 	if s.apiKey != "" {

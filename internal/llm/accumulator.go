@@ -2,6 +2,8 @@ package llm
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -12,6 +14,16 @@ import (
 // exactly one terminal, argument fragments joined per call id even when calls
 // interleave. Violations are returned as *ContractError; it never panics.
 // The zero value is ready to use.
+//
+// It is also the one place that makes the message's tool call ids unique,
+// whatever the server sent, so that every call gets exactly one result:
+// a call started with no id, or with an id the stream already used (some
+// servers number calls from 0 each time, or send one id for every call),
+// gets a fresh one (see freshCallID); the stream's later args and end
+// deltas with that id go to the newest call started with it. A start that
+// reuses the id of a call still open ends that call first: the server has
+// moved on to a new one. Adapters that can tell such calls apart better
+// (OpenAI Chat by its index) keep them apart themselves.
 type Accumulator struct {
 	started bool
 	ended   bool
@@ -20,9 +32,11 @@ type Accumulator struct {
 	usage   Usage
 	stop    StopReason
 	err     error
-	// open maps a call id to its part index and argument buffer.
+	// open maps the id the stream gives a call still open to its part
+	// index and argument buffer.
 	open map[string]*openCall
-	seen map[string]bool
+	// ids holds the ids of the message's calls, as given or made.
+	ids map[string]bool
 	// text collects the last part's text while it grows, so a long stream is
 	// not copied once per token; it is flushed into the part when it closes.
 	text    strings.Builder
@@ -151,23 +165,36 @@ func (a *Accumulator) flush() {
 }
 
 func (a *Accumulator) startCall(d Delta) error {
-	if d.CallID == "" || d.Name == "" {
-		return a.violation(d, "tool call needs id and name")
-	}
-	if a.seen[d.CallID] {
-		return a.violation(d, "duplicate tool call id %q", d.CallID)
+	if d.Name == "" {
+		return a.violation(d, "tool call needs a name")
 	}
 	if a.open == nil {
 		a.open = make(map[string]*openCall)
-		a.seen = make(map[string]bool)
+		a.ids = make(map[string]bool)
 	}
-	a.seen[d.CallID] = true
+	if c, ok := a.open[d.CallID]; ok {
+		a.closeCall(d.CallID, c)
+	}
+	id := d.CallID
+	for id == "" || a.ids[id] {
+		id = freshCallID()
+	}
+	a.ids[id] = true
 	a.flush()
 	a.open[d.CallID] = &openCall{part: len(a.msg.Parts)}
 	// A signature on a call (Gemini's thought signature) is kept on its
 	// part, to be replayed with the call to the provider that made it.
-	a.msg.Parts = append(a.msg.Parts, Part{Kind: PartToolCall, Signature: d.Signature, Call: &ToolCall{ID: d.CallID, Name: d.Name}})
+	a.msg.Parts = append(a.msg.Parts, Part{Kind: PartToolCall, Signature: d.Signature, Call: &ToolCall{ID: id, Name: d.Name}})
 	return nil
+}
+
+// freshCallID makes an id for a call whose own was missing or taken. It is
+// random rather than a counter: sessions outlive the process, and a history
+// replayed to a provider must not hold one id twice.
+func freshCallID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return "call_" + hex.EncodeToString(b[:])
 }
 
 func (a *Accumulator) endCall(d Delta) error {
@@ -175,16 +202,22 @@ func (a *Accumulator) endCall(d Delta) error {
 	if !ok {
 		return a.violation(d, "end of unknown or closed call %q", d.CallID)
 	}
-	delete(a.open, d.CallID)
+	a.closeCall(d.CallID, c)
+	return nil
+}
+
+// closeCall ends the open call the stream calls streamID: its arguments
+// are parsed, or kept raw with the parse error.
+func (a *Accumulator) closeCall(streamID string, c *openCall) {
+	delete(a.open, streamID)
 	call := a.msg.Parts[c.part].Call
 	args, perr := ParseArguments(c.args.String())
 	if perr != nil {
 		call.RawArgs = c.args.String()
 		call.ParseError = perr.Error()
-		return nil
+		return
 	}
 	call.Arguments = args
-	return nil
 }
 
 // ParseArguments validates a tool call's argument text: empty means {}, and

@@ -117,15 +117,19 @@ func reference(ds []Delta) expected {
 		case DeltaThinking:
 			e.thinking += d.Text
 		case DeltaToolCallStart:
-			if d.CallID == "" || d.Name == "" {
-				return fail(i, "call without id or name")
+			if d.Name == "" {
+				return fail(i, "call without a name")
 			}
-			if seen[d.CallID] {
-				return fail(i, "duplicate call id")
+			// A missing or used id is replaced by a fresh one (want ""):
+			// the message's ids are unique. A start reusing an open
+			// call's id ends that call.
+			id := d.CallID
+			if id == "" || seen[id] {
+				id = ""
 			}
 			seen[d.CallID] = true
 			open[d.CallID] = len(e.calls)
-			e.calls = append(e.calls, expectedCall{id: d.CallID, name: d.Name})
+			e.calls = append(e.calls, expectedCall{id: id, name: d.Name})
 		case DeltaToolCallArgs:
 			at, ok := open[d.CallID]
 			if !ok {
@@ -193,11 +197,13 @@ func checkMessage(t *testing.T, msg Message, want expected, ds []Delta) {
 	if len(calls) != len(want.calls) {
 		t.Fatalf("%d tool calls, want %d", len(calls), len(want.calls))
 	}
+	ids := map[string]bool{}
 	for i, c := range calls {
 		w := want.calls[i]
-		if c.ID != w.id || c.Name != w.name {
-			t.Fatalf("call %d = %s %s, want %s %s", i, c.ID, c.Name, w.id, w.name)
+		if (w.id != "" && c.ID != w.id) || c.ID == "" || ids[c.ID] || c.Name != w.name {
+			t.Fatalf("call %d = %s %s, want %s %s (a fresh id when the stream's was missing or used); deltas %s", i, c.ID, c.Name, w.id, w.name, show(ds))
 		}
+		ids[c.ID] = true
 		parsed, perr := ParseArguments(w.args)
 		switch {
 		case perr == nil && (c.ParseError != "" || !bytes.Equal(c.Arguments, parsed) || !json.Valid(c.Arguments) || c.Arguments[0] != '{'):

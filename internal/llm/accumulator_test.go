@@ -3,6 +3,7 @@ package llm
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -132,7 +133,6 @@ func TestAccumulator(t *testing.T) {
 		{name: "args for unknown call", deltas: seq(start, Delta{Kind: DeltaToolCallArgs, CallID: "zz", Args: "{}"}), contract: true},
 		{name: "end of unknown call", deltas: seq(start, Delta{Kind: DeltaToolCallEnd, CallID: "zz"}), contract: true},
 		{name: "args after end", deltas: seq(start, Delta{Kind: DeltaToolCallStart, CallID: "a", Name: "x"}, Delta{Kind: DeltaToolCallEnd, CallID: "a"}, Delta{Kind: DeltaToolCallArgs, CallID: "a", Args: "{}"}), contract: true},
-		{name: "duplicate call id", deltas: seq(start, Delta{Kind: DeltaToolCallStart, CallID: "a", Name: "x"}, Delta{Kind: DeltaToolCallEnd, CallID: "a"}, Delta{Kind: DeltaToolCallStart, CallID: "a", Name: "x"}), contract: true},
 		{name: "call without name", deltas: seq(start, Delta{Kind: DeltaToolCallStart, CallID: "a"}), contract: true},
 		{name: "done with open call", deltas: seq(start, Delta{Kind: DeltaToolCallStart, CallID: "a", Name: "x"}, Delta{Kind: DeltaDone}), contract: true},
 		{name: "error terminal without error", deltas: seq(start, Delta{Kind: DeltaError}), contract: true},
@@ -275,5 +275,65 @@ func BenchmarkAccumulator(b *testing.B) {
 			_ = acc.Add(d)
 		}
 		_, _ = acc.Message()
+	}
+}
+
+// TestCallIDsAreUniqueWhateverTheServerSends: a missing id, an id used
+// before in the stream, and an id reused while its call is open each give
+// the message one call per start with its own id and its own arguments.
+func TestCallIDsAreUniqueWhateverTheServerSends(t *testing.T) {
+	call := func(id, args string) []Delta {
+		return []Delta{{Kind: DeltaToolCallStart, CallID: id, Name: "f"}, {Kind: DeltaToolCallArgs, CallID: id, Args: args}, {Kind: DeltaToolCallEnd, CallID: id}}
+	}
+	cat := func(parts ...[]Delta) []Delta {
+		out := []Delta{start}
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return seq(append(out, Delta{Kind: DeltaDone})...)
+	}
+	tests := []struct {
+		name   string
+		deltas []Delta
+		kept   []string // ids kept as sent; "" where a fresh one is made
+	}{
+		{"distinct ids are kept", cat(call("a", `{"n":1}`), call("b", `{"n":2}`)), []string{"a", "b"}},
+		{"a repeated id", cat(call("0", `{"n":1}`), call("0", `{"n":2}`), call("0", `{"n":3}`)), []string{"0", "", ""}},
+		{"no id", cat(call("", `{"n":1}`), call("", `{"n":2}`)), []string{"", ""}},
+		{"an id reused while its call is open", seq(start,
+			Delta{Kind: DeltaToolCallStart, CallID: "x", Name: "f"}, Delta{Kind: DeltaToolCallArgs, CallID: "x", Args: `{"n":1}`},
+			Delta{Kind: DeltaToolCallStart, CallID: "x", Name: "f"}, Delta{Kind: DeltaToolCallArgs, CallID: "x", Args: `{"n":2}`},
+			Delta{Kind: DeltaToolCallEnd, CallID: "x"}, Delta{Kind: DeltaDone}), []string{"x", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var acc Accumulator
+			for _, d := range tt.deltas {
+				if err := acc.Add(d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			msg, err := acc.Message()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := msg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			calls := msg.ToolCalls()
+			if len(calls) != len(tt.kept) {
+				t.Fatalf("%d calls, want %d", len(calls), len(tt.kept))
+			}
+			seen := map[string]bool{}
+			for i, c := range calls {
+				if (tt.kept[i] != "" && c.ID != tt.kept[i]) || c.ID == "" || seen[c.ID] {
+					t.Errorf("call %d id %q (ids so far %v), want %q or a fresh one", i, c.ID, seen, tt.kept[i])
+				}
+				seen[c.ID] = true
+				if want := fmt.Sprintf(`{"n":%d}`, i+1); string(c.Arguments) != want {
+					t.Errorf("call %d arguments %s, want %s", i, c.Arguments, want)
+				}
+			}
+		})
 	}
 }

@@ -32,4 +32,19 @@ type Request struct {
 	// turn already answered through the message tool), so it is not asked
 	// again (see Check). Adapters ignore it.
 	EmptyOK bool
+	// Fit, when set, makes Messages for the limits of the route the call
+	// goes to: the router calls it once for each route it tries, the
+	// default and every fallback, before that route's first attempt, so a
+	// fallback with a smaller window is sent a history projected for its
+	// own window and reply cap, not the one made for the route that failed
+	// (docs/routing.md#routes). Messages is then ignored. Adapters never
+	// see it.
+	Fit func(Limits) []Message
+}
+
+// Limits are what a route allows one call: its context window and the cap
+// on the reply, both in tokens.
+type Limits struct {
+	ContextWindow int
+	MaxTokens     int
 }

@@ -291,6 +291,7 @@ func (r *Router) onRoute(ctx context.Context, asked string, rt Route, req llm.Re
 	if probe {
 		retries = 0
 	}
+	req = fit(rt, req)
 	for attempt := 1; ; attempt++ {
 		msg, rec, err := r.attempt(ctx, asked, rt, req, onDelta)
 		if err == nil {
@@ -333,6 +334,22 @@ func (r *Router) onRoute(ctx context.Context, asked string, rt Route, req llm.Re
 			return llm.Message{}, nil, err
 		}
 	}
+}
+
+// fit gives req the messages for rt's limits when the caller asked to fit
+// them (llm.Request.Fit): once per route, after its breaker let the call
+// through, so a route skipped costs no projection.
+func fit(rt Route, req llm.Request) llm.Request {
+	if req.Fit == nil {
+		return req
+	}
+	limits := llm.Limits{ContextWindow: rt.ContextWindow, MaxTokens: req.MaxTokens}
+	if rt.MaxTokens > 0 {
+		limits.MaxTokens = rt.MaxTokens
+	}
+	req.Messages = req.Fit(limits)
+	req.Fit = nil
+	return req
 }
 
 // record tells the breaker what a call that ended with err says about the

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -465,5 +466,50 @@ func TestCompleteConcurrent(t *testing.T) {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFitIsAskedPerRoute: a request with Fit gets messages made for each
+// route the router tries, with that route's window and reply cap, once per
+// route (retries reuse them); a route whose circuit is open costs no fit.
+func TestFitIsAskedPerRoute(t *testing.T) {
+	primary, small := &fakellm.Script{}, &fakellm.Script{}
+	primary.Push(fakellm.Reply{Status: 503}, fakellm.Reply{Status: 503})
+	small.Push(fakellm.Reply{Text: "ok"})
+	r := NewRouter(map[string]Streamer{
+		"openai": &fakellm.Streamer{Name: "openai", Script: primary},
+		"local":  &fakellm.Streamer{Name: "local", Script: small},
+	}, Options{
+		Default: "openai/gpt-4o", DefaultFallbacks: []string{"small"},
+		Routes:     map[string]RouteSpec{"small": {Model: "local/tiny", ContextWindow: 16_384, MaxTokens: 512}},
+		MaxRetries: map[string]int{"openai": 1, "local": 0},
+		Clock:      &fakeClock{now: time.Unix(0, 0)}, Jitter: func(time.Duration) time.Duration { return 0 },
+	}, zaptest.NewLogger(t))
+	var asked []llm.Limits
+	req := llm.Request{MaxTokens: 4096, Fit: func(l llm.Limits) []llm.Message {
+		asked = append(asked, l)
+		return []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.Text(fmt.Sprintf("for %d", l.ContextWindow))}}}
+	}}
+	if _, err := r.Complete(t.Context(), "", req, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []llm.Limits{{ContextWindow: 128_000, MaxTokens: 4096}, {ContextWindow: 16_384, MaxTokens: 512}}
+	if !slices.Equal(asked, want) {
+		t.Errorf("Fit asked for %v, want %v", asked, want)
+	}
+	for _, c := range []struct {
+		script *fakellm.Script
+		calls  int
+		text   string
+	}{{primary, 2, "for 128000"}, {small, 1, "for 16384"}} {
+		reqs := c.script.Requests()
+		if len(reqs) != c.calls {
+			t.Fatalf("%d calls, want %d", len(reqs), c.calls)
+		}
+		for _, req := range reqs {
+			if got := req.LastUserText(); got != c.text {
+				t.Errorf("sent %q, want %q", got, c.text)
+			}
+		}
 	}
 }

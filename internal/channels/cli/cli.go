@@ -90,9 +90,12 @@ func (c *CLI) Ask(ctx context.Context, text string) error {
 }
 
 // await prints outbound messages until the turn's final message (or, for a
-// command, its single reply). A Ctrl-C meanwhile sends /stop; the wait then
-// lasts until both the turn's final and the stop's own reply are printed,
-// so neither shows up later at the next prompt.
+// command, its single reply). A command that takes a while answers like a
+// turn (a start, notes, a final with the outcome): then its final ends it,
+// so that what is printed last, and the exit status, is how it ended. A
+// Ctrl-C meanwhile sends /stop; the wait then lasts until both the turn's
+// final and the stop's own reply are printed, so neither shows up later at
+// the next prompt.
 func (c *CLI) await(ctx context.Context, command bool) error {
 	var shown string // the streamed draft already on screen
 	stopID := ""     // the /stop sent for a Ctrl-C, until its reply came
@@ -131,6 +134,9 @@ func (c *CLI) await(ctx context.Context, command bool) error {
 				done, err = over, result
 				fmt.Fprintln(c.out, m.Content)
 			} else {
+				if m.Kind == bus.KindStart {
+					command = false // a turn now: its final ends it
+				}
 				done, err = c.show(m, command, &shown)
 			}
 			if m.Delivered != nil {

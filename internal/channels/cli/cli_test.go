@@ -92,6 +92,21 @@ func TestAsk(t *testing.T) {
 			reply: []bus.OutboundMessage{{Kind: bus.KindMessage, Content: "Model: x"}},
 			want:  "Model: x\n",
 		},
+		{
+			name:  "a command that takes a while ends with its outcome",
+			input: "/new",
+			reply: []bus.OutboundMessage{{Kind: bus.KindStart, TurnID: "t"}, {Kind: bus.KindMessage, TurnID: "t", Content: "💾 Saving…"},
+				{Kind: bus.KindFinal, TurnID: "t", Content: "Started a new conversation."}},
+			want: "💾 Saving…\nStarted a new conversation.\n",
+		},
+		{
+			name:  "and fails when it failed",
+			input: "/new",
+			reply: []bus.OutboundMessage{{Kind: bus.KindStart, TurnID: "t"}, {Kind: bus.KindMessage, TurnID: "t", Content: "💾 Saving…"},
+				{Kind: bus.KindFinal, TurnID: "t", Content: "⚠️ I could not save this conversation", IsError: true}},
+			want:    "💾 Saving…\n⚠️ I could not save this conversation\n",
+			wantErr: true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

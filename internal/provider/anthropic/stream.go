@@ -143,8 +143,10 @@ func (d *decoder) blockStart(ev *wireEvent) bool {
 		b.kind = "redacted_thinking"
 		return d.e.Emit(llm.Delta{Kind: llm.DeltaThinking, Text: cb.Data, Redacted: true})
 	case "tool_use":
-		if cb.ID == "" || cb.Name == "" {
-			return d.protocolError("tool_use block %d without id or name", i)
+		// A missing or repeated id is the Accumulator's to replace
+		// (llm.Accumulator); a call without a name cannot be answered.
+		if cb.Name == "" {
+			return d.protocolError("tool_use block %d without a name", i)
 		}
 		b.kind, b.callID = "tool_use", cb.ID
 		b.input = cb.Input

@@ -5,6 +5,7 @@
 package fakellm
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -153,6 +154,48 @@ type Script struct {
 	// long runs (bench/cmd/nanobot-bench) that would otherwise hold every request
 	// body in memory.
 	Discard bool
+	// ContextWindow, when positive, is the model's context window in
+	// tokens: a request whose prompt (counted by Tokens) plus its reply cap
+	// exceeds it is refused with a 400 context_length_exceeded, as a real
+	// server refuses it, before any scripted reply is used.
+	ContextWindow int
+	// Tokens counts a request's prompt tokens for ContextWindow [about one
+	// per four bytes of its texts, see Request.Bytes]; a test that checks
+	// the agent's projection gives it the agent's estimate.
+	Tokens func(Request) int
+}
+
+// Texts calls f with every text of r's prompt: the system prompt, the
+// messages' texts and thinking, tool calls' names and arguments, tool
+// results.
+func (r Request) Texts(f func(string)) {
+	f(r.System)
+	for _, m := range r.Messages {
+		f(m.Text)
+		f(m.Thinking)
+		for _, c := range m.ToolCalls {
+			f(c.Name)
+			f(c.Args)
+		}
+		for _, res := range m.ToolResults {
+			f(res.Content)
+		}
+	}
+}
+
+// Bytes is the length of r's prompt texts (see Texts).
+func (r Request) Bytes() int {
+	n := 0
+	r.Texts(func(s string) { n += len(s) })
+	return n
+}
+
+// tokens counts req's prompt as the model does.
+func (s *Script) tokens(req Request) int {
+	if s.Tokens != nil {
+		return s.Tokens(req)
+	}
+	return (req.Bytes() + 3) / 4
 }
 
 // Push appends replies to the queue.
@@ -167,6 +210,14 @@ func (s *Script) Next(req Request) Reply {
 	s.mu.Lock()
 	if !s.Discard {
 		s.requests = append(s.requests, req)
+	}
+	if w := s.ContextWindow; w > 0 {
+		if n := s.tokens(req); n+req.MaxTokens > w {
+			s.mu.Unlock()
+			return Reply{Status: 400, ErrorType: "context_length_exceeded", ErrorMessage: fmt.Sprintf(
+				"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion).",
+				w, n+req.MaxTokens, n, req.MaxTokens)}
+		}
 	}
 	if len(s.replies) > 0 {
 		r := s.replies[0]
