@@ -32,7 +32,8 @@ func gatedModel(t *testing.T, g *gw) (open func(), calls *atomic.Int32) {
 }
 
 // While the bot answers in a group, bob and then alice ask; the follow-up
-// turn tells the model who asked what, in order.
+// turn tells the model who asked what, in order (each sender as the
+// channel names them: display name and @username).
 func TestBusyGroupKeepsWhoAskedWhat(t *testing.T) {
 	g := startWith(t, setup{telegram: "group_policy: open\nstreaming: false"})
 	const group, bob, alice = -1001, owner, owner + 1
@@ -60,8 +61,8 @@ func TestBusyGroupKeepsWhoAskedWhat(t *testing.T) {
 		t.Fatalf("%d model calls, want 2 (the burst is one follow-up turn)", len(reqs))
 	}
 	text := reqs[1].LastUserText()
-	bobAt := strings.Index(text, "[@user100 · ")
-	aliceAt := strings.Index(text, "[@user101 · ")
+	bobAt := strings.Index(text, "[User (@user100) · ")
+	aliceAt := strings.Index(text, "[User (@user101) · ")
 	if bobAt < 0 || aliceAt < bobAt || !strings.Contains(text[bobAt:aliceAt], "what is the capital of France?") ||
 		!strings.Contains(text[aliceAt:], "and of Spain?") || strings.Contains(text, "· from @") {
 		t.Errorf("the merged message does not say who asked what:\n%s", text)
