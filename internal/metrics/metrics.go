@@ -234,26 +234,23 @@ func (m *Metrics) WatchSessions(cached func() int, weight func() int64) {
 // WatchChannel exports a channel's health as nanobot_channel_up (1 when
 // healthy returns nil).
 func (m *Metrics) WatchChannel(name string, healthy func() error) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "channel_up",
-		Help:        "1 while the channel is connected to its platform, else 0.",
-		ConstLabels: prometheus.Labels{"channel": name},
-	}, func() float64 {
-		if healthy() != nil {
-			return 0
-		}
-		return 1
-	}))
+	m.watchUp("channel_up", "1 while the channel is connected to its platform, else 0.", "channel", name, healthy)
 }
 
 // WatchProvider exports a model provider's state as nanobot_provider_up
 // (1 while problem returns nil: it has a key, and the last probe found it
 // reachable and the key accepted). The reason is on /readyz and in status.
 func (m *Metrics) WatchProvider(name string, problem func() error) {
+	m.watchUp("provider_up", "1 while the model provider has a key and its last probe succeeded, else 0 (the reason: /readyz).",
+		"provider", name, problem)
+}
+
+// watchUp registers a 0/1 gauge, labelled with one part's name, that is 1
+// while problem returns nil.
+func (m *Metrics) watchUp(metric, help, label, name string, problem func() error) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "provider_up",
-		Help:        "1 while the model provider has a key and its last probe succeeded, else 0 (the reason: /readyz).",
-		ConstLabels: prometheus.Labels{"provider": name},
+		Namespace: namespace, Name: metric, Help: help,
+		ConstLabels: prometheus.Labels{label: name},
 	}, func() float64 {
 		if problem() != nil {
 			return 0
