@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 )
 
@@ -20,7 +19,7 @@ import (
 // a step; the page can take the key later. Optionally the same for a bot
 // token.
 func promptSetup(ctx context.Context, in io.Reader, out io.Writer, path string) error {
-	cfg, err := config.Load(path)
+	cfg, err := daemon.LoadConfig(path)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 )
@@ -95,8 +96,9 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 		fmt.Fprintf(w, "Channel %s\tenabled, token %s, policy %s (%d allowed), groups: %s%s\n",
 			name, set(token), a.Policy, len(a.AllowFrom), a.GroupPolicy, state(name))
 	}
-	channel("telegram", cfg.Channels.Telegram.Enabled, cfg.Channels.Telegram.Token, cfg.Channels.Telegram.Access)
-	channel("discord", cfg.Channels.Discord.Enabled, cfg.Channels.Discord.Token, cfg.Channels.Discord.Access)
+	for _, k := range kinds.All {
+		channel(k.Name, k.Enabled(cfg), cfg.ChannelToken(k.Name), k.Access(cfg))
+	}
 	switch served, why := cfg.Channels.Web.WebServed(cfg.Gateway.Listen); {
 	case served:
 		fmt.Fprintf(w, "Channel web	http://%s/ (`nanobot web token` prints the login token)\n", cfg.Gateway.Listen)

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/sandbox"
@@ -134,8 +134,18 @@ func daemonPorts(cfg *config.Config) []int {
 
 // dataFiles are the names the daemon keeps (or may keep) in the data dir;
 // they are protected even before they exist.
-var dataFiles = []string{"config.yaml", WebTokenFile, webConversationsFile, PairingFile, "sessions", "telegram-updates.json",
-	discord.CursorFile, filepath.Dir(CronJobsFile), filepath.Dir(HeartbeatStateFile)}
+// Each channel's own are its row's StateFiles (dataFiles adds them).
+var daemonFiles = []string{"config.yaml", WebTokenFile, webConversationsFile, PairingFile, "sessions",
+	filepath.Dir(CronJobsFile), filepath.Dir(HeartbeatStateFile)}
+
+// dataFiles are daemonFiles and every channel's state files.
+func dataFiles() []string {
+	out := slices.Clone(daemonFiles)
+	for _, k := range kinds.All {
+		out = append(out, k.StateFiles...)
+	}
+	return out
+}
 
 // protectedPaths are what no command may reach, whatever the sandbox grants
 // around them: the data dir (config, web token, pairing, journals,
@@ -154,7 +164,7 @@ func protectedPaths(cfg *config.Config, dataDir string) []string {
 	}
 	data, _ := filepath.Abs(dataDir)
 	ws, _ := filepath.Abs(cfg.Agents.Workspace)
-	for _, n := range dataFiles {
+	for _, n := range dataFiles() {
 		out = append(out, filepath.Join(data, n))
 	}
 	if !strings.HasPrefix(ws, strings.TrimSuffix(data, "/")+"/") {

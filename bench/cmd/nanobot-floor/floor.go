@@ -25,6 +25,7 @@ import (
 	"github.com/nanobot-go/nanobot"
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/daemon"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/skills/builtin"
@@ -70,7 +71,7 @@ var (
 type messagesKey struct{}
 
 func newFloor(cfgPath string) (*floor, error) {
-	cfg, err := config.Load(cfgPath)
+	cfg, err := daemon.LoadConfig(cfgPath)
 	if err != nil {
 		return nil, err
 	}
