@@ -12,6 +12,7 @@ package kinds
 import (
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/channels/matrix"
 	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
 )
@@ -21,6 +22,7 @@ import (
 var All = []channels.Kind{
 	telegram.Kind,
 	discord.Kind,
+	matrix.Kind,
 }
 
 // Sections are the rows' config sections, for config.Load and

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"maunium.net/go/mautrix"
@@ -111,11 +112,11 @@ func TestThreadKeepsItsPlace(t *testing.T) {
 	asked := alice.send(room, in)
 
 	got := e.receivedIs("in the thread")
-	if got.Key() != matrix.SessionKey(room.String(), root.String()) || got.Metadata["thread_id"] != root.String() {
+	if got.Key() != "matrix:"+room.String()+":thread:"+root.String() || got.Metadata["thread_id"] != root.String() {
 		t.Errorf("thread message = %+v (key %s)", got, got.Key())
 	}
-	if r, th, ok := matrix.ParseSessionKey(got.Key()); !ok || r != room.String() || th != root.String() {
-		t.Errorf("ParseSessionKey(%q) = %q, %q, %v", got.Key(), r, th, ok)
+	if c, ok := matrix.Target(got.Key()); !ok || c.ID != room.String() || c.Metadata["thread_id"] != root.String() {
+		t.Errorf("Target(%q) = %+v, %v", got.Key(), c, ok)
 	}
 	rep := alice.waitBot(room, 1)[0].Content
 	if rep.RelatesTo.GetThreadParent() != root || rep.RelatesTo.GetReplyTo() != asked {
@@ -136,7 +137,7 @@ func TestEditStreamedLongReply(t *testing.T) {
 	long.WriteString("Done.")
 	shown := make(chan struct{})
 	e := w.start(setup{
-		cfg: func(c *matrix.Config) { c.Streaming = true; c.EditInterval = 0 },
+		cfg: func(c *matrix.Config) { c.Streaming = true; c.EditInterval = time.Millisecond },
 		agent: func(bus.InboundMessage) reply {
 			return reply{drafts: []string{"Thinking", "Thinking about the plan"}, gate: shown, final: long.String()}
 		},

@@ -16,33 +16,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels"
 )
 
-// SessionKey is the session of a room, or of a thread in it (root is the
-// thread's first event): a thread is a conversation of its own, as on
-// Discord.
-func SessionKey(room, root string) string {
-	if root == "" {
-		return Name + ":" + room
-	}
-	return Name + ":" + room + threadSep + root
-}
-
-// threadSep separates a room from a thread root in a session key; event
-// ids start with "$", so a room id (which may hold any server name) is
-// never cut inside.
-const threadSep = ":thread:"
-
-// ParseSessionKey reads back the room and thread a session key names.
-func ParseSessionKey(key string) (room, root string, ok bool) {
-	rest, ok := strings.CutPrefix(key, Name+":")
-	if !ok || rest == "" {
-		return "", "", false
-	}
-	if i := strings.LastIndex(rest, threadSep+"$"); i > 0 {
-		return rest[:i], rest[i+len(threadSep):], true
-	}
-	return rest, "", true
-}
-
 // handleEvent turns one timeline event into an Arrival for the intake. It
 // reports whether the event is dealt with (published, or deliberately
 // dropped); false means the bus refused it (shutting down), and the next
@@ -123,8 +96,8 @@ func (c *Channel) arrival(ctx context.Context, evt *event.Event, content *event.
 	}
 	a := channels.Arrival{Msg: in, Username: sender(evt.Sender).Username}
 	if root := rel.GetThreadParent(); root != "" && !edited {
-		in.Metadata["thread_id"] = root.String()
-		a.Msg.SessionKey = SessionKey(room.String(), root.String())
+		in.Metadata[MetaThreadID] = root.String()
+		a.Msg.SessionKey = SessionKey(channels.Chat{ID: room.String(), Metadata: map[string]string{MetaThreadID: root.String()}})
 	}
 	if info.members == nil || !info.isDM() {
 		a.Group = true

@@ -121,7 +121,9 @@ var (
 // New builds the channel from cfg, which must have passed Validate. It does
 // no I/O.
 func New(cfg Config, deps Deps, log *zap.Logger) (*Channel, error) {
-	if err := cfg.Validate(); err != nil {
+	var problems config.Problems
+	cfg.validate(false, &problems)
+	if err := errors.Join(problems...); err != nil {
 		return nil, fmt.Errorf("matrix: %w", err)
 	}
 	if deps.Bus == nil {

@@ -69,7 +69,7 @@ func (c *Channel) sendFile(ctx context.Context, room id.RoomID, f upload, m chan
 	}
 	if first {
 		content.RelatesTo = relation(m)
-	} else if root := m.Metadata["thread_id"]; root != "" {
+	} else if root := m.Metadata[MetaThreadID]; root != "" {
 		content.RelatesTo = (&event.RelatesTo{}).SetThread(id.EventID(root), "")
 	}
 	resp, err := c.cli.SendMessageEvent(ctx, room, event.EventMessage, &content)
@@ -82,7 +82,7 @@ func (c *Channel) sendFile(ctx context.Context, room id.RoomID, f upload, m chan
 // relation places a message: in its thread, answering the message it
 // replies to.
 func relation(m channels.Outgoing) *event.RelatesTo {
-	root := m.Metadata["thread_id"]
+	root := m.Metadata[MetaThreadID]
 	reply := id.EventID(channels.PlatformID(m.ReplyTo))
 	switch {
 	case root != "":
