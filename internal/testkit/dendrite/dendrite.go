@@ -6,8 +6,8 @@
 // It is the server nobody here wrote, not an imitation; users are made
 // through its shared-secret admin API as an operator would make them.
 //
-// The binary comes from $NANOBOT_DENDRITE, then PATH, then
-// $(go env GOPATH)/bin; scripts/test installs it there when it is missing
+// The binary comes from $NANOBOT_DENDRITE, then PATH, then where go
+// install puts it ($(go env GOBIN), or $(go env GOPATH)/bin); scripts/test installs it there when it is missing
 // (InstallCommand). Nothing but tests may import this package.
 package dendrite
 
@@ -54,20 +54,27 @@ func Binary() (string, error) {
 	if p, err := exec.LookPath("dendrite"); err == nil {
 		return p, nil
 	}
-	gopath := os.Getenv("GOPATH")
-	if gopath == "" {
-		out, err := exec.Command("go", "env", "GOPATH").Output()
-		if err == nil {
-			gopath = strings.TrimSpace(string(out))
+	// Where go install puts it: GOBIN, else the first GOPATH's bin.
+	out, err := exec.Command("go", "env", "GOBIN", "GOPATH").Output()
+	if err == nil {
+		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n") // GOBIN is often an empty first line
+		dirs := []string{lines[0]}
+		if len(lines) > 1 {
+			for _, p := range filepath.SplitList(lines[1]) {
+				dirs = append(dirs, filepath.Join(p, "bin"))
+			}
+		}
+		for _, dir := range dirs {
+			if dir == "" {
+				continue
+			}
+			p := filepath.Join(dir, "dendrite")
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
 		}
 	}
-	for _, dir := range filepath.SplitList(gopath) {
-		p := filepath.Join(dir, "bin", "dendrite")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("no dendrite binary ($NANOBOT_DENDRITE, PATH, $(go env GOPATH)/bin): install it with\n\t%s\n(./scripts/test does this when it is missing)", InstallCommand)
+	return "", fmt.Errorf("no dendrite binary ($NANOBOT_DENDRITE, PATH, $(go env GOBIN), $(go env GOPATH)/bin): install it with\n\t%s\n(./scripts/test does this when it is missing)", InstallCommand)
 }
 
 // Options tune the server. The zero value is what most tests want.
