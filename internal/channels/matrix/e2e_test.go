@@ -122,6 +122,16 @@ func TestThreadKeepsItsPlace(t *testing.T) {
 	if rep.RelatesTo.GetThreadParent() != root || rep.RelatesTo.GetReplyTo() != asked {
 		t.Errorf("reply relates to %+v, want the thread %s, answering %s", rep.RelatesTo, root, asked)
 	}
+
+	// An edit of a message in the thread is a correction in the thread.
+	fix := &event.MessageEventContent{MsgType: event.MsgText, Body: "NanoBot: in the thread, corrected",
+		Mentions: &event.Mentions{UserIDs: []id.UserID{id.UserID(w.bot.ID)}}}
+	fix.SetEdit(asked)
+	alice.send(room, fix)
+	got = e.receivedIs("[edited an earlier message; it now reads:]\nin the thread, corrected")
+	if got.Key() != "matrix:"+room.String()+":thread:"+root.String() {
+		t.Errorf("edit filed under %s, want the thread's session", got.Key())
+	}
 }
 
 func TestEditStreamedLongReply(t *testing.T) {

@@ -95,7 +95,11 @@ func (c *Channel) arrival(ctx context.Context, evt *event.Event, content *event.
 		Metadata:   map[string]string{"is_group": "false"},
 	}
 	a := channels.Arrival{Msg: in, Username: sender(evt.Sender).Username}
-	if root := rel.GetThreadParent(); root != "" && !edited {
+	root := rel.GetThreadParent()
+	if edited {
+		root = c.editedThread(ctx, room, rel.GetReplaceID())
+	}
+	if root != "" {
 		in.Metadata[MetaThreadID] = root.String()
 		a.Msg.SessionKey = SessionKey(channels.Chat{ID: room.String(), Metadata: map[string]string{MetaThreadID: root.String()}})
 	}
@@ -126,6 +130,21 @@ func (c *Channel) arrival(ctx context.Context, evt *event.Event, content *event.
 	return a, true
 }
 
+// editedThread is the thread of the message an edit replaces (the edit's
+// own relation is the replacement), so the correction reaches the thread's
+// session; "" when it is in none or cannot be fetched.
+func (c *Channel) editedThread(ctx context.Context, room id.RoomID, orig id.EventID) id.EventID {
+	evt, err := c.cli.GetEvent(ctx, room, orig)
+	if err != nil {
+		c.log.Debug("edited event not fetched; the edit goes to the room's session", zap.String("event", orig.String()), zap.Error(err))
+		return ""
+	}
+	if err := evt.Content.ParseRaw(event.EventMessage); err != nil && !errors.Is(err, event.ErrContentAlreadyParsed) {
+		return ""
+	}
+	return evt.Content.AsMessage().RelatesTo.GetThreadParent()
+}
+
 // messageText is what the sender typed: the body of a text, an emote as
 // "* name does", a caption of a file (a body other than the file name).
 func messageText(content *event.MessageEventContent) string {
@@ -135,7 +154,12 @@ func messageText(content *event.MessageEventContent) string {
 			return "* " + content.Body
 		}
 		return content.Body
-	case event.MsgImage, event.MsgVideo, event.MsgAudio, event.MsgFile:
+	case event.MsgAudio:
+		if content.MSC3245Voice != nil {
+			return "" // "Voice message" is a client's label, not a caption
+		}
+		return content.GetCaption()
+	case event.MsgImage, event.MsgVideo, event.MsgFile:
 		return content.GetCaption()
 	}
 	return ""

@@ -239,6 +239,9 @@ func (c *Channel) retry(ctx context.Context, what string, step func() error) err
 		c.setHealth(fmt.Errorf("matrix: %s: %w", what, err))
 		backoff = min(max(2*backoff, minBackoff), maxBackoff)
 		wait := backoff/2 + rand.N(backoff/2+1)
+		if rl := (*channels.RateLimitError)(nil); errors.As(err, &rl) {
+			wait = max(wait, rl.RetryAfter) // the server said how long
+		}
 		c.log.Warn("matrix call failed; retrying", zap.String("step", what), zap.Duration("after", wait), zap.Error(err))
 		if clock.Sleep(ctx, c.deps.Clock, wait) != nil {
 			return ctx.Err()
