@@ -98,16 +98,16 @@ func (c *Config) validateSections(p *Problems) {
 	}
 }
 
-// field returns the string at key of a section struct v ("" when there is
+// sectionField returns the string at key of a section struct v ("" when there is
 // none), squashed parts included.
-func field(v reflect.Value, key string) string {
+func sectionField(v reflect.Value, key string) string {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
 		switch {
 		case opts == "squash" && f.Type.Kind() == reflect.Struct:
-			if s := field(v.Field(i), key); s != "" {
+			if s := sectionField(v.Field(i), key); s != "" {
 				return s
 			}
 		case name == key && f.Type.Kind() == reflect.String:
