@@ -272,7 +272,10 @@ func TestValidateRules(t *testing.T) {
 		{"telegram edit_interval", tg(func(c *Config) { set(c, "channels.telegram.edit_interval", 0) }), "channels.telegram.edit_interval: must be a positive duration"},
 		{"telegram typing_delay", tg(func(c *Config) { set(c, "channels.telegram.typing_delay", -time.Second) }), "channels.telegram.typing_delay: must not be negative"},
 		{"telegram mode", tg(func(c *Config) { set(c, "channels.telegram.mode", "push") }), `channels.telegram.mode: must be one of polling, webhook, got "push"`},
-		{"webhook without url", tg(func(c *Config) { set(c, "channels.telegram.mode", "webhook"); set(c, "channels.telegram.webhook_secret", "s") }),
+		{"webhook without url", tg(func(c *Config) {
+			set(c, "channels.telegram.mode", "webhook")
+			set(c, "channels.telegram.webhook_secret", "s")
+		}),
 			"channels.telegram.webhook_url: must be set when mode is webhook"},
 		{"webhook over http", tg(func(c *Config) {
 			set(c, "channels.telegram.mode", "webhook")
@@ -286,7 +289,10 @@ func TestValidateRules(t *testing.T) {
 			set(c, "channels.telegram.webhook_url", "https://bot.example.com:8080/tg")
 		}),
 			"channels.telegram.webhook_url: port must be 443, 80, 88 or 8443"},
-		{"webhook without secret", tg(func(c *Config) { set(c, "channels.telegram.mode", "webhook"); set(c, "channels.telegram.webhook_url", "https://bot.example.com/tg") }),
+		{"webhook without secret", tg(func(c *Config) {
+			set(c, "channels.telegram.mode", "webhook")
+			set(c, "channels.telegram.webhook_url", "https://bot.example.com/tg")
+		}),
 			"channels.telegram.webhook_secret: must be set when mode is webhook"},
 		{"webhook secret characters", tg(func(c *Config) {
 			set(c, "channels.telegram.mode", "webhook")
@@ -297,7 +303,7 @@ func TestValidateRules(t *testing.T) {
 			"channels.telegram.proxy: must be a http or https or socks5 or socks5h URL with a host"},
 		{"proxy password not echoed", tg(func(c *Config) { set(c, "channels.telegram.proxy", "ftp://u:hunter22@proxy:21") }),
 			`channels.telegram.proxy: must be a http or https or socks5 or socks5h URL with a host, got "ftp://u:***@proxy:21"`},
-		{"poll_timeout", tg(func(c *Config) { set(c, "channels.telegram.poll_timeout", 500 * time.Millisecond) }), "channels.telegram.poll_timeout: must be at least 1s"},
+		{"poll_timeout", tg(func(c *Config) { set(c, "channels.telegram.poll_timeout", 500*time.Millisecond) }), "channels.telegram.poll_timeout: must be at least 1s"},
 		{"telegram max_media_bytes", tg(func(c *Config) { set(c, "channels.telegram.max_media_bytes", 0) }), "channels.telegram.max_media_bytes: must be at least 1"},
 		{"telegram rate_per_minute", tg(func(c *Config) { set(c, "channels.telegram.rate_per_minute", 0) }), "channels.telegram.rate_per_minute: must be at least 1"},
 		{"telegram stall_grace", tg(func(c *Config) { set(c, "channels.telegram.stall_grace", 0) }), "channels.telegram.stall_grace: must be a positive duration"},
