@@ -233,8 +233,12 @@ func (g *Gateway) announce(addr string) {
 		zap.String("listen", addr), zap.Strings("channels", names), zap.Strings("http", g.routes),
 		zap.String("model", g.cfg.Agents.Model), zap.String("workspace", g.cfg.Agents.Workspace), zap.String("version", g.opts.Version))
 	if len(names) == 0 && g.runs(RoleChannels) {
+		sections := make([]string, 0, len(kinds.All)+1)
+		for _, k := range kinds.All {
+			sections = append(sections, "channels."+k.Name)
+		}
 		g.log.Warn("no chat channel is enabled: nobody can talk to the agent through this gateway; "+
-			"enable channels.telegram or channels.discord (enabled: true, a token, allow_from) or channels.web, "+
+			"enable "+strings.Join(sections, " or ")+" (enabled: true, a token, allow_from) or channels.web, "+
 			"or use `nanobot agent` in a terminal", zap.String("listen", addr), zap.Strings("http", g.routes))
 	}
 }
