@@ -44,6 +44,10 @@ type Kind struct {
 	// StateFiles are the names the adapter keeps in the data dir; the
 	// sandbox protects them even before they exist.
 	StateFiles []string
+	// SecretFiles are those of StateFiles whose content is a secret (the
+	// token a password login yields): it is redacted from logs and tool
+	// output like the config's secrets. nil: none.
+	SecretFiles []string
 	// Hosts are host names the HTTP listener must answer to for this
 	// channel (a webhook's public URL); nil adds none.
 	Hosts func(cfg *config.Config) []string
