@@ -53,7 +53,9 @@ func NewSection(s ChannelSection) (any, error) {
 // Section returns channels.<name> of c as the channel's struct T, adding
 // it with its defaults when c has none (a config built by Defaults()
 // without sections, in a test). It is how an adapter's Kind reads its own
-// section; nothing else needs the type.
+// section; nothing else needs the type. Adding writes c: a config shared
+// between goroutines has its sections added first (Load does; the gateway
+// adds any missing before it starts).
 func Section[T any](c *Config, s ChannelSection) *T {
 	if v, ok := c.Channels.Kinds[s.Name].(*T); ok {
 		return v

@@ -93,6 +93,7 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 	if opts.Role == "" {
 		opts.Role = RoleAll
 	}
+	addSections(cfg)
 	links := &webLinks{cfg: cfg}
 	budgetCmd := &budgetCommand{links: links}
 	opts.commands = map[string]agent.Command{"web": {Answer: links.answer}, "budget": {Answer: budgetCmd.answer}}
@@ -273,6 +274,16 @@ func (g *Gateway) buildChannels() error {
 		g.channels = append(g.channels, run)
 	}
 	return nil
+}
+
+// addSections gives cfg every row's section it lacks, at its defaults (a
+// config built without LoadConfig, in a test), before any goroutine reads
+// it: a Kind's reader adds a missing section on first use, which must not
+// happen while others read the config.
+func addSections(cfg *config.Config) {
+	for _, k := range kinds.All {
+		k.Enabled(cfg)
+	}
 }
 
 // addChannel builds the supervisor of channel name. A token whose variable
