@@ -53,7 +53,9 @@ type Kind struct {
 	Hosts func(cfg *config.Config) []string
 	// SessionKey and Target are the pair that writes and reads this
 	// channel's session keys: the adapter files each chat under
-	// SessionKey, and cron and the heartbeat deliver to Target(key).
+	// SessionKey, and cron and the heartbeat deliver to Target(key). A
+	// plain chat's key is the bus's default, "<Name>:<chat id>"
+	// (bus.InboundMessage.Key), which cron jobs also write.
 	SessionKey func(chat Chat) string
 	// Target reads a session key of this channel back into the chat it
 	// belongs to; false for a key that is not one of this channel's chats.

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -74,6 +75,12 @@ func TestSessionKeysRoundTrip(t *testing.T) {
 			if owner, _, ok := kinds.Target(key); !ok || owner.Name != k.Name {
 				t.Errorf("kinds.Target(%q) = %q, %v; want %s", key, owner.Name, ok, k.Name)
 			}
+		}
+		// A plain chat's key is the bus's default (InboundMessage.Key),
+		// which cron jobs and the message tool also write.
+		plain := bus.InboundMessage{Channel: k.Name, ChatID: "-100123"}
+		if got := k.SessionKey(channels.Chat{ID: "-100123"}); got != plain.Key() {
+			t.Errorf("%s: a plain chat's key is %q, want the bus's default %q", k.Name, got, plain.Key())
 		}
 		for _, bad := range []string{"", k.Name, k.Name + ":", "cli:direct", "web:abc", "system:heartbeat"} {
 			if _, ok := k.Target(bad); ok {
