@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 )
@@ -88,16 +87,17 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 		fmt.Fprintln(w, state("provider "+name))
 	}
 	fmt.Fprintln(w)
-	channel := func(name string, enabled bool, token string, a config.Access) {
-		if !enabled {
-			fmt.Fprintf(w, "Channel %s\tdisabled\n", name)
-			return
+	for _, c := range sum.Channels {
+		if !c.Enabled {
+			fmt.Fprintf(w, "Channel %s\tdisabled\n", c.Name)
+			continue
+		}
+		token := "not set"
+		if c.TokenSet {
+			token = "set"
 		}
 		fmt.Fprintf(w, "Channel %s\tenabled, token %s, policy %s (%d allowed), groups: %s%s\n",
-			name, set(token), a.Policy, len(a.AllowFrom), a.GroupPolicy, state(name))
-	}
-	for _, k := range kinds.All {
-		channel(k.Name, k.Enabled(cfg), cfg.ChannelToken(k.Name), k.Access(cfg))
+			c.Name, token, c.Access.Policy, len(c.Access.AllowFrom), c.Access.GroupPolicy, state(c.Name))
 	}
 	switch served, why := cfg.Channels.Web.WebServed(cfg.Gateway.Listen); {
 	case served:

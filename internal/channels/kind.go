@@ -44,12 +44,18 @@ type Kind struct {
 	// StateFiles are the names the adapter keeps in the data dir; the
 	// sandbox protects them even before they exist.
 	StateFiles []string
+	// SecretFiles are those of StateFiles whose content is a secret (the
+	// token a password login yields): it is redacted from logs and tool
+	// output like the config's secrets. nil: none.
+	SecretFiles []string
 	// Hosts are host names the HTTP listener must answer to for this
 	// channel (a webhook's public URL); nil adds none.
 	Hosts func(cfg *config.Config) []string
 	// SessionKey and Target are the pair that writes and reads this
 	// channel's session keys: the adapter files each chat under
-	// SessionKey, and cron and the heartbeat deliver to Target(key).
+	// SessionKey, and cron and the heartbeat deliver to Target(key). A
+	// plain chat's key is the bus's default, "<Name>:<chat id>"
+	// (bus.InboundMessage.Key), which cron jobs also write.
 	SessionKey func(chat Chat) string
 	// Target reads a session key of this channel back into the chat it
 	// belongs to; false for a key that is not one of this channel's chats.

@@ -7,7 +7,9 @@
 // # One owner per default
 //
 // This package is the only source of the values a user can set. Every key's
-// default is in defaults (defaults.go), config.example.yaml shows it and
+// default is in defaults (defaults.go) — a chat channel's in its section's
+// Defaults (ChannelSection, declared in the channel's folder and handed to
+// Load by the channel table) — config.example.yaml shows it and
 // docs/configuration.md lists it; TestDefaultsAgreeWithExampleAndDocs keeps
 // the three equal, and Validate rejects values a component cannot run with.
 // Constructors therefore default nothing that this package carries: they

@@ -84,7 +84,7 @@ func (c *Config) ChannelProblem(channel string) string {
 		return ""
 	}
 	key := "channels." + channel + "." + s.TokenKey
-	if sv, ok := c.SecretVars[key]; ok && (!sv.Set || field(v, s.TokenKey) == "") {
+	if sv, ok := c.SecretVars[key]; ok && (!sv.Set || sectionField(v, s.TokenKey) == "") {
 		how := "is not set"
 		if sv.Set {
 			how = "is empty"
@@ -101,7 +101,7 @@ func (c *Config) ChannelToken(channel string) string {
 	if !ok || s.TokenKey == "" {
 		return ""
 	}
-	return field(v, s.TokenKey)
+	return sectionField(v, s.TokenKey)
 }
 
 // ChannelTokenVar is the variable channels.<channel>'s credential is read

@@ -53,7 +53,9 @@ func NewSection(s ChannelSection) (any, error) {
 // Section returns channels.<name> of c as the channel's struct T, adding
 // it with its defaults when c has none (a config built by Defaults()
 // without sections, in a test). It is how an adapter's Kind reads its own
-// section; nothing else needs the type.
+// section; nothing else needs the type. Adding writes c: a config shared
+// between goroutines has its sections added first (Load does; the gateway
+// adds any missing before it starts).
 func Section[T any](c *Config, s ChannelSection) *T {
 	if v, ok := c.Channels.Kinds[s.Name].(*T); ok {
 		return v
@@ -98,16 +100,16 @@ func (c *Config) validateSections(p *Problems) {
 	}
 }
 
-// field returns the string at key of a section struct v ("" when there is
+// sectionField returns the string at key of a section struct v ("" when there is
 // none), squashed parts included.
-func field(v reflect.Value, key string) string {
+func sectionField(v reflect.Value, key string) string {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
 		switch {
 		case opts == "squash" && f.Type.Kind() == reflect.Struct:
-			if s := field(v.Field(i), key); s != "" {
+			if s := sectionField(v.Field(i), key); s != "" {
 				return s
 			}
 		case name == key && f.Type.Kind() == reflect.String:

@@ -20,7 +20,7 @@ func TestStarterYAMLLoadsAndValidates(t *testing.T) {
 			}
 			// Without the key the file loads and validates: the provider
 			// is degraded and names the variable.
-			bare, err := Load(path)
+			bare, err := Load(path, testSections...)
 			if err != nil {
 				t.Fatalf("Load without OPENAI_API_KEY: %v", err)
 			}
@@ -31,7 +31,7 @@ func TestStarterYAMLLoadsAndValidates(t *testing.T) {
 				t.Errorf("ProviderProblem without OPENAI_API_KEY = %q, want the variable named", p)
 			}
 			t.Setenv("OPENAI_API_KEY", "sk-starter-0123456789")
-			cfg, err := Load(path)
+			cfg, err := Load(path, testSections...)
 			if err != nil {
 				t.Fatalf("Load: %v\n%s", err, StarterYAML(ws))
 			}
@@ -45,7 +45,7 @@ func TestStarterYAMLLoadsAndValidates(t *testing.T) {
 			if cfg.Agents.Workspace != want {
 				t.Errorf("workspace = %q, want %q", cfg.Agents.Workspace, want)
 			}
-			if cfg.Channels.Telegram.Enabled || cfg.Channels.Discord.Enabled {
+			if keyOf[bool](t, cfg, "channels.telegram.enabled") || keyOf[bool](t, cfg, "channels.discord.enabled") {
 				t.Error("starter enables a channel")
 			}
 		})

@@ -102,7 +102,7 @@ func (r *channelRun) run(ctx context.Context) {
 }
 
 func (r *channelRun) tokenHint() string {
-	key := channelTokenKey(r.name)
+	key := ChannelTokenKey(r.name)
 	if r.tokenVar != "" {
 		return fmt.Sprintf("put a valid token in %s (%s)", r.tokenVar, key)
 	}

@@ -93,6 +93,7 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 	if opts.Role == "" {
 		opts.Role = RoleAll
 	}
+	addSections(cfg)
 	links := &webLinks{cfg: cfg}
 	budgetCmd := &budgetCommand{links: links}
 	opts.commands = map[string]agent.Command{"web": {Answer: links.answer}, "budget": {Answer: budgetCmd.answer}}
@@ -233,8 +234,12 @@ func (g *Gateway) announce(addr string) {
 		zap.String("listen", addr), zap.Strings("channels", names), zap.Strings("http", g.routes),
 		zap.String("model", g.cfg.Agents.Model), zap.String("workspace", g.cfg.Agents.Workspace), zap.String("version", g.opts.Version))
 	if len(names) == 0 && g.runs(RoleChannels) {
+		sections := make([]string, 0, len(kinds.All)+1)
+		for _, k := range kinds.All {
+			sections = append(sections, "channels."+k.Name)
+		}
 		g.log.Warn("no chat channel is enabled: nobody can talk to the agent through this gateway; "+
-			"enable channels.telegram or channels.discord (enabled: true, a token, allow_from) or channels.web, "+
+			"enable "+strings.Join(sections, " or ")+" (enabled: true, a token, allow_from) or channels.web, "+
 			"or use `nanobot agent` in a terminal", zap.String("listen", addr), zap.Strings("http", g.routes))
 	}
 }
@@ -269,6 +274,16 @@ func (g *Gateway) buildChannels() error {
 		g.channels = append(g.channels, run)
 	}
 	return nil
+}
+
+// addSections gives cfg every row's section it lacks, at its defaults (a
+// config built without LoadConfig, in a test), before any goroutine reads
+// it: a Kind's reader adds a missing section on first use, which must not
+// happen while others read the config.
+func addSections(cfg *config.Config) {
+	for _, k := range kinds.All {
+		k.Enabled(cfg)
+	}
 }
 
 // addChannel builds the supervisor of channel name. A token whose variable

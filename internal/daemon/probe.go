@@ -93,7 +93,7 @@ func PartStates(ctx context.Context, cfg *config.Config) map[string]PartState {
 			out["provider "+name] = PartState{Known: true, Reason: p}
 		}
 	}
-	for _, name := range kindNames() {
+	for _, name := range ChannelNames() {
 		if p := cfg.ChannelProblem(name); p != "" {
 			out[name] = PartState{Known: true, Reason: p}
 		}

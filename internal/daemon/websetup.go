@@ -113,7 +113,7 @@ func testToken(ctx context.Context, cfg *config.Config, dataDir, channel, token 
 	token = strings.TrimSpace(token)
 	k, ok := kinds.ByName(channel)
 	if !ok {
-		return "", fmt.Errorf("channel %q takes no token here (%s)", channel, strings.Join(kindNames(), " or "))
+		return "", fmt.Errorf("channel %q takes no token here (%s)", channel, strings.Join(ChannelNames(), " or "))
 	}
 	if k.TokenShape != nil {
 		if err := k.TokenShape(token); err != nil {
@@ -150,7 +150,7 @@ func secretKeys(in SetupInput) map[string]string {
 		set["providers."+in.Provider+".api_key"] = strings.TrimSpace(in.Key)
 	}
 	if in.Channel != "" {
-		set[channelTokenKey(in.Channel)] = strings.TrimSpace(in.Token)
+		set[ChannelTokenKey(in.Channel)] = strings.TrimSpace(in.Token)
 	}
 	return set
 }
@@ -180,7 +180,7 @@ func (s webSetup) State() web.SetupState {
 		}
 		st.Providers = append(st.Providers, p)
 	}
-	for _, name := range kindNames() {
+	for _, name := range ChannelNames() {
 		c := web.SetupChannel{Name: name}
 		for _, run := range g.channels {
 			if run.name == name {
@@ -212,7 +212,7 @@ func (s webSetup) Save(ctx context.Context, in SetupInput) (web.SaveResult, erro
 		res.Applied = append(res.Applied, "providers."+in.Provider+".api_key")
 	}
 	if in.Channel != "" {
-		res.Restart = append(res.Restart, channelTokenKey(in.Channel))
+		res.Restart = append(res.Restart, ChannelTokenKey(in.Channel))
 	}
 	path, err := SaveSecrets(g.opts.DataDir, secretKeys(in))
 	if err != nil {
@@ -222,8 +222,8 @@ func (s webSetup) Save(ctx context.Context, in SetupInput) (web.SaveResult, erro
 	return res, nil
 }
 
-// kindNames are the names of the channel table's rows, in its order.
-func kindNames() []string {
+// ChannelNames are the chat channels of the channel table, in its order.
+func ChannelNames() []string {
 	names := make([]string, len(kinds.All))
 	for i, k := range kinds.All {
 		names[i] = k.Name
@@ -231,9 +231,9 @@ func kindNames() []string {
 	return names
 }
 
-// channelTokenKey is the key of channel's credential
+// ChannelTokenKey is the key of channel's credential
 // (channels.<name>.token), the one the secrets overlay sets.
-func channelTokenKey(channel string) string {
+func ChannelTokenKey(channel string) string {
 	if k, ok := kinds.ByName(channel); ok && k.Section.TokenKey != "" {
 		return "channels." + channel + "." + k.Section.TokenKey
 	}
