@@ -32,14 +32,16 @@ var Kind = channels.Kind{
 	Fix: "create an access token for the bot's account (docs/matrix.md) and set channels.matrix.access_token, " +
 		"or set channels.matrix.password to log in",
 	StateFiles: []string{StateFile, LoginFile},
-	SessionKey: SessionKey,
-	Target:     Target,
-	ThreadMeta: []string{MetaThreadID},
+	// The token a password login got: redacted like a config secret.
+	SecretFiles: []string{LoginFile},
+	SessionKey:  SessionKey,
+	Target:      Target,
+	ThreadMeta:  []string{MetaThreadID},
 }
 
 // threadSep separates a room from a thread root in a session key. Room
-// ids hold a colon ("!abc:example.org") and event ids start with "$", so
-// the key is cut at the last ":thread:$".
+// ids hold a colon ("!abc:example.org"), and so do event ids of old room
+// versions ("$abc:example.org"), so the key is cut at the last ":thread:".
 const threadSep = ":thread:"
 
 // SessionKey is the session of a chat: "matrix:<room>", or
@@ -55,15 +57,15 @@ func SessionKey(c channels.Chat) string {
 // Target reads a session key of SessionKey back into its chat.
 func Target(key string) (channels.Chat, bool) {
 	rest, ok := strings.CutPrefix(key, Name+":")
-	if !ok || !strings.HasPrefix(rest, "!") || !strings.Contains(rest, ":") {
+	if !ok || rest == "" || strings.ContainsAny(rest, " \t\n") {
 		return channels.Chat{}, false
 	}
-	if i := strings.LastIndex(rest, threadSep+"$"); i > 0 {
-		root := rest[i+len(threadSep):]
-		if len(root) < 2 || strings.Contains(root, ":") {
+	if i := strings.LastIndex(rest, threadSep); i >= 0 {
+		room, root := rest[:i], rest[i+len(threadSep):]
+		if room == "" || root == "" {
 			return channels.Chat{}, false
 		}
-		return channels.Chat{ID: rest[:i], Metadata: map[string]string{MetaThreadID: root}}, true
+		return channels.Chat{ID: room, Metadata: map[string]string{MetaThreadID: root}}, true
 	}
 	return channels.Chat{ID: rest}, true
 }

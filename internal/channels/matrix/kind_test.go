@@ -13,7 +13,8 @@ func TestSessionKeyAndTargetArePairs(t *testing.T) {
 	for _, c := range []channels.Chat{
 		{ID: "!abc:example.org"},
 		{ID: "!abc:thread.example.org"}, // a server name holding the marker's word
-		{ID: "!abc:example.org:8448"},   // a port in the server name
+		{ID: "!abc:example.org", Metadata: map[string]string{matrix.MetaThreadID: "$old:example.org"}}, // room v1/v2 event id
+		{ID: "!abc:example.org:8448"}, // a port in the server name
 		{ID: "!abc:example.org", Metadata: map[string]string{matrix.MetaThreadID: "$root-event_1"}},
 		{ID: "!abc:thread", Metadata: map[string]string{matrix.MetaThreadID: "$x"}},
 	} {
@@ -23,7 +24,7 @@ func TestSessionKeyAndTargetArePairs(t *testing.T) {
 			t.Errorf("Target(SessionKey(%+v) = %q) = %+v, %v", c, key, got, ok)
 		}
 	}
-	for _, key := range []string{"matrix:", "matrix:abc", "discord:123", "telegram:!a:b", "matrix:!abc:x:thread:$"} {
+	for _, key := range []string{"matrix:", "discord:123", "telegram:!a:b", "matrix:!abc:x:thread:", "matrix::thread:$x", "matrix:!a b:c"} {
 		if c, ok := matrix.Target(key); ok {
 			t.Errorf("Target(%q) = %+v, want no chat", key, c)
 		}
