@@ -51,7 +51,7 @@ func (c *Channel) authenticate(ctx context.Context) error {
 		var pe *channels.PermanentError
 		if errors.As(err, &pe) {
 			// A wrong password (403) will not fix itself.
-			return fmt.Errorf("%w: %w: check channels.matrix.password", err, errFatal)
+			return fatal{fmt.Errorf("%w: check channels.matrix.password", err)}
 		}
 		return err
 	}
@@ -67,7 +67,7 @@ func (c *Channel) whoami(ctx context.Context) error {
 		return classify("whoami", err)
 	}
 	if resp.UserID != c.bot {
-		return fmt.Errorf("matrix: the token is %s's, not channels.matrix.user_id %s: %w", resp.UserID, c.bot, errFatal)
+		return fatal{fmt.Errorf("matrix: the token is %s's, not channels.matrix.user_id %s", resp.UserID, c.bot)}
 	}
 	if resp.DeviceID != "" {
 		c.cli.DeviceID = resp.DeviceID

@@ -3,7 +3,6 @@ package matrix
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 )
 
 // Check logs in if it must and calls /whoami once, for `nanobot doctor`.
@@ -11,7 +10,7 @@ import (
 // channels.ErrTokenRefused when the homeserver refused the token.
 func (c *Channel) Check(ctx context.Context) (string, error) {
 	if err := c.authenticate(ctx); err != nil {
-		return "", fmt.Errorf("matrix whoami: %w", err)
+		return "", err
 	}
 	return c.bot.String(), nil
 }

@@ -249,8 +249,14 @@ func (c *Channel) retry(ctx context.Context, what string, step func() error) err
 	}
 }
 
-// errFatal marks a failure that retrying cannot fix (a refused token).
+// errFatal marks a failure that retrying cannot fix (a refused token);
+// fatal attaches it without changing the message.
 var errFatal = errors.New("matrix: not retried")
+
+type fatal struct{ error }
+
+func (f fatal) Unwrap() error        { return f.error }
+func (f fatal) Is(target error) bool { return target == errFatal }
 
 // loadDisplayName reads the bot's display name, for mention gating; a
 // failure leaves mentions by user id and by room display name working.

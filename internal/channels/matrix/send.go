@@ -170,7 +170,7 @@ func classify(op string, err error) error {
 		case errors.Is(err, mautrix.MLimitExceeded) || code == http.StatusTooManyRequests:
 			return &channels.RateLimitError{RetryAfter: retryAfter(he), Err: wrapped}
 		case errors.Is(err, mautrix.MUnknownToken) || code == http.StatusUnauthorized:
-			return &channels.PermanentError{Err: fmt.Errorf("matrix: %s: %w: %w (%w)", op, channels.ErrTokenRefused, errFatal, err)}
+			return &channels.PermanentError{Err: fatal{fmt.Errorf("matrix: %s: %w (%w)", op, channels.ErrTokenRefused, err)}}
 		case code >= 400 && code < 500 && code != http.StatusRequestTimeout:
 			return &channels.PermanentError{Err: wrapped}
 		}
