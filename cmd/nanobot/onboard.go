@@ -34,7 +34,7 @@ func newOnboardCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			switch err := config.WriteStarter(path, config.StarterYAML(abs)); {
+			switch err := config.WriteStarter(path, daemon.StarterYAML(abs)); {
 			case errors.Is(err, fs.ErrExist):
 				fmt.Fprintf(out, "config:    %s (exists, left as is)\n", path)
 			case err != nil:

@@ -15,7 +15,7 @@ func TestStarterYAMLLoadsAndValidates(t *testing.T) {
 		t.Run(ws, func(t *testing.T) {
 			isolateEnv(t, "OPENAI_API_KEY")
 			path := filepath.Join(t.TempDir(), "config.yaml")
-			if err := WriteStarter(path, StarterYAML(ws)); err != nil {
+			if err := WriteStarter(path, StarterYAML(ws, testSections...)); err != nil {
 				t.Fatal(err)
 			}
 			// Without the key the file loads and validates: the provider
@@ -33,7 +33,7 @@ func TestStarterYAMLLoadsAndValidates(t *testing.T) {
 			t.Setenv("OPENAI_API_KEY", "sk-starter-0123456789")
 			cfg, err := Load(path, testSections...)
 			if err != nil {
-				t.Fatalf("Load: %v\n%s", err, StarterYAML(ws))
+				t.Fatalf("Load: %v\n%s", err, StarterYAML(ws, testSections...))
 			}
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("Validate: %v", err)

@@ -380,3 +380,9 @@ func LoadConfig(path string) (*config.Config, error) {
 func DefaultConfig() config.Config {
 	return config.Defaults(kinds.Sections()...)
 }
+
+// StarterYAML is config.StarterYAML with the channel table's sections: the
+// file `nanobot onboard` writes.
+func StarterYAML(workspace string) []byte {
+	return config.StarterYAML(workspace, kinds.Sections()...)
+}
