@@ -284,7 +284,7 @@ func (s *Server) register(localpart, password string) (User, error) {
 		return User{}, fmt.Errorf("nonce: %w", err)
 	}
 	mac := hmac.New(sha1.New, []byte(s.secret))
-	mac.Write([]byte(strings.Join([]string{n.Nonce, localpart, password, "notadmin"}, "\x00")))
+	_, _ = mac.Write([]byte(strings.Join([]string{n.Nonce, localpart, password, "notadmin"}, "\x00")))
 	body := map[string]any{"nonce": n.Nonce, "username": localpart, "password": password,
 		"admin": false, "mac": hex.EncodeToString(mac.Sum(nil))}
 	var u User
