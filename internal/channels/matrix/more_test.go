@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -255,4 +256,47 @@ func (f *fakeTranscriber) calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.n
+}
+
+func TestPasswordLoginKeepsItsToken(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, dendrite.Options{})
+	data := t.TempDir()
+	byPassword := func(c *matrix.Config) { c.AccessToken, c.Password, c.DeviceID = "", "bot-password-1", "NANOBOTDEV" }
+	e := w.start(setup{dataDir: data, cfg: byPassword})
+	alice := w.person("alice")
+	dm := alice.dm()
+	alice.say(dm, "one")
+	e.receivedIs("one")
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(data, matrix.LoginFile)
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("login file: %v, %v", fi, err)
+	}
+	var kept struct {
+		DeviceID    string `json:"device_id"`
+		AccessToken string `json:"access_token"`
+	}
+	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &kept) != nil || kept.DeviceID != "NANOBOTDEV" || kept.AccessToken == "" {
+		t.Fatalf("login file holds %+v (%v)", kept, err)
+	}
+
+	// The second start reuses the token: still one device of the bot's.
+	e = w.start(setup{dataDir: data, cfg: byPassword})
+	alice.say(dm, "two")
+	e.receivedIs("two")
+	devices, err := w.client(w.bot).GetDevicesInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, d := range devices.Devices {
+		ids = append(ids, d.DeviceID.String())
+	}
+	if want := []string{w.bot.DeviceID, "NANOBOTDEV"}; len(ids) != 2 || !slices.Contains(ids, want[0]) || !slices.Contains(ids, want[1]) {
+		t.Errorf("the bot's devices %v, want the registration's and the one login's %v", ids, want)
+	}
 }
