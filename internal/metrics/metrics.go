@@ -12,6 +12,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,6 +60,8 @@ type Metrics struct {
 	usageTokens   *prometheus.CounterVec
 	usageCost     *prometheus.CounterVec
 	usageUnpriced *prometheus.CounterVec
+	usageMu       sync.Mutex
+	usage         map[[2]string]*usageSeries // by model and origin
 }
 
 // New returns the metrics with every collector registered. It does no I/O:
@@ -67,7 +70,7 @@ func New(info BuildInfo) *Metrics {
 	reg := prometheus.NewRegistry()
 	f := factory{reg}
 	m := &Metrics{
-		reg: reg,
+		reg: reg, usage: map[[2]string]*usageSeries{},
 		turns: f.counter("turns_total",
 			"Turns finished, by outcome: answered, failed, stopped (/stop) or interrupted (shutdown).", "outcome"),
 		turnSeconds: f.histogram("turn_duration_seconds",
@@ -162,21 +165,60 @@ func (m *Metrics) ModelCall(route, outcome string, elapsed time.Duration, msg ll
 // UsageRecorded counts one attempt the usage ledger recorded: its
 // outcome, tokens and cost (priced false for a model without a price).
 func (m *Metrics) UsageRecorded(model, origin, outcome string, u llm.Usage, usd float64, priced bool) {
-	m.usageCalls.WithLabelValues(model, origin, outcome).Inc()
-	for _, t := range []struct {
-		kind string
-		n    int
-	}{{"input", u.InputTokens}, {"output", u.OutputTokens}, {"cache_read", u.CacheReadTokens}, {"cache_write", u.CacheWriteTokens},
-		{"reasoning", u.ReasoningTokens}} {
-		if t.n > 0 {
-			m.usageTokens.WithLabelValues(model, origin, t.kind).Add(float64(t.n))
+	m.usageMu.Lock()
+	defer m.usageMu.Unlock()
+	s := m.usageSeriesLocked(model, origin)
+	calls := s.calls[outcome]
+	if calls == nil {
+		calls = m.usageCalls.WithLabelValues(model, origin, outcome)
+		s.calls[outcome] = calls
+	}
+	calls.Inc()
+	for i, n := range [len(tokenKinds)]int{u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.ReasoningTokens} {
+		if n <= 0 {
+			continue
 		}
+		if s.tokens[i] == nil {
+			s.tokens[i] = m.usageTokens.WithLabelValues(model, origin, tokenKinds[i])
+		}
+		s.tokens[i].Add(float64(n))
 	}
 	if !priced {
-		m.usageUnpriced.WithLabelValues(model, origin).Inc()
+		if s.unpriced == nil {
+			s.unpriced = m.usageUnpriced.WithLabelValues(model, origin)
+		}
+		s.unpriced.Inc()
 		return
 	}
-	m.usageCost.WithLabelValues(model, origin).Add(usd)
+	if s.cost == nil {
+		s.cost = m.usageCost.WithLabelValues(model, origin)
+	}
+	s.cost.Add(usd)
+}
+
+// tokenKinds are the kind labels of usage_tokens_total, in the order
+// UsageRecorded reads llm.Usage.
+var tokenKinds = [...]string{"input", "output", "cache_read", "cache_write", "reasoning"}
+
+// usageSeries are the usage counters of one model and origin, looked up
+// once: UsageRecorded runs for every model call, and a label lookup hashes
+// and checks every label value. A series is made on its first use, as
+// WithLabelValues would, so none shows at 0 that was never counted.
+type usageSeries struct {
+	calls    map[string]prometheus.Counter // by outcome
+	tokens   [len(tokenKinds)]prometheus.Counter
+	cost     prometheus.Counter
+	unpriced prometheus.Counter
+}
+
+func (m *Metrics) usageSeriesLocked(model, origin string) *usageSeries {
+	k := [2]string{model, origin}
+	s := m.usage[k]
+	if s == nil {
+		s = &usageSeries{calls: map[string]prometheus.Counter{}}
+		m.usage[k] = s
+	}
+	return s
 }
 
 // ToolCall counts a tool call (the tool registry's Observer).

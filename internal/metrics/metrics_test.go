@@ -146,3 +146,36 @@ func TestAPIRequestsByKeyAndOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageRecorded: the ledger's counters by model and origin, counted
+// through the series UsageRecorded keeps; a kind or outcome never counted
+// has no series.
+func TestUsageRecorded(t *testing.T) {
+	m := New(BuildInfo{})
+	m.UsageRecorded("openai/gpt-4o", "turn", "ok", llm.Usage{InputTokens: 100, OutputTokens: 20}, 0.5, true)
+	m.UsageRecorded("openai/gpt-4o", "turn", "retried", llm.Usage{InputTokens: 50, ReasoningTokens: 3}, 0.25, true)
+	m.UsageRecorded("local/llama", "cron", "ok", llm.Usage{OutputTokens: 7}, 0, false)
+	want := `
+# HELP nanobot_usage_calls_total Model call attempts in the usage ledger (docs/usage.md), by provider/model, origin (turn, api, heartbeat, cron, consolidation, subagent, transcription) and outcome (ok, retried, failed).
+# TYPE nanobot_usage_calls_total counter
+nanobot_usage_calls_total{model="local/llama",origin="cron",outcome="ok"} 1
+nanobot_usage_calls_total{model="openai/gpt-4o",origin="turn",outcome="ok"} 1
+nanobot_usage_calls_total{model="openai/gpt-4o",origin="turn",outcome="retried"} 1
+# HELP nanobot_usage_tokens_total Tokens in the usage ledger, every attempt, by provider/model, origin and kind: input (not from the cache), output, cache_read, cache_write or reasoning (the part of output spent thinking).
+# TYPE nanobot_usage_tokens_total counter
+nanobot_usage_tokens_total{kind="input",model="openai/gpt-4o",origin="turn"} 150
+nanobot_usage_tokens_total{kind="output",model="local/llama",origin="cron"} 7
+nanobot_usage_tokens_total{kind="output",model="openai/gpt-4o",origin="turn"} 20
+nanobot_usage_tokens_total{kind="reasoning",model="openai/gpt-4o",origin="turn"} 3
+# HELP nanobot_usage_cost_usd_total What the priced attempts in the usage ledger cost, in USD, by provider/model and origin; unpriced models count in nanobot_usage_unpriced_calls_total instead.
+# TYPE nanobot_usage_cost_usd_total counter
+nanobot_usage_cost_usd_total{model="openai/gpt-4o",origin="turn"} 0.75
+# HELP nanobot_usage_unpriced_calls_total Attempts of models without a price (prices:), by provider/model and origin.
+# TYPE nanobot_usage_unpriced_calls_total counter
+nanobot_usage_unpriced_calls_total{model="local/llama",origin="cron"} 1
+`
+	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "nanobot_usage_calls_total", "nanobot_usage_tokens_total",
+		"nanobot_usage_cost_usd_total", "nanobot_usage_unpriced_calls_total"); err != nil {
+		t.Error(err)
+	}
+}
