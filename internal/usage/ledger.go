@@ -100,9 +100,9 @@ type Ledger struct {
 	// modelKeys interns "provider/model", the key of the day's groups, so
 	// that counting a record allocates nothing once its group exists.
 	modelKeys map[[2]string]string
-	dirty   bool
-	closed  bool
-	hooks   []func(Record)
+	dirty     bool
+	closed    bool
+	hooks     []func(Record)
 }
 
 var (
