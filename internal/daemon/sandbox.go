@@ -135,7 +135,7 @@ func daemonPorts(cfg *config.Config) []int {
 // dataFiles are the names the daemon keeps (or may keep) in the data dir;
 // they are protected even before they exist.
 var dataFiles = []string{"config.yaml", WebTokenFile, webConversationsFile, PairingFile, "sessions", "telegram-updates.json",
-	discord.CursorFile, filepath.Dir(CronJobsFile), filepath.Dir(HeartbeatStateFile)}
+	discord.CursorFile, filepath.Dir(CronJobsFile), filepath.Dir(HeartbeatStateFile), SessionsMovedFile}
 
 // protectedPaths are what no command may reach, whatever the sandbox grants
 // around them: the data dir (config, web token, pairing, journals,
