@@ -243,15 +243,13 @@ func (g *Gateway) buildChannels() error {
 	g.links.pairing = pairing // /web and /usage's owner read it, web page or not
 	parts := channelParts{pub: g.core.Pub, pairing: pairing, dataDir: g.opts.DataDir, meter: g.core.meter()}
 	if tc := g.cfg.Channels.Telegram; tc.Enabled {
-		run, err := g.addChannel("telegram", func() (channels.Channel, error) {
-			tg, err := newTelegram(g.cfg, parts, g.log.Named("telegram"))
+		webhook := tc.Mode == "webhook"
+		run, err := g.addChannel("telegram", telegram.NewRenderer(), tc.OutputConfig, !webhook, func(cfg *config.Config) (channels.Channel, error) {
+			tg, err := newTelegram(cfg, parts, g.log.Named("telegram"))
 			if err != nil {
 				return nil, err
 			}
-			if err := g.manager.Register(tg, telegram.NewRenderer(), tc.OutputConfig); err != nil {
-				return nil, err
-			}
-			if tc.Mode == "webhook" {
+			if webhook {
 				path, h := tg.WebhookHandler()
 				g.handle("POST "+path, "telegram webhook", h)
 			}
@@ -264,15 +262,8 @@ func (g *Gateway) buildChannels() error {
 	}
 	if dc := g.cfg.Channels.Discord; dc.Enabled {
 		parts.cursors = g.discordCursors()
-		run, err := g.addChannel("discord", func() (channels.Channel, error) {
-			d, err := newDiscord(g.cfg, parts, g.log.Named("discord"))
-			if err != nil {
-				return nil, err
-			}
-			if err := g.manager.Register(d, discord.NewRenderer(0), dc.OutputConfig); err != nil {
-				return nil, err
-			}
-			return d, nil
+		run, err := g.addChannel("discord", discord.NewRenderer(0), dc.OutputConfig, true, func(cfg *config.Config) (channels.Channel, error) {
+			return newDiscord(cfg, parts, g.log.Named("discord"))
 		})
 		if err != nil {
 			return err
@@ -282,17 +273,25 @@ func (g *Gateway) buildChannels() error {
 	return nil
 }
 
-// addChannel builds the supervisor of channel name. A token whose variable
-// is unset is no error: the channel is down with that reason, and the rest
-// of the gateway serves.
-func (g *Gateway) addChannel(name string, build func() (channels.Channel, error)) (*channelRun, error) {
-	run := &channelRun{name: name, log: g.log.Named(name), tokenVar: tokenVar(g.cfg, name)}
+// addChannel builds the supervisor of channel name and routes the
+// channel's messages to it. A token whose variable is unset is no error:
+// the channel is down with that reason, and the rest of the gateway serves.
+// live: build may run again while the daemon runs, for a new token.
+func (g *Gateway) addChannel(name string, r channels.Renderer, out config.OutputConfig, live bool,
+	build func(*config.Config) (channels.Channel, error)) (*channelRun, error) {
+	run := newChannelRun(name, g.log.Named(name), tokenVar(g.cfg, name))
+	if live {
+		run.build = build
+	}
+	if err := g.manager.Register(liveChannel{run}, r, out); err != nil {
+		return nil, fmt.Errorf("channels.%s: %w", name, err)
+	}
 	if problem := g.cfg.ChannelProblem(name); problem != "" {
 		run.problem = errors.New(problem)
 		g.log.Warn("channel not started: its token is missing", zap.String("channel", name), zap.String("reason", problem))
 		return run, nil
 	}
-	ch, err := build()
+	ch, err := build(g.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("channels.%s: %w", name, err)
 	}
