@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/telegramfake"
 )
@@ -32,7 +31,7 @@ func TestSetupTokenAppliesWithoutARestart(t *testing.T) {
 				if err := os.WriteFile(g.configPath(), yaml, 0o600); err != nil {
 					t.Fatal(err)
 				}
-				if g.cfg, err = config.Load(g.configPath()); err != nil {
+				if g.cfg, err = LoadConfig(g.configPath()); err != nil {
 					t.Fatal(err)
 				}
 			}
