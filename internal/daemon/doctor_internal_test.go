@@ -26,7 +26,7 @@ func TestProviderFix(t *testing.T) {
 	}{
 		{"no key", config.ProviderConfig{}, &llm.APIError{Status: 401}, VerdictFail, "set providers.p.api_key (e.g. api_key: ${P_API_KEY}"},
 		{"key refused", withKey, &llm.APIError{Status: 401}, VerdictFail, "the key was refused"},
-		{"quota", withKey, &llm.APIError{Status: 429, Type: "insufficient_quota"}, VerdictFail, "quota or billing"},
+		{"quota", withKey, &llm.APIError{Status: 429, Type: "insufficient_quota", Kind: llm.KindQuota}, VerdictFail, "quota or billing"},
 		{"no model list", withKey, &llm.APIError{Status: 404}, VerdictWarn, "no model list at http://localhost:11434/v1/models"},
 		{"down", withKey, &llm.APIError{Status: 0, Type: "transport", Message: "connection refused"}, VerdictFail, "cannot reach http://localhost:11434/v1"},
 		{"rate-limited", withKey, &llm.APIError{Status: 429}, VerdictFail, "rate-limiting this key"},
