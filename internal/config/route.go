@@ -76,9 +76,7 @@ func (c *Config) resolveDirect(s string) (Route, error) {
 		return Route{}, fmt.Errorf("provider %q is not configured (add providers.%s with kind and base_url, or use one of: %s)",
 			provider, provider, strings.Join(slices.Sorted(maps.Keys(c.Providers)), ", "))
 	}
-	if pc.Kind == "" {
-		pc.Kind = impliedKind(provider)
-	}
+	pc.Kind = kindOf(provider, pc)
 	return Route{
 		Name:           s,
 		Provider:       provider,

@@ -59,13 +59,20 @@ func TestUsedModels(t *testing.T) {
 }
 
 // TestNewProviderCoversEveryKind: newProvider is the one place a kind maps
-// to an adapter, for the router and for doctor; every kind the config
-// accepts must build one that lists models, and any other kind is refused.
+// to an adapter, for the router and for doctor; every row of
+// config.ProviderKinds must build one that lists models, no adapter may be
+// without its row, and any other kind is refused.
 func TestNewProviderCoversEveryKind(t *testing.T) {
-	for _, kind := range append(slices.Clone(config.ProviderKinds), "ollama-native") {
+	names := config.ProviderKindNames()
+	for kind := range adapters {
+		if !slices.Contains(names, kind) {
+			t.Errorf("adapter %q has no row in config.ProviderKinds", kind)
+		}
+	}
+	for _, kind := range append(names, "ollama-native") {
 		t.Run(kind, func(t *testing.T) {
 			p, err := newProvider("p", config.ProviderConfig{Kind: kind, APIKey: "k"}, http.DefaultClient, zap.NewNop())
-			known := slices.Contains(config.ProviderKinds, kind)
+			known := slices.Contains(names, kind)
 			switch {
 			case known && (err != nil || p == nil):
 				t.Errorf("kind %q: %v, %v; want an adapter", kind, p, err)

@@ -86,7 +86,7 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 
 // apiRoot is base_url with /v1beta appended when it has no path of its own;
 // a base_url with a path (a proxy, or .../v1beta written out) is the root.
-// base_url is config's (Load sets config.GeminiBaseURL for a gemini
+// base_url is config's (Load sets its kind row's BaseURL for a gemini
 // provider that leaves it out).
 func apiRoot(base string) string {
 	base = strings.TrimRight(base, "/")
