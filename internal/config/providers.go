@@ -7,16 +7,22 @@ import (
 )
 
 // ProviderKind is one row of the table of provider kinds: what the
-// configuration knows of a kind (the wire protocol an entry under
-// providers speaks). Its adapter (internal/provider/<folder>) builds the
-// client and reads its own errors; internal/daemon maps each row's Name to
-// that constructor (TestNewProviderCoversEveryKind). Nothing else in the
-// configuration names a vendor: Load, Validate, KeyVar and ProviderProblem
-// read this table.
+// configuration knows of a kind (a vendor, or a wire protocol many servers
+// speak, that an entry under providers names). Its adapter
+// (internal/provider/<folder>) builds the client and reads its own errors;
+// internal/daemon maps each adapter name to that constructor
+// (TestNewProviderCoversEveryKind). Nothing else in the configuration names
+// a vendor: Load, Validate, KeyVar, ProviderProblem and status read this
+// table.
 type ProviderKind struct {
 	// Name is the value of providers.<name>.kind; an entry that sets no
 	// kind has the kind its own name names (providers.gemini).
 	Name string
+	// Adapter names the adapter that speaks the kind's protocol
+	// (internal/daemon's adapters); empty means Name. A vendor whose
+	// server speaks a protocol nanobot has an adapter for is a row with
+	// its address and key variable and that adapter: nothing else.
+	Adapter string
 	// Protocol says in a few words what the kind speaks, for messages
 	// ("OpenAI-compatible Chat Completions: OpenAI, OpenRouter, Ollama, vLLM").
 	Protocol string
@@ -71,6 +77,14 @@ func LookupProviderKind(name string) (ProviderKind, bool) {
 		return ProviderKind{}, false
 	}
 	return ProviderKinds[i], true
+}
+
+// AdapterName is the adapter that serves the kind.
+func (k ProviderKind) AdapterName() string {
+	if k.Adapter != "" {
+		return k.Adapter
+	}
+	return k.Name
 }
 
 // Accepts reports whether providers.<name>.<key> applies to this kind.

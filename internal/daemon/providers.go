@@ -25,10 +25,11 @@ type modelProvider interface {
 // adapterFunc builds the adapter of providers.<name>.
 type adapterFunc func(name string, pc config.ProviderConfig, hc *http.Client, log *zap.Logger) modelProvider
 
-// adapters holds the constructor of each row of config.ProviderKinds (the
-// row says what the configuration knows of the kind: its default address,
-// its key's variable, its options; the adapter reads its own errors).
-// TestNewProviderCoversEveryKind keeps the two the same set.
+// adapters holds the constructor of each adapter a row of
+// config.ProviderKinds names (the row says what the configuration knows of
+// the kind: its default address, its key's variable, its options; the
+// adapter reads its own errors). TestNewProviderCoversEveryKind holds every
+// row to an adapter and every adapter to a row.
 var adapters = map[string]adapterFunc{
 	openai.API: func(name string, pc config.ProviderConfig, hc *http.Client, log *zap.Logger) modelProvider {
 		return openai.New(name, pc, hc, log)
@@ -48,8 +49,10 @@ var adapters = map[string]adapterFunc{
 // the one place a kind maps to an adapter, so doctor calls what the
 // gateway's router calls.
 func newProvider(name string, pc config.ProviderConfig, hc *http.Client, log *zap.Logger) (modelProvider, error) {
-	if build, ok := adapters[pc.Kind]; ok {
-		return build(name, pc, hc, log), nil
+	if k, ok := config.LookupProviderKind(pc.Kind); ok {
+		if build, ok := adapters[k.AdapterName()]; ok {
+			return build(name, pc, hc, log), nil
+		}
 	}
 	return nil, fmt.Errorf("providers.%s.kind: %q is not supported (one of %s)", name, pc.Kind, strings.Join(config.ProviderKindNames(), ", "))
 }
