@@ -34,7 +34,8 @@ var allowed = []struct {
 	{"internal/workspace", []string{"internal/filelock", "internal/bytesize"}},
 	{"internal/skills", nil},
 	{"internal/inbox", []string{"internal/workspace"}},
-	{"internal/channels/clock", nil},
+	// clock is the one time source tests move (docs/architecture.md, "Time").
+	{"internal/clock", nil},
 	{"internal/bus", []string{"internal/llm"}},
 	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/commands"}},
 	{"internal/history", []string{"internal/llm", "internal/bytesize"}},
@@ -45,9 +46,9 @@ var allowed = []struct {
 	{"internal/usage", []string{"internal/llm", "internal/history", "internal/atomicfile", "internal/config", "internal/usage"}},
 	{"internal/session/jsstore", []string{"internal/llm", "internal/bus/natsbus", "internal/config", "internal/session"}},
 	{"internal/memory", []string{"internal/llm", "internal/history", "internal/workspace", "internal/filelock", "internal/usage"}},
-	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider", "internal/bytesize", "internal/usage"}},
+	{"internal/provider", []string{"internal/llm", "internal/config", "internal/logging", "internal/provider", "internal/bytesize", "internal/usage", "internal/clock"}},
 	{"internal/tools", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/workspace", "internal/tools", "internal/bytesize"}},
-	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize", "internal/filelock", "internal/atomicfile", "internal/workspace", "internal/usage"}},
+	{"internal/channels", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/inbox", "internal/commands", "internal/bytesize", "internal/filelock", "internal/atomicfile", "internal/workspace", "internal/usage", "internal/clock"}},
 	{"internal/channels/pairingkv", []string{"internal/bus/natsbus", "internal/config", "internal/channels"}},
 	{"internal/channels/cursorkv", []string{"internal/bus/natsbus", "internal/config"}},
 	// The lab: fakes and helpers for tests (and the bench module, bench/).
@@ -62,7 +63,7 @@ var allowed = []struct {
 	{"internal/httpguard", nil},
 	{"internal/api", []string{"internal/llm", "internal/bus", "internal/channels", "internal/config", "internal/inbox"}},
 	{"internal/web", []string{"internal/llm", "internal/bus", "internal/config", "internal/channels", "internal/session", "internal/history", "internal/logging", "internal/workspace", "internal/inbox", "internal/bytesize", "internal/atomicfile", "internal/usage"}},
-	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/channels/clock"}},
+	{"internal/mcp", []string{"internal/llm", "internal/config", "internal/logging", "internal/tools", "internal/clock"}},
 	// The daemon is the only composition root: the command parses flags,
 	// loads the config and prints what the daemon built or found (doctor,
 	// status, pairing included), so no command builds a provider, a channel

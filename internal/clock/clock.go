@@ -1,6 +1,10 @@
-// Package clock is the time source of the channel machinery: the real clock
-// and a fake one that moves only when a test says so, so that throttling,
-// typing refreshes, retry waits and idle reaping are tested without sleeping.
+// Package clock is the one seam through which tests move time: the real
+// clock (System), a fake that moves only when a test says so (Fake), and
+// Func for a test that only reads a time it sets. Code whose timing is
+// tested (throttling, typing refreshes, retry and backoff waits, circuit
+// breakers, idle reaping, expiry, cron) takes a Clock; nothing else in the
+// product is a time seam (docs/architecture.md, "Time"). It is a leaf: any
+// package may import it.
 package clock
 
 import (
