@@ -52,3 +52,13 @@ func Sleep(ctx context.Context, clock Clock, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// Func is a Clock whose Now is f and whose timers are real: for a test that
+// reads a time it sets (an expiry, a date) and waits for nothing.
+type Func func() time.Time
+
+// Now returns f().
+func (f Func) Now() time.Time { return f() }
+
+// NewTimer returns a real timer.
+func (Func) NewTimer(d time.Duration) Timer { return System{}.NewTimer(d) }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bytesize"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -65,7 +66,7 @@ func newPanelEnv(t *testing.T) *panelEnv {
 	p := &panelEnv{cron: &memCron{jobs: []CronJob{{ID: "j1", Session: "telegram:42", Schedule: "every 1h", Message: "drink water"}}}}
 	p.env = newEnv(t, func(_ *config.WebChannelConfig, d *Deps) {
 		p.pairing = channels.NewPairingStore(filepath.Join(t.TempDir(), "pairing.json"))
-		l, err := usage.Open(t.TempDir(), usage.Options{Now: d.Now, Prices: usage.NewPriceTable(nil), Log: zaptest.NewLogger(t)})
+		l, err := usage.Open(t.TempDir(), usage.Options{Clock: clock.Func(d.Now), Prices: usage.NewPriceTable(nil), Log: zaptest.NewLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
