@@ -61,7 +61,7 @@ func newWorld(t *testing.T) *world {
 	acfg.MaxTokens, acfg.DraftInterval = 1000, time.Nanosecond
 	ag := agent.New(acfg,
 		agent.Deps{Model: w.router, Sessions: w.store, Tools: w.reg, Out: w.bus,
-			Prompt: &agent.PromptBuilder{Workspace: w.ws, Files: wstest.Files(t, w.ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test"}, Now: w.clock.Now}, w.log)
+			Prompt: &agent.PromptBuilder{Workspace: w.ws, Files: wstest.Files(t, w.ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test"}, Clock: clock.Func(w.clock.Now)}, w.log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	agentDone := make(chan struct{})
