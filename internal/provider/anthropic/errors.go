@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider/httpcall"
@@ -83,7 +84,7 @@ func (p *Provider) apiError(resp *http.Response, raw []byte) *llm.APIError {
 	}
 	if resp.StatusCode >= 400 {
 		out.Status = resp.StatusCode
-		out.RetryAfter = httpcall.RetryAfterMs(resp.Header, p.now())
+		out.RetryAfter = httpcall.RetryAfterMs(resp.Header, time.Now())
 	}
 	if out.Message == "" {
 		out.Message = cause.body

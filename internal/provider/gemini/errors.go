@@ -54,7 +54,7 @@ func (p *Provider) statusError(resp *http.Response) error {
 	}
 	out.Kind = vocabulary.Kind(out.Status, out.Type, out.Message)
 	if out.RetryAfter == 0 {
-		out.RetryAfter = httpcall.RetryAfter(resp.Header, p.now())
+		out.RetryAfter = httpcall.RetryAfter(resp.Header, time.Now())
 	}
 	return out
 }

@@ -56,8 +56,7 @@ type Provider struct {
 	http    *http.Client
 	log     *zap.Logger
 	timeout time.Duration
-	// now and newID are replaced in tests.
-	now   func() time.Time
+	// newID is replaced in tests.
 	newID func() string
 }
 
@@ -79,7 +78,6 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 		http:    httpClient,
 		log:     log,
 		timeout: cfg.Timeout,
-		now:     time.Now,
 		newID:   randomCallID,
 	}
 }

@@ -96,7 +96,7 @@ func (p *Provider) callError(parent, ctx context.Context, d *doer, err error) er
 		// checks); retrying the same request cannot help.
 		return fmt.Errorf("%s: build request: %w", p.name, err)
 	}
-	retry := httpcall.RetryAfterMs(d.header, p.now())
+	retry := httpcall.RetryAfterMs(d.header, time.Now())
 	var apiErr *goopenai.APIError
 	if errors.As(err, &apiErr) {
 		status := apiErr.HTTPStatusCode
