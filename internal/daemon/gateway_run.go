@@ -15,14 +15,19 @@ import (
 	"github.com/nanobot-go/nanobot/internal/httpguard"
 )
 
-// Stop deadlines of the gateway's stages (see stages), past the grace of
-// the running turns (gateway.shutdown_grace) and the outbound flush.
+// Stop deadlines of the gateway's stages (see stages), besides the grace
+// of the running turns (gateway.shutdown_grace, which the intake's stop
+// counts against) and the outbound flush (outboundFlush). Each only bounds
+// a part that hangs: the parts stop at once when nothing is in flight.
+// With outboundDrain and Core.Close's wait for abandoned tool calls (5 s)
+// they bound the shutdown to gateway.shutdown_grace + 24 s
+// (docs/operations.md#shutdown).
 const (
-	intakeStop   = 10 * time.Second
-	mcpStop      = 5 * time.Second
-	apiStop      = 2 * time.Second
-	busStop      = 10 * time.Second
-	listenerStop = 5 * time.Second
+	intakeStop   = 5 * time.Second
+	mcpStop      = 2 * time.Second
+	apiStop      = 1 * time.Second
+	busStop      = 3 * time.Second
+	listenerStop = 1 * time.Second
 )
 
 // Run serves until ctx ends, then shuts down in order

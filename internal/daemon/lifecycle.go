@@ -35,8 +35,9 @@ type stage struct {
 }
 
 // stuckAfter is how long a stage may take to return once its deadline
-// has passed and its work was cancelled, before it is reported as stuck.
-const stuckAfter = 2 * time.Second
+// has passed and its work was cancelled, before it is reported as stuck:
+// as long as the outbound manager's calls in flight may take to end.
+const stuckAfter = outboundDrain
 
 // StuckError reports a stage that did not stop within its deadline and
 // stuckAfter; shutdown went on without it.
