@@ -104,9 +104,13 @@ func (g *Gateway) stages(intake context.Context, fatal context.CancelCauseFunc) 
 				return err
 			},
 			stop: func(ctx context.Context) error {
-				err := srv.Shutdown(ctx)
-				_, werr := listener.wait(ctx)
-				return errors.Join(err, werr)
+				if err := srv.Shutdown(ctx); err != nil {
+					// Connections still busy at the deadline (a slow client):
+					// they are cut, as a supervisor's kill would.
+					g.log.Warn("closing the HTTP connections still open", zap.Error(err))
+					_ = srv.Close()
+				}
+				return listener.eg.Wait() // Serve returns once shut down or closed
 			}},
 		{name: "bus", deadline: busStop,
 			start: func() error {
