@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
-	"github.com/nanobot-go/nanobot/internal/config"
 )
 
 // Backoff for a channel whose token the platform refused: its "who am I"
@@ -61,6 +60,11 @@ func (r *channelRun) set(err error) {
 	r.problem = err
 }
 
+// tokenChecker is the part of channels.Adapter a supervisor needs.
+type tokenChecker interface {
+	Check(ctx context.Context) (string, error)
+}
+
 // run checks the token until it is accepted (or the platform cannot be
 // reached, which the adapter's own reconnecting handles), then runs the
 // adapter until ctx ends.
@@ -98,14 +102,9 @@ func (r *channelRun) run(ctx context.Context) {
 }
 
 func (r *channelRun) tokenHint() string {
-	key := "channels." + r.name + ".token"
+	key := ChannelTokenKey(r.name)
 	if r.tokenVar != "" {
 		return fmt.Sprintf("put a valid token in %s (%s)", r.tokenVar, key)
 	}
 	return "put a valid token in " + key
-}
-
-// tokenVar is the variable channels.<name>.token is read from, or "".
-func tokenVar(cfg *config.Config, name string) string {
-	return cfg.SecretVars["channels."+name+".token"].Name
 }

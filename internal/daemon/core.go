@@ -24,6 +24,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/agent/agentconfig"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/health"
 	"github.com/nanobot-go/nanobot/internal/logging"
@@ -339,4 +340,21 @@ func (c *Core) Close() error {
 		c.log.Warn("tool calls still running at shutdown", zap.Error(err))
 	}
 	return errors.Join(c.Sessions.Close(), c.Usage.Close(), c.root.Close(), c.files.Close())
+}
+
+// LoadConfig is config.Load with the channel table's sections: how every
+// command reads the configuration file.
+func LoadConfig(path string) (*config.Config, error) {
+	return config.Load(path, kinds.Sections()...)
+}
+
+// DefaultConfig is config.Defaults with the channel table's sections.
+func DefaultConfig() config.Config {
+	return config.Defaults(kinds.Sections()...)
+}
+
+// StarterYAML is config.StarterYAML with the channel table's sections: the
+// file `nanobot onboard` writes.
+func StarterYAML(workspace string) []byte {
+	return config.StarterYAML(workspace, kinds.Sections()...)
 }

@@ -67,7 +67,7 @@ func TestSetupViewInTheBrowser(t *testing.T) {
 	g.waitReady(true)
 
 	// A later start reads the key from the secrets file: no setup view.
-	cfg, err := config.Load(g.configPath())
+	cfg, err := LoadConfig(g.configPath())
 	if err != nil || cfg.Providers["openai"].APIKey != openaifake.DefaultAPIKey || cfg.ProviderProblem("openai") != "" {
 		t.Errorf("reloaded config: key %q, problem %q, err %v", cfg.Providers["openai"].APIKey, cfg.ProviderProblem("openai"), err)
 	}

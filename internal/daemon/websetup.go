@@ -14,6 +14,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/atomicfile"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/web"
 )
@@ -110,27 +111,22 @@ func testKey(ctx context.Context, cfg *config.Config, name, key string) (string,
 
 func testToken(ctx context.Context, cfg *config.Config, dataDir, channel, token string) (string, error) {
 	token = strings.TrimSpace(token)
-	c := *cfg
-	var build func() (tokenChecker, error)
-	parts := channelParts{pub: bus.New(1), pairing: channels.NewPairingStore(filepath.Join(dataDir, PairingFile)), dataDir: dataDir}
-	switch channel {
-	case "telegram":
-		if !config.ValidTelegramToken(token) {
-			return "", errors.New("that is not a Telegram bot token: it looks like 123456789:AAF… (from @BotFather)")
-		}
-		// Only getMe runs: who may talk to the bot does not matter here,
-		// and an empty allowlist (not set up yet) must not stop the check.
-		c.Channels.Telegram.Token, c.Channels.Telegram.Policy = token, "open"
-		build = func() (tokenChecker, error) { return newTelegram(&c, parts, zap.NewNop()) }
-	case "discord":
-		if !config.ValidDiscordToken(token) {
-			return "", errors.New("that is not a Discord bot token: three parts joined by dots (developer portal → Bot → Reset Token)")
-		}
-		c.Channels.Discord.Token, c.Channels.Discord.Policy = token, "open"
-		build = func() (tokenChecker, error) { return newDiscord(&c, parts, zap.NewNop()) }
-	default:
-		return "", fmt.Errorf("channel %q takes no token here (telegram or discord)", channel)
+	k, ok := kinds.ByName(channel)
+	if !ok {
+		return "", fmt.Errorf("channel %q takes no token here (%s)", channel, strings.Join(ChannelNames(), " or "))
 	}
+	if k.TokenShape != nil {
+		if err := k.TokenShape(token); err != nil {
+			return "", err
+		}
+	}
+	// Only the "who am I" runs, on a copy with the token and policy open.
+	c, ok := cfg.WithChannelToken(channel, token)
+	if !ok {
+		return "", fmt.Errorf("channel %q takes no token here", channel)
+	}
+	parts := channelParts{pub: bus.New(1), pairing: channels.NewPairingStore(filepath.Join(dataDir, PairingFile)), dataDir: dataDir}
+	build := func() (channels.Adapter, error) { return newAdapter(c, k, parts, zap.NewNop()) }
 	ch, err := build()
 	if err != nil {
 		return "", err
@@ -154,7 +150,7 @@ func secretKeys(in SetupInput) map[string]string {
 		set["providers."+in.Provider+".api_key"] = strings.TrimSpace(in.Key)
 	}
 	if in.Channel != "" {
-		set["channels."+in.Channel+".token"] = strings.TrimSpace(in.Token)
+		set[ChannelTokenKey(in.Channel)] = strings.TrimSpace(in.Token)
 	}
 	return set
 }
@@ -184,7 +180,7 @@ func (s webSetup) State() web.SetupState {
 		}
 		st.Providers = append(st.Providers, p)
 	}
-	for _, name := range []string{"telegram", "discord"} {
+	for _, name := range ChannelNames() {
 		c := web.SetupChannel{Name: name}
 		for _, run := range g.channels {
 			if run.name == name {
@@ -216,7 +212,7 @@ func (s webSetup) Save(ctx context.Context, in SetupInput) (web.SaveResult, erro
 		res.Applied = append(res.Applied, "providers."+in.Provider+".api_key")
 	}
 	if in.Channel != "" {
-		res.Restart = append(res.Restart, "channels."+in.Channel+".token")
+		res.Restart = append(res.Restart, ChannelTokenKey(in.Channel))
 	}
 	path, err := SaveSecrets(g.opts.DataDir, secretKeys(in))
 	if err != nil {
@@ -224,4 +220,22 @@ func (s webSetup) Save(ctx context.Context, in SetupInput) (web.SaveResult, erro
 	}
 	res.File = path
 	return res, nil
+}
+
+// ChannelNames are the chat channels of the channel table, in its order.
+func ChannelNames() []string {
+	names := make([]string, len(kinds.All))
+	for i, k := range kinds.All {
+		names[i] = k.Name
+	}
+	return names
+}
+
+// ChannelTokenKey is the key of channel's credential
+// (channels.<name>.token), the one the secrets overlay sets.
+func ChannelTokenKey(channel string) string {
+	if k, ok := kinds.ByName(channel); ok && k.Section.TokenKey != "" {
+		return "channels." + channel + "." + k.Section.TokenKey
+	}
+	return "channels." + channel + ".token"
 }

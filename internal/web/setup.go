@@ -58,7 +58,7 @@ type SetupChannel struct {
 type SetupInput struct {
 	Provider string `json:"provider,omitempty"`
 	Key      string `json:"key,omitempty"`
-	// Channel is telegram or discord, with Token its bot token.
+	// Channel is a chat channel of Status.Channels, with Token its bot token.
 	Channel string `json:"channel,omitempty"`
 	Token   string `json:"token,omitempty"`
 }

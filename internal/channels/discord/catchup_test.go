@@ -11,7 +11,6 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/clock"
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
 )
 
@@ -112,7 +111,7 @@ func TestCatchUpDoesNotRepeatAnswersAcrossRestarts(t *testing.T) {
 func TestCatchUpLooksBackOnlyAsFarAsConfigured(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	window := func(c *config.DiscordConfig) { c.CatchUp = 200 * time.Millisecond }
+	window := func(c *discord.Config) { c.CatchUp = 200 * time.Millisecond }
 	e := start(t, setup{dataDir: dir, agent: echo, cfg: window})
 	alice := e.fake.NewUser("alice")
 	dm := e.fake.AddDM(alice)
@@ -176,7 +175,7 @@ func TestCaughtUpMessagesPassTheSameGates(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	var owner discordfake.User
-	allow := func(c *config.DiscordConfig) { c.AllowFrom = []string{owner.ID} }
+	allow := func(c *discord.Config) { c.AllowFrom = []string{owner.ID} }
 	s := setup{dataDir: dir, agent: echo, cfg: allow, before: func(f *discordfake.Server) { owner = f.NewUser("owner") }}
 	e := start(t, s)
 	_, general, stranger := e.guild()

@@ -195,9 +195,9 @@ func (c *Channel) guildGate(ctx context.Context, guildID, channelID, sender stri
 	}
 	if ci.thread && ci.parentID != "" {
 		parent = ci.parentID
-		a.Msg.SessionKey = Name + ":" + parent + ":thread:" + channelID
-		a.Msg.Metadata["thread_id"] = channelID
-		a.Msg.Metadata["parent_id"] = parent
+		a.Msg.Metadata[MetaThreadID] = channelID
+		a.Msg.Metadata[MetaParentID] = parent
+		a.Msg.SessionKey = SessionKey(channels.Chat{ID: channelID, Metadata: a.Msg.Metadata})
 	}
 	if len(c.cfg.AllowChannels) > 0 && !slices.Contains(c.cfg.AllowChannels, channelID) &&
 		!slices.Contains(c.cfg.AllowChannels, parent) {

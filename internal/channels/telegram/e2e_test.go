@@ -107,7 +107,7 @@ type opts struct {
 	srv     *telegramfake.Server
 	data    string
 	work    string
-	cfg     func(*config.TelegramConfig)
+	cfg     func(*telegram.Config)
 	deps    func(*telegram.Deps)
 	reply   func(bus.InboundMessage) []bus.OutboundMessage
 	noAck   bool
@@ -135,7 +135,7 @@ func start(t testing.TB, o opts) *env {
 		log = zaptest.NewLogger(t)
 	}
 	defaults := config.Defaults()
-	cfg := defaults.Channels.Telegram
+	cfg := *telegram.Of(&defaults)
 	cfg.Enabled, cfg.Token, cfg.APIURL = true, telegramfake.Token, e.srv.URL()
 	cfg.AllowFrom = []string{strconv.Itoa(owner)}
 	cfg.PollTimeout, cfg.StallGrace, cfg.MaxMediaBytes = time.Second, 300*time.Millisecond, 1<<20
@@ -305,7 +305,7 @@ func TestDeniedSenderCostsNothing(t *testing.T) {
 }
 
 func TestPairingFlow(t *testing.T) {
-	e := start(t, opts{cfg: func(c *config.TelegramConfig) { c.Policy, c.AllowFrom = "pairing", nil }})
+	e := start(t, opts{cfg: func(c *telegram.Config) { c.Policy, c.AllowFrom = "pairing", nil }})
 	e.srv.PushMessage(telegramfake.DM(777, "hi"))
 	e.srv.Wait(t, "pairing code", func() bool { return len(e.srv.Visible(777)) == 1 })
 	code := regexp.MustCompile(`approve ([A-Z0-9]{8})`).FindStringSubmatch(e.srv.Visible(777)[0])
@@ -506,7 +506,7 @@ func TestPollingStallRecovered(t *testing.T) {
 // ready as soon as Telegram accepts polling, while that first long poll is
 // still pending, not when it returns.
 func TestReadyWhileTheFirstLongPollIsPending(t *testing.T) {
-	e := start(t, opts{cfg: func(c *config.TelegramConfig) { c.PollTimeout = 30 * time.Second }})
+	e := start(t, opts{cfg: func(c *telegram.Config) { c.PollTimeout = 30 * time.Second }})
 	e.srv.Wait(t, "a long poll in flight", func() bool { return e.srv.LongPolls() == 1 })
 	if err := e.ch.Healthy(); err != nil {
 		t.Fatalf("Healthy() = %v while polling, want ready", err)
@@ -524,7 +524,7 @@ func TestReadyWhileTheFirstLongPollIsPending(t *testing.T) {
 // A failed poll makes the channel not ready; the next short poll that
 // answers makes it ready again, without waiting for a long poll to end.
 func TestNotReadyAfterAFailedPollUntilTelegramAnswers(t *testing.T) {
-	e := start(t, opts{cfg: func(c *config.TelegramConfig) { c.PollTimeout = 30 * time.Second }})
+	e := start(t, opts{cfg: func(c *telegram.Config) { c.PollTimeout = 30 * time.Second }})
 	e.srv.Wait(t, "a long poll in flight", func() bool { return e.srv.LongPolls() == 1 })
 	// Two failures in a row: the channel is not ready through both backoffs.
 	e.srv.Inject("getUpdates", telegramfake.Fault{Kind: telegramfake.ServerError, Times: 2})
@@ -767,7 +767,7 @@ func TestRestartNeitherLosesNorRepeats(t *testing.T) {
 }
 
 func TestWebhookMode(t *testing.T) {
-	e := start(t, opts{cfg: func(c *config.TelegramConfig) {
+	e := start(t, opts{cfg: func(c *telegram.Config) {
 		c.Mode, c.WebhookURL, c.WebhookSecret = "webhook", "https://bot.example.com/tg/hook", "s3cret"
 	}})
 	path, h := e.ch.WebhookHandler()
@@ -820,7 +820,7 @@ func BenchmarkFirstVisibleText(b *testing.B) {
 			name = "no-journal"
 		}
 		b.Run(name, func(b *testing.B) {
-			e := start(b, opts{log: zap.NewNop(), cfg: func(c *config.TelegramConfig) { c.PollTimeout = 10 * time.Second },
+			e := start(b, opts{log: zap.NewNop(), cfg: func(c *telegram.Config) { c.PollTimeout = 10 * time.Second },
 				deps: func(d *telegram.Deps) {
 					d.Limits.RatePerMinute = 1 << 30
 					if !journal {

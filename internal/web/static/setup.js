@@ -1,6 +1,6 @@
 // The first-run setup view (docs/web.md#setup): shown instead of the chat
 // while the model provider in use has no key. Pick a provider, paste its key,
-// test it live, save it; optionally the same for a Telegram or Discord bot
+// test it live, save it; optionally the same for a chat channel's bot
 // token. Keys go to the server and never come back: the view learns only
 // what is missing. It imports only api.js; app.js loads it on demand.
 import { api } from './api.js';
@@ -58,8 +58,9 @@ export async function showSetup() {
   const save = el('button', { id: 'setup-save', type: 'submit', text: 'Save and start chatting' });
   const out = el('p', { id: 'setup-result', role: 'status' });
 
+  // One option per chat channel the daemon has (its channel table).
   const channel = el('select', { id: 'setup-channel', 'aria-label': 'channel' },
-    el('option', { value: 'telegram', text: 'Telegram' }), el('option', { value: 'discord', text: 'Discord' }));
+    ...(state.channels || []).map((c) => el('option', { value: c.name, text: c.name.charAt(0).toUpperCase() + c.name.slice(1) })));
   const token = el('input', { id: 'setup-token', type: 'password', autocomplete: 'off', placeholder: 'bot token (optional)', 'aria-label': 'bot token' });
   const tokenTest = el('button', { id: 'setup-token-test', type: 'button', text: 'Test' });
   const tokenSave = el('button', { id: 'setup-token-save', type: 'button', text: 'Save' });
