@@ -34,6 +34,12 @@ type Kind struct {
 	// New builds the adapter for the gateway and for doctor's token check.
 	// It does no I/O.
 	New func(cfg *config.Config, deps Deps) (Adapter, error)
+	// Renderer is how replies are rendered for the platform, and Output the
+	// section's reply settings (streaming, edit interval). They belong to
+	// the row, not to a built adapter: the manager routes to a channel
+	// before its adapter exists (a token pasted later, docs/web.md).
+	Renderer func() Renderer
+	Output   func(cfg *config.Config) config.OutputConfig
 	// TokenShape says what is wrong with a pasted credential's shape (the
 	// web page's setup view checks it before calling the platform); nil
 	// checks none.
@@ -86,17 +92,13 @@ type Chat struct {
 	Metadata map[string]string
 }
 
-// Adapter is what a Kind builds: the channel itself, how its text is
-// rendered and, when it has them, HTTP routes the gateway mounts.
+// Adapter is what a Kind builds: the channel itself, its credential check
+// and, when it has them, HTTP routes the gateway mounts.
 type Adapter interface {
 	Channel
 	// Check calls the platform once with the credential and says who the
 	// bot is (doctor); ErrTokenRefused when the platform refuses it.
 	Check(ctx context.Context) (string, error)
-	// Renderer is how replies are rendered for the platform.
-	Renderer() Renderer
-	// Output is the section's reply settings (streaming, edit interval).
-	Output() config.OutputConfig
 }
 
 // Route is one HTTP handler an adapter mounts on gateway.listen.

@@ -187,6 +187,18 @@ func splitSections(settings map[string]any, sections []ChannelSection) (map[stri
 // not set up yet must not stop it). c and its section are not changed;
 // false when c has no such section.
 func (c *Config) WithChannelToken(name, token string) (*Config, bool) {
+	return c.withCredential(name, token, true)
+}
+
+// WithChannelCredential returns a copy of c whose channels.<name> has token
+// as its credential and is otherwise the same, access policy included: the
+// config a running channel is rebuilt from when a token is pasted in the
+// setup view. c is not changed; false when c has no such section.
+func (c *Config) WithChannelCredential(name, token string) (*Config, bool) {
+	return c.withCredential(name, token, false)
+}
+
+func (c *Config) withCredential(name, token string, open bool) (*Config, bool) {
 	s, v, ok := c.Channels.section(name)
 	if !ok || s.TokenKey == "" {
 		return nil, false
@@ -194,7 +206,9 @@ func (c *Config) WithChannelToken(name, token string) (*Config, bool) {
 	cp := reflect.New(v.Type())
 	cp.Elem().Set(v)
 	setField(cp.Elem(), s.TokenKey, token)
-	setField(cp.Elem(), "policy", "open")
+	if open {
+		setField(cp.Elem(), "policy", "open")
+	}
 	out := *c
 	out.Channels.Kinds = maps.Clone(c.Channels.Kinds)
 	out.Channels.Kinds[name] = cp.Interface()

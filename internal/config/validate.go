@@ -563,7 +563,12 @@ func (c *Config) validateUsage(p *Problems) {
 	}
 	if b.Timezone != "" {
 		if _, err := time.LoadLocation(b.Timezone); err != nil {
-			p.Add("budget.timezone", "must be an IANA time zone such as Europe/Berlin or UTC, got %q", b.Timezone)
+			if _, probe := time.LoadLocation("America/New_York"); probe != nil {
+				// The binary embeds no zone data (docs/usage.md): the system's is missing.
+				p.Add("budget.timezone", "%q cannot be used: this machine has no time zone data (install the tzdata package), or use UTC", b.Timezone)
+			} else {
+				p.Add("budget.timezone", "must be an IANA time zone such as Europe/Berlin or UTC, got %q", b.Timezone)
+			}
 		}
 	}
 	if b.Reroute != "" {

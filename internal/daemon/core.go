@@ -150,6 +150,22 @@ type Publisher interface {
 	PublishOutbound(ctx context.Context, m bus.OutboundMessage) error
 }
 
+// SessionsMovedFile, in the data dir, marks that the one-time move of an
+// old <workspace>/sessions/ ran (session.MoveDir): while it exists no
+// sessions/ in the workspace is imported again. It lies where no command
+// may write (the sandbox protects it), so a command cannot remove it to
+// have a planted directory imported. Deleting it by hand imports again.
+const SessionsMovedFile = "sessions-moved.json"
+
+// sessionsMovedPath is SessionsMovedFile in dataDir; "" (no marker, the
+// move runs at each start) without a data dir.
+func sessionsMovedPath(dataDir string) string {
+	if dataDir == "" {
+		return ""
+	}
+	return filepath.Join(dataDir, SessionsMovedFile)
+}
+
 // checkRole refuses a role the bus cannot serve.
 func checkRole(cfg *config.Config, role string) error {
 	switch role {
@@ -226,8 +242,11 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (_ *Core, err erro
 		return nil, err
 	}
 	// Sessions live outside the workspace (docs/sessions.md); an old one's
-	// move is finished before anything opens a session file or runs a tool.
-	if _, err := session.MoveDir(filepath.Join(ws, workspace.SessionsDir), cfg.Agents.SessionsDir, log.Named("session")); err != nil {
+	// move is finished before anything opens a session file or runs a tool,
+	// and it runs once ever: the marker in the data dir keeps a sessions/
+	// a command plants later from being imported.
+	if _, err := session.MoveDir(filepath.Join(ws, workspace.SessionsDir), cfg.Agents.SessionsDir,
+		sessionsMovedPath(opts.DataDir), log.Named("session")); err != nil {
 		return nil, err
 	}
 	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: cfg.Tools.RestrictToWorkspace, SessionsDir: cfg.Agents.SessionsDir})

@@ -45,7 +45,7 @@ func checkDirs(r *Report, cfg *config.Config, data string) {
 			r.add("workspace", VerdictOK, ws+" is writable", "")
 		}
 	}
-	checkSessionsDir(r, cfg)
+	checkSessionsDir(r, cfg, data)
 	checkWorkspaceFiles(r, ws)
 	if err := writable(data); err != nil {
 		s := VerdictWarn
@@ -60,8 +60,9 @@ func checkDirs(r *Report, cfg *config.Config, data string) {
 
 // checkSessionsDir checks that agents.sessions_dir is (or can be created)
 // writable, and warns about an old <workspace>/sessions/ the gateway has not
-// moved yet, or could not move whole: there the tools can reach it.
-func checkSessionsDir(r *Report, cfg *config.Config) {
+// moved yet, or could not move whole: there the tools can reach it. After
+// the one-time move (SessionsMovedFile in data) one is never imported.
+func checkSessionsDir(r *Report, cfg *config.Config, data string) {
 	dir := cfg.Agents.SessionsDir
 	// The store creates the directory on the first write: what must be
 	// writable is the directory or, before then, its nearest parent.
@@ -82,6 +83,9 @@ func checkSessionsDir(r *Report, cfg *config.Config) {
 		if fi.Mode()&os.ModeSymlink != 0 {
 			r.add("old sessions", VerdictWarn, old+" is a link in the workspace; the gateway never follows it (a command may have planted it)",
 				"remove the link; if it led to real session files, move them into "+dir+" by hand")
+		} else if _, err := os.Stat(sessionsMovedPath(data)); data != "" && err == nil {
+			r.add("old sessions", VerdictWarn, old+" is a directory in the workspace after the one-time move of old sessions; the gateway does not import it (the move left it, or a command planted it)",
+				"move real session files into "+dir+" by hand, then delete "+old)
 		} else {
 			r.add("old sessions", VerdictWarn, old+" is still a directory in the workspace, where tools may reach it",
 				"start the gateway: it moves the session files to "+dir+" at start (its log says what it left; move or delete that by hand)")

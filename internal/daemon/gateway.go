@@ -250,15 +250,20 @@ func (g *Gateway) buildChannels() error {
 		if !k.Enabled(g.cfg) {
 			continue
 		}
-		run, err := g.addChannel(k.Name, func() (channels.Channel, error) {
-			a, err := newAdapter(g.cfg, k, parts, g.log.Named(k.Name))
+		// An adapter's HTTP routes are mounted at start only: one built
+		// later for a new token (SetToken) must not mount them again.
+		started := false
+		run, err := g.addChannel(k, func(cfg *config.Config) (channels.Channel, error) {
+			a, err := newAdapter(cfg, k, parts, g.log.Named(k.Name))
 			if err != nil {
 				return nil, err
 			}
-			if err := g.manager.Register(a, a.Renderer(), a.Output()); err != nil {
-				return nil, err
-			}
-			if r, ok := a.(channels.Router); ok {
+			if r, ok := a.(channels.Router); ok && len(r.Routes()) > 0 {
+				if started {
+					// Its handler is on the listener already (Telegram's
+					// webhook): the new token takes effect at the next start.
+					return nil, errNoLiveToken
+				}
 				for _, rt := range r.Routes() {
 					g.handle(rt.Pattern, rt.What, rt.Handler)
 				}
@@ -268,6 +273,7 @@ func (g *Gateway) buildChannels() error {
 		if err != nil {
 			return err
 		}
+		started = true
 		g.channels = append(g.channels, run)
 	}
 	return nil
@@ -283,17 +289,23 @@ func addSections(cfg *config.Config) {
 	}
 }
 
-// addChannel builds the supervisor of channel name. A token whose variable
-// is unset is no error: the channel is down with that reason, and the rest
-// of the gateway serves.
-func (g *Gateway) addChannel(name string, build func() (channels.Channel, error)) (*channelRun, error) {
-	run := &channelRun{name: name, log: g.log.Named(name), tokenVar: g.cfg.ChannelTokenVar(name)}
+// addChannel builds the supervisor of row k's channel and routes the
+// channel's messages to it. A token whose variable is unset is no error:
+// the channel is down with that reason, and the rest of the gateway serves.
+// build may run again while the daemon runs, for a new token (SetToken).
+func (g *Gateway) addChannel(k channels.Kind, build func(*config.Config) (channels.Channel, error)) (*channelRun, error) {
+	name := k.Name
+	run := newChannelRun(name, g.log.Named(name), g.cfg.ChannelTokenVar(name))
+	run.build = build
+	if err := g.manager.Register(liveChannel{run}, k.Renderer(), k.Output(g.cfg)); err != nil {
+		return nil, fmt.Errorf("channels.%s: %w", name, err)
+	}
 	if problem := g.cfg.ChannelProblem(name); problem != "" {
 		run.problem = errors.New(problem)
 		g.log.Warn("channel not started: its token is missing", zap.String("channel", name), zap.String("reason", problem))
 		return run, nil
 	}
-	ch, err := build()
+	ch, err := build(g.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("channels.%s: %w", name, err)
 	}

@@ -136,7 +136,7 @@ func daemonPorts(cfg *config.Config) []int {
 // they are protected even before they exist.
 // Each channel's own are its row's StateFiles (dataFiles adds them).
 var daemonFiles = []string{"config.yaml", WebTokenFile, webConversationsFile, PairingFile, "sessions",
-	filepath.Dir(CronJobsFile), filepath.Dir(HeartbeatStateFile)}
+	filepath.Dir(CronJobsFile), filepath.Dir(HeartbeatStateFile), SessionsMovedFile}
 
 // dataFiles are daemonFiles and every channel's state files.
 func dataFiles() []string {

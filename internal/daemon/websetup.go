@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -157,8 +158,10 @@ func secretKeys(in SetupInput) map[string]string {
 
 // webSetup is the gateway's side of the page's setup view: it tests with
 // TestSetup, saves to the secrets overlay and puts a new model key in
-// place at once (the provider's slot); a bot token takes effect at the
-// next start.
+// place at once (the provider's slot), and a bot token too (the channel's
+// supervisor restarts it with the token); a token for a channel that is
+// not enabled, or in Telegram's webhook mode, takes effect at the next
+// start.
 type webSetup struct {
 	g *Gateway
 }
@@ -211,14 +214,22 @@ func (s webSetup) Save(ctx context.Context, in SetupInput) (web.SaveResult, erro
 		}
 		res.Applied = append(res.Applied, "providers."+in.Provider+".api_key")
 	}
-	if in.Channel != "" {
-		res.Restart = append(res.Restart, ChannelTokenKey(in.Channel))
-	}
+	// Saved before the channel uses it, so the new token is redacted (the
+	// secrets file is among the redacted files) from its first log line.
 	path, err := SaveSecrets(g.opts.DataDir, secretKeys(in))
 	if err != nil {
 		return web.SaveResult{}, err
 	}
 	res.File = path
+	if in.Channel != "" {
+		key := ChannelTokenKey(in.Channel)
+		if err := g.applyToken(in.Channel, strings.TrimSpace(in.Token)); err != nil {
+			g.log.Info("bot token saved for the next start", zap.String("channel", in.Channel), zap.String("reason", err.Error()))
+			res.Restart = append(res.Restart, key)
+		} else {
+			res.Applied = append(res.Applied, key)
+		}
+	}
 	return res, nil
 }
 
@@ -238,4 +249,20 @@ func ChannelTokenKey(channel string) string {
 		return "channels." + channel + "." + k.Section.TokenKey
 	}
 	return "channels." + channel + ".token"
+}
+
+// applyToken gives the running channel name a new token: its supervisor
+// builds the adapter anew from the config with it and restarts it. A
+// channel that is not enabled, or cannot take a token while it runs, takes
+// it at the next start (the error says why).
+func (g *Gateway) applyToken(name, token string) error {
+	i := slices.IndexFunc(g.channels, func(c *channelRun) bool { return c.name == name })
+	if i < 0 {
+		return fmt.Errorf("channels.%s is not enabled", name)
+	}
+	c, ok := g.cfg.WithChannelCredential(name, token)
+	if !ok {
+		return fmt.Errorf("channel %q takes no token here", name)
+	}
+	return g.channels[i].SetToken(c)
 }

@@ -31,6 +31,8 @@ var Kind = channels.Kind{
 		}
 		return New(*Of(cfg), deps, d.Log)
 	},
+	Renderer: func() channels.Renderer { return NewRenderer(0) },
+	Output:   func(cfg *config.Config) config.OutputConfig { return Of(cfg).OutputConfig },
 	TokenShape: func(token string) error {
 		if !ValidToken(token) {
 			return errors.New("that is not a Discord bot token: three parts joined by dots (developer portal → Bot → Reset Token)")
@@ -75,11 +77,5 @@ func Target(key string) (channels.Chat, bool) {
 	}
 	return channels.Chat{ID: thread, Metadata: map[string]string{MetaThreadID: thread, MetaParentID: parent}}, true
 }
-
-// Renderer renders replies as Discord Markdown.
-func (c *Channel) Renderer() channels.Renderer { return NewRenderer(0) }
-
-// Output is the section's reply settings.
-func (c *Channel) Output() config.OutputConfig { return c.cfg.OutputConfig }
 
 var _ channels.Adapter = (*Channel)(nil)

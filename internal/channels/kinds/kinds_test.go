@@ -26,8 +26,8 @@ func TestKindsAreComplete(t *testing.T) {
 			t.Errorf("%s: section type must be a struct", k.Name)
 		case k.Section.Validate == nil || len(k.Section.Defaults) == 0:
 			t.Errorf("%s: section needs Validate and Defaults", k.Name)
-		case k.Enabled == nil || k.Access == nil || k.New == nil || k.SessionKey == nil || k.Target == nil:
-			t.Errorf("%s: Enabled, Access, New, SessionKey and Target are required", k.Name)
+		case k.Enabled == nil || k.Access == nil || k.New == nil || k.Renderer == nil || k.Output == nil || k.SessionKey == nil || k.Target == nil:
+			t.Errorf("%s: Enabled, Access, New, Renderer, Output, SessionKey and Target are required", k.Name)
 		case k.Fix == "":
 			t.Errorf("%s: doctor needs Fix", k.Name)
 		}

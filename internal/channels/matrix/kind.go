@@ -29,6 +29,8 @@ var Kind = channels.Kind{
 		}
 		return New(*Of(cfg), deps, d.Log)
 	},
+	Renderer: func() channels.Renderer { return NewRenderer() },
+	Output:   func(cfg *config.Config) config.OutputConfig { return Of(cfg).OutputConfig },
 	Fix: "create an access token for the bot's account (docs/matrix.md) and set channels.matrix.access_token, " +
 		"or set channels.matrix.password to log in",
 	StateFiles: []string{StateFile, LoginFile},
@@ -69,11 +71,5 @@ func Target(key string) (channels.Chat, bool) {
 	}
 	return channels.Chat{ID: rest}, true
 }
-
-// Renderer renders replies: Markdown chunks, sent as formatted_body HTML.
-func (c *Channel) Renderer() channels.Renderer { return NewRenderer() }
-
-// Output is the section's reply settings.
-func (c *Channel) Output() config.OutputConfig { return c.cfg.OutputConfig }
 
 var _ channels.Adapter = (*Channel)(nil)

@@ -864,3 +864,53 @@ func BenchmarkStreamingEdits(b *testing.B) {
 		e.stop()
 	}
 }
+
+// A model takes images, not video: a video, an animation or a video
+// message reaches it described, with Telegram's thumbnail (one still frame)
+// as an image part and a line saying what the picture is; without a
+// thumbnail it is only described.
+func TestVideoThumbnailReachesTheAgentAsImage(t *testing.T) {
+	for _, tc := range []struct {
+		name, what string
+		set        func(m *models.Message, thumb *models.PhotoSize)
+	}{
+		{"video", "video", func(m *models.Message, th *models.PhotoSize) {
+			m.Video = &models.Video{FileID: "v", FileName: "clip.mp4", Duration: 12, Width: 1280, Height: 720, Thumbnail: th}
+		}},
+		{"animation", "animation", func(m *models.Message, th *models.PhotoSize) {
+			m.Animation = &models.Animation{FileID: "a", FileName: "cat.gif.mp4", Duration: 3, Thumbnail: th}
+		}},
+		{"video note", "video message", func(m *models.Message, th *models.PhotoSize) {
+			m.VideoNote = &models.VideoNote{FileID: "n", Duration: 7, Length: 240, Thumbnail: th}
+		}},
+	} {
+		for _, withThumb := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/thumbnail=%v", tc.name, withThumb), func(t *testing.T) {
+				e := start(t, opts{})
+				m := telegramfake.DM(owner, "")
+				var th *models.PhotoSize
+				if withThumb {
+					th = &models.PhotoSize{FileID: e.srv.AddFile("thumbs/t.jpg", jpeg), Width: 320, Height: 180, FileSize: len(jpeg)}
+				}
+				tc.set(&m, th)
+				e.srv.PushMessage(m)
+				e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
+				got := e.agent.received()[0]
+				if !strings.Contains(got.Content, tc.what) {
+					t.Errorf("content %q does not describe the %s", got.Content, tc.what)
+				}
+				note := "the " + tc.what + "'s thumbnail: one still frame"
+				if !withThumb {
+					if len(got.Media) != 0 || strings.Contains(got.Content, note) {
+						t.Errorf("without a thumbnail: content %q, media %+v", got.Content, got.Media)
+					}
+					return
+				}
+				if len(got.Media) != 1 || got.Media[0].Kind != llm.PartImage || !bytes.Equal(got.Media[0].Image.Data, jpeg) ||
+					!strings.Contains(got.Content, note) {
+					t.Fatalf("agent got content %q media %+v; want the thumbnail as an image and the note", got.Content, got.Media)
+				}
+			})
+		}
+	}
+}

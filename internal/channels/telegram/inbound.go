@@ -94,7 +94,7 @@ func (c *Channel) arrival(m *models.Message, me *models.User) channels.Arrival {
 // hasMedia reports whether one of msgs carries what Prepare fetches.
 func hasMedia(msgs []*models.Message) bool {
 	for _, m := range msgs {
-		if len(m.Photo) > 0 || m.Document != nil || m.Voice != nil || m.Audio != nil {
+		if thumb, _ := thumbnail(m); thumb != nil || len(m.Photo) > 0 || m.Document != nil || m.Voice != nil || m.Audio != nil {
 			return true
 		}
 	}

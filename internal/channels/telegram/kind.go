@@ -26,6 +26,8 @@ var Kind = channels.Kind{
 			Transcription: d.Transcription, Limits: d.Limits, Meter: d.Meter,
 		}, d.Log)
 	},
+	Renderer: func() channels.Renderer { return NewRenderer() },
+	Output:   func(cfg *config.Config) config.OutputConfig { return Of(cfg).OutputConfig },
 	TokenShape: func(token string) error {
 		if !ValidToken(token) {
 			return errors.New("that is not a Telegram bot token: it looks like 123456789:AAF… (from @BotFather)")
@@ -75,12 +77,6 @@ func Target(key string) (channels.Chat, bool) {
 	}
 	return channels.Chat{ID: chat, Metadata: map[string]string{MetaThreadID: thread}}, true
 }
-
-// Renderer renders replies as Telegram HTML.
-func (c *Channel) Renderer() channels.Renderer { return NewRenderer() }
-
-// Output is the section's reply settings.
-func (c *Channel) Output() config.OutputConfig { return c.cfg.OutputConfig }
 
 // Routes is the webhook, in webhook mode.
 func (c *Channel) Routes() []channels.Route {

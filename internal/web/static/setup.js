@@ -75,7 +75,7 @@ export async function showSetup() {
     el('div', { class: 'setup-row' }, test, save), out,
     el('details', {}, el('summary', { text: 'Chat channels (optional)' }),
       ...channelNotes,
-      el('p', { class: 'setup-hint', text: 'A bot token is tested and saved now, and used from the next start of the gateway.' }),
+      el('p', { class: 'setup-hint', text: 'A bot token is tested, saved, and used at once by an enabled channel (a disabled one takes it at the next start).' }),
       el('label', { text: 'Channel ' }, channel), token,
       el('div', { class: 'setup-row' }, tokenTest, tokenSave), tokenOut),
     later);
@@ -97,9 +97,11 @@ export async function showSetup() {
     result(tokenOut, r.ok, r.ok ? r.detail : r.error);
   }));
   tokenSave.addEventListener('click', () => run(tokenSave, tokenOut, async () => {
-    await api('POST', '/api/setup/save', tokenInput());
+    const r = await api('POST', '/api/setup/save', tokenInput());
     token.value = '';
-    result(tokenOut, true, `Saved. ${channel.value} starts with it at the next start of the gateway.`);
+    const now = r && (r.restart || []).length === 0;
+    result(tokenOut, true, now ? `Saved. ${channel.value} is starting with it now — no restart.`
+      : `Saved. ${channel.value} starts with it at the next start of the gateway (enable it in the config first if it is off).`);
   }));
 
   await new Promise((resolve) => {
