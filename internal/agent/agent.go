@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/commands"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -254,8 +255,8 @@ type Deps struct {
 	Tools    Tools
 	Out      Publisher
 	Prompt   *PromptBuilder
-	// Now is the clock [time.Now].
-	Now func() time.Time
+	// Clock is the turns' time [clock.System].
+	Clock clock.Clock
 
 	// Memory consolidates old messages into long-term memory; nil turns
 	// consolidation off (and /new archives without saving).
@@ -366,10 +367,10 @@ type sessionQueue struct {
 // New returns an agent; it does no I/O.
 func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 	cfg = cfg.withDefaults()
-	now := deps.Now
-	if now == nil {
-		now = time.Now
+	if deps.Clock == nil {
+		deps.Clock = clock.System{}
 	}
+	now := deps.Clock.Now
 	redact := deps.Redact
 	if redact == nil {
 		redact = func(s string) string { return s }

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/workspace"
@@ -68,7 +69,8 @@ type PromptBuilder struct {
 	// Skills finds the skills; Skills.Workspace is set from Files.
 	Skills  skills.Loader
 	Version string
-	Now     func() time.Time
+	// Clock is the prompt's date and time [clock.System].
+	Clock clock.Clock
 
 	mu sync.Mutex
 	// sig is the signature prompt was built from.
@@ -138,8 +140,8 @@ type signature struct {
 // estimate the same prompt again (pass it as history.Options.SystemTokens).
 func (b *PromptBuilder) BuildEstimated() (string, int, error) {
 	now := time.Now
-	if b.Now != nil {
-		now = b.Now
+	if b.Clock != nil {
+		now = b.Clock.Now
 	}
 	// The stamps live on the stack unless the prompt is rebuilt; most
 	// workspaces have fewer than 16 files to stat.

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/usage"
@@ -18,7 +19,7 @@ import (
 // at now, in UTC days.
 func usageLedger(t *testing.T, now time.Time) *usage.Ledger {
 	t.Helper()
-	l, err := usage.Open(t.TempDir(), usage.Options{Now: func() time.Time { return now }, Prices: usage.NewPriceTable(nil),
+	l, err := usage.Open(t.TempDir(), usage.Options{Clock: clock.Func(func() time.Time { return now }), Prices: usage.NewPriceTable(nil),
 		Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)

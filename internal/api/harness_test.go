@@ -22,6 +22,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/api"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider"
@@ -114,7 +115,7 @@ func newHarness(t *testing.T, tweak ...func(*config.APIConfig)) *harness {
 	ag := agent.New(acfg,
 		agent.Deps{Model: router, Sessions: h.store, Tools: reg, Out: b,
 			Prompt: &agent.PromptBuilder{Workspace: ws, Files: wstest.Files(t, ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test", Skills: skills.Loader{}}}, log.Named("agent"))
-	h.srv = api.New(cfg, api.Deps{Bus: b, Routes: []string{"smart"}, Now: h.clock}, log.Named("api"))
+	h.srv = api.New(cfg, api.Deps{Bus: b, Routes: []string{"smart"}, Clock: clock.Func(h.clock)}, log.Named("api"))
 	mgr := channels.NewManager(b.Outbound(), channels.ManagerConfig{}, log.Named("channels"))
 	if err := mgr.RegisterReceiver(api.Channel, h.srv); err != nil {
 		t.Fatal(err)

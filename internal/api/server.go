@@ -19,6 +19,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 )
 
@@ -55,8 +56,8 @@ type Deps struct {
 	Routes []string
 	// Observer is told how requests ended [nothing is].
 	Observer Observer
-	// Now is the clock [time.Now].
-	Now func() time.Time
+	// Clock is the time of requests and answers [clock.System].
+	Clock clock.Clock
 }
 
 // Server is the OpenAI-compatible API: an http.Handler for the gateway's
@@ -105,13 +106,13 @@ type sessionLock struct {
 
 // New returns the server; it does no I/O.
 func New(cfg config.APIConfig, deps Deps, log *zap.Logger) *Server {
-	s := &Server{cfg: cfg, in: deps.Bus, obs: deps.Observer, now: deps.Now, log: log,
+	if deps.Clock == nil {
+		deps.Clock = clock.System{}
+	}
+	s := &Server{cfg: cfg, in: deps.Bus, obs: deps.Observer, now: deps.Clock.Now, log: log,
 		calls: map[string]*call{}, sessions: map[string]*sessionLock{}, keepAlive: 15 * time.Second}
 	if s.obs == nil {
 		s.obs = nopObserver{}
-	}
-	if s.now == nil {
-		s.now = time.Now
 	}
 	s.models = append([]string{DefaultModel}, slices.Sorted(slices.Values(deps.Routes))...)
 	for _, name := range slices.Sorted(func(yield func(string) bool) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/atomicfile"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/filelock"
 )
 
@@ -83,8 +84,8 @@ type PairingStore struct {
 	// [64], the oldest dropped first, so strangers cannot grow the file.
 	TTL        time.Duration
 	MaxPending int
-	// Now is the clock [time.Now]; tests set it to expire codes.
-	Now func() time.Time
+	// Clock is the time codes expire by [clock.System]; tests move it.
+	Clock clock.Clock
 
 	mu     sync.Mutex
 	cached *PairingState
@@ -98,7 +99,7 @@ type fileStamp struct {
 
 // NewPairingStore returns a store backed by path. It does no I/O.
 func NewPairingStore(path string) *PairingStore {
-	return &PairingStore{path: path, TTL: time.Hour, MaxPending: 64, Now: time.Now}
+	return &PairingStore{path: path, TTL: time.Hour, MaxPending: 64, Clock: clock.System{}}
 }
 
 // Path returns the file's path.
@@ -121,7 +122,7 @@ func (s *PairingStore) Request(channel, senderID, senderName, chatID string) (st
 		}
 		code = c
 		st.Pending = append(st.Pending, PairingRequest{Code: c, Channel: channel, SenderID: senderID,
-			SenderName: senderName, ChatID: chatID, Created: s.Now().UTC()})
+			SenderName: senderName, ChatID: chatID, Created: s.Clock.Now().UTC()})
 		if over := len(st.Pending) - s.MaxPending; over > 0 {
 			st.Pending = st.Pending[over:]
 		}
@@ -142,7 +143,7 @@ func (s *PairingStore) Approve(code string) (Approval, error) {
 		if err != nil {
 			return err
 		}
-		a = p.Approval(s.Now())
+		a = p.Approval(s.Clock.Now())
 		st.Approved = slices.DeleteFunc(st.Approved, func(o Approval) bool {
 			return o.Channel == a.Channel && o.SenderID == a.SenderID
 		})
@@ -261,7 +262,7 @@ func (s *PairingStore) loadLocked() (*PairingState, error) {
 }
 
 func (s *PairingStore) expireLocked(st *PairingState) {
-	cutoff := s.Now().Add(-s.TTL)
+	cutoff := s.Clock.Now().Add(-s.TTL)
 	st.Pending = slices.DeleteFunc(st.Pending, func(p PairingRequest) bool { return p.Created.Before(cutoff) })
 }
 

@@ -19,7 +19,7 @@ func TestPairingStore(t *testing.T) {
 		stores := make([]channels.Pairing, n)
 		for i := range stores {
 			s := channels.NewPairingStore(path)
-			s.Now = cfg.Now
+			s.Clock = cfg.Clock
 			if cfg.MaxPending > 0 {
 				s.MaxPending = cfg.MaxPending
 			}

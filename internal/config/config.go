@@ -25,7 +25,6 @@
 package config
 
 import (
-	"slices"
 	"time"
 )
 
@@ -193,9 +192,8 @@ type HistoryConfig struct {
 
 // ProviderConfig is one LLM endpoint under providers.<name>.
 type ProviderConfig struct {
-	// Kind is the wire API: "openai", "openai-responses", "anthropic" or
-	// "gemini". It defaults to the provider's name for the names "openai",
-	// "anthropic" and "gemini".
+	// Kind is the wire API, a row of ProviderKinds. It defaults to the
+	// provider's name when that names a kind.
 	Kind         string            `mapstructure:"kind"`
 	APIKey       string            `mapstructure:"api_key" secret:"true"`
 	BaseURL      string            `mapstructure:"base_url" secret:"url"`
@@ -204,21 +202,10 @@ type ProviderConfig struct {
 	Timeout time.Duration `mapstructure:"timeout"`
 	// MaxRetries is how many times a retryable failure is retried.
 	MaxRetries int `mapstructure:"max_retries"`
-	// Store (kind openai-responses only) lets OpenAI keep responses on its
-	// side; off by default, so reasoning is replayed encrypted instead.
+	// Store (only for a kind whose Options list "store": the Responses
+	// API) lets the vendor keep responses on its side; off by default, so
+	// reasoning is replayed encrypted instead.
 	Store bool `mapstructure:"store"`
-}
-
-// ProviderKinds are the wire APIs a provider entry may speak (kind).
-var ProviderKinds = []string{"openai", "openai-responses", "anthropic", "gemini"}
-
-// impliedKind is the kind of a provider entry that sets none: its own name
-// when that names a kind (providers.gemini needs no kind: gemini).
-func impliedKind(name string) string {
-	if slices.Contains(ProviderKinds, name) {
-		return name
-	}
-	return ""
 }
 
 // RouteConfig is a named route: a model with its own fallbacks and limits.

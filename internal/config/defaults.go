@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 )
 
 // Defaults returns the configuration an empty file yields with no
@@ -31,8 +32,9 @@ func Defaults(sections ...ChannelSection) Config {
 // is the single source of defaults: Load registers them (which also lets NANOBOT_*
 // environment variables override keys the file does not mention), together
 // with providerDefaults and mcpServerDefaults for every configured entry, and
-// Defaults decodes them alone.
-var defaults = map[string]any{
+// Defaults decodes them alone. The built-in providers' keys come from their
+// rows in ProviderKinds.
+var defaults = withBuiltinProviders(map[string]any{
 	"agents.workspace":            "~/.nanobot/workspace",
 	"agents.sessions_dir":         "sessions",
 	"agents.model":                "openai/gpt-4o-mini",
@@ -67,13 +69,6 @@ var defaults = map[string]any{
 	"history.budget":     0,
 	"history.high_water": 1.0,
 	"history.low_water":  0.7,
-
-	"providers.openai.kind":        "openai",
-	"providers.openai.api_key":     "",
-	"providers.openai.base_url":    "https://api.openai.com/v1",
-	"providers.anthropic.kind":     "anthropic",
-	"providers.anthropic.api_key":  "",
-	"providers.anthropic.base_url": "https://api.anthropic.com",
 
 	"channels.web.enabled":          true,
 	"channels.web.allow_remote":     false,
@@ -134,6 +129,12 @@ var defaults = map[string]any{
 
 	"log.level":  "info",
 	"log.format": "auto",
+})
+
+// withBuiltinProviders adds the built-in providers' keys to d.
+func withBuiltinProviders(d map[string]any) map[string]any {
+	maps.Copy(d, builtinProviderDefaults())
+	return d
 }
 
 // providerDefaults apply to every entry under providers, including ones the

@@ -267,7 +267,7 @@ func build(raw map[string]any, lines lineIndex, lookup lookupFunc, env bool, sec
 	if env {
 		bindEnvs(v, "", reflect.TypeFor[Config]())
 	}
-	for _, name := range entryNames(raw, []string{"providers"}, "openai", "anthropic") {
+	for _, name := range entryNames(raw, []string{"providers"}, builtinProviders()...) {
 		registerEntry(v, "providers."+name, reflect.TypeFor[ProviderConfig](), providerDefaults, env)
 	}
 	for _, s := range sections {
@@ -388,7 +388,8 @@ func restoreCase(settings, raw map[string]any) {
 }
 
 // finish applies what depends on where the file is and on names: ~ and
-// relative workspace and sessions paths, and the kind implied by a provider's name.
+// relative workspace and sessions paths, and the kind implied by a provider's name
+// with its default base_url (ProviderKinds).
 func finish(cfg *Config, configDir string) {
 	cfg.Agents.Workspace = resolvePath(cfg.Agents.Workspace, configDir)
 	cfg.Agents.SessionsDir = resolvePath(cfg.Agents.SessionsDir, configDir)
@@ -398,11 +399,9 @@ func finish(cfg *Config, configDir string) {
 		x.Path = resolvePath(x.Path, configDir)
 	}
 	for name, p := range cfg.Providers {
-		if p.Kind == "" && impliedKind(name) != "" {
-			p.Kind = impliedKind(name)
-		}
-		if p.Kind == "gemini" && p.BaseURL == "" {
-			p.BaseURL = GeminiBaseURL
+		p.Kind = kindOf(name, p)
+		if p.BaseURL == "" {
+			p.BaseURL = defaultBaseURL(name, p.Kind)
 		}
 		cfg.Providers[name] = p
 	}

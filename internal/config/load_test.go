@@ -739,7 +739,8 @@ providers:
 func TestGeminiProviderDefaults(t *testing.T) {
 	isolateEnv(t)
 	cfg := mustLoad(t, "providers:\n  gemini: {api_key: k}\n  google: {kind: gemini, api_key: k}\n  proxy: {kind: gemini, base_url: \"http://127.0.0.1:9/v1beta\"}\n")
-	for name, want := range map[string]string{"gemini": GeminiBaseURL, "google": GeminiBaseURL, "proxy": "http://127.0.0.1:9/v1beta"} {
+	const google = "https://generativelanguage.googleapis.com"
+	for name, want := range map[string]string{"gemini": google, "google": google, "proxy": "http://127.0.0.1:9/v1beta"} {
 		if p := cfg.Providers[name]; p.Kind != "gemini" || p.BaseURL != want {
 			t.Errorf("providers.%s = kind %q base_url %q, want gemini at %s", name, p.Kind, p.BaseURL, want)
 		}

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 )
 
@@ -35,21 +34,18 @@ func (c *Config) UsedProviders() []string {
 }
 
 // KeyVar is the environment variable providers.<name>.api_key is read from:
-// the one its ${NAME} reference names, else the vendor's usual one for an
-// official endpoint (OPENAI_API_KEY for api.openai.com), else "".
+// the one its ${NAME} reference names, else the vendor's usual one for its
+// endpoint (a ProviderKind's KeyVar for its BaseURL's host), else "".
 func (c *Config) KeyVar(name string) string {
 	if v, ok := c.SecretVars["providers."+name+".api_key"]; ok {
 		return v.Name
 	}
 	pc := c.Providers[name]
 	base := pc.BaseURL
-	if base == "" && (pc.Kind == "gemini" || impliedKind(name) == "gemini") {
-		base = GeminiBaseURL
+	if base == "" {
+		base = defaultBaseURL(name, kindOf(name, pc))
 	}
-	if u, err := url.Parse(base); err == nil {
-		return officialHosts[u.Hostname()]
-	}
-	return ""
+	return keyVarOf(base)
 }
 
 // ProviderProblem says why providers.<name> cannot serve a call before one

@@ -13,7 +13,7 @@ type Route struct {
 	// Name is what was resolved: a name under routes, or "provider/model".
 	Name string
 	// Provider is the key under providers; ProviderConfig is its entry (with
-	// Kind filled in for the names openai, anthropic and gemini).
+	// Kind filled in for a name that names a kind, ProviderKinds).
 	Provider       string
 	ProviderConfig ProviderConfig
 	// Model is the id sent to the provider ("gpt-4o-mini",
@@ -76,9 +76,7 @@ func (c *Config) resolveDirect(s string) (Route, error) {
 		return Route{}, fmt.Errorf("provider %q is not configured (add providers.%s with kind and base_url, or use one of: %s)",
 			provider, provider, strings.Join(slices.Sorted(maps.Keys(c.Providers)), ", "))
 	}
-	if pc.Kind == "" {
-		pc.Kind = impliedKind(provider)
-	}
+	pc.Kind = kindOf(provider, pc)
 	return Route{
 		Name:           s,
 		Provider:       provider,

@@ -163,16 +163,6 @@ var entryName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // headerName is an HTTP header field name (RFC 9110 token).
 var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
-// officialHosts are the endpoints that always need an API key; a custom
-// base_url (Ollama, vLLM, a proxy) may not.
-var officialHosts = map[string]string{
-	"api.openai.com": "OPENAI_API_KEY", "api.anthropic.com": "ANTHROPIC_API_KEY",
-	"generativelanguage.googleapis.com": "GEMINI_API_KEY",
-}
-
-// GeminiBaseURL is where a gemini provider without base_url is sent.
-const GeminiBaseURL = "https://generativelanguage.googleapis.com"
-
 func (c *Config) validateProviders(p *Problems) {
 	used := map[string][]string{} // provider → keys that use it
 	if c.Agents.Model != "" {
@@ -192,22 +182,21 @@ func (c *Config) validateProviders(p *Problems) {
 		if !entryName.MatchString(name) {
 			p.Add(key, "provider names may use only letters, digits, _ and - (they are written as name/model)")
 		}
-		kind := pc.Kind
-		if kind == "" {
-			kind = impliedKind(name)
-		}
+		kind := kindOf(name, pc)
+		row, known := LookupProviderKind(kind)
 		switch {
 		case kind == "":
-			p.Add(key+".kind", "must be set for a provider not named openai, anthropic or gemini (kind: openai for OpenAI-compatible endpoints such as OpenRouter, Ollama or vLLM; kind: openai-responses for OpenAI's Responses API; kind: anthropic for the Messages API; kind: gemini for Google's Gemini API)")
-		case !slices.Contains(ProviderKinds, kind):
-			p.Add(key+".kind", "must be one of %s, got %q", strings.Join(ProviderKinds, ", "), kind)
+			p.Add(key+".kind", "must be set for a provider not named %s (%s)", orList(ProviderKindNames()), kindHelp())
+		case !known:
+			p.Add(key+".kind", "must be one of %s, got %q", strings.Join(ProviderKindNames(), ", "), kind)
 		}
-		if pc.Store && kind != "openai-responses" {
-			p.Add(key+".store", "applies only to kind openai-responses (the Responses API), not %q", kind)
+		if pc.Store && known && !row.Accepts("store") {
+			p.Add(key+".store", "applies only to kind %s, not %q", orList(kindsAccepting("store")), kind)
 		}
-		// A gemini provider has a default base_url; every other one needs
-		// its own (there is no one default for OpenAI-compatible servers).
-		p.HTTPURL(key+".base_url", pc.BaseURL, kind == "gemini")
+		// An entry of a kind one vendor serves, or named after its kind,
+		// has a default base_url; every other one needs its own (there is
+		// no one default for OpenAI-compatible servers).
+		p.HTTPURL(key+".base_url", pc.BaseURL, defaultBaseURL(name, kind) != "")
 		for _, h := range slices.Sorted(maps.Keys(pc.ExtraHeaders)) {
 			if !headerName.MatchString(h) {
 				p.Add(key+".extra_headers."+h, "is not a valid HTTP header name")

@@ -218,11 +218,13 @@ func TestValidateRules(t *testing.T) {
 		{"max_turns_per_group", func(c *Config) { c.Agents.MaxTurnsPerGroup = -1 }, "agents.max_turns_per_group: must be at least 0"},
 		// providers
 		{"extra provider without kind", setProvider("ollama", func(p *ProviderConfig) { p.Kind = "" }),
-			"providers.ollama.kind: must be set for a provider not named openai, anthropic or gemini"},
+			// The kinds are listed from the table, so a new row needs no
+			// edit here.
+			"providers.ollama.kind: must be set for a provider not named " + orList(ProviderKindNames()) + " (kind: openai for OpenAI-compatible"},
 		{"unknown kind", setProvider("ollama", func(p *ProviderConfig) { p.Kind = "vertex" }),
-			`providers.ollama.kind: must be one of openai, openai-responses, anthropic, gemini, got "vertex"`},
+			`providers.ollama.kind: must be one of ` + strings.Join(ProviderKindNames(), ", ") + `, got "vertex"`},
 		{"store outside the Responses API", setProvider("ollama", func(p *ProviderConfig) { p.Store = true }),
-			`providers.ollama.store: applies only to kind openai-responses (the Responses API), not "openai"`},
+			`providers.ollama.store: applies only to kind openai-responses, not "openai"`},
 		{"base_url scheme", setProvider("ollama", func(p *ProviderConfig) { p.BaseURL = "ftp://host" }),
 			`providers.ollama.base_url: must be a http or https URL with a host, got "ftp://host"`},
 		{"base_url without host", setProvider("ollama", func(p *ProviderConfig) { p.BaseURL = "localhost:11434" }),

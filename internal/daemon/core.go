@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,9 +32,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/memory"
 	"github.com/nanobot-go/nanobot/internal/metrics"
 	"github.com/nanobot-go/nanobot/internal/provider"
-	"github.com/nanobot-go/nanobot/internal/provider/anthropic"
-	"github.com/nanobot-go/nanobot/internal/provider/gemini"
-	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/session/jsstore"
 	"github.com/nanobot-go/nanobot/internal/skills"
@@ -319,30 +315,6 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (_ *Core, err erro
 	}
 	return &Core{Config: cfg, Bus: b, Pub: pub, NATS: nb, Sessions: store, Router: router, Tools: reg, MCP: mcpServers, Agent: ag,
 		Metrics: m, ModelHealth: modelHealth, Providers: slots, Usage: ledger, Budget: budget, recorder: recorder, usageShared: shared, warnings: warnings, root: root, files: files, log: log}, nil
-}
-
-// modelProvider is a provider adapter: it streams turns for the router and
-// lists its models for doctor (the cheapest call that proves the key).
-type modelProvider interface {
-	provider.Streamer
-	Models(ctx context.Context) ([]string, error)
-}
-
-// newProvider builds the adapter of providers.<name> for its kind. It is
-// the one place a kind maps to an adapter, so doctor calls what the
-// gateway's router calls.
-func newProvider(name string, pc config.ProviderConfig, hc *http.Client, log *zap.Logger) (modelProvider, error) {
-	switch pc.Kind {
-	case openai.API:
-		return openai.New(name, pc, hc, log), nil
-	case openai.ResponsesAPI:
-		return openai.NewResponses(name, pc, hc, log), nil
-	case anthropic.API:
-		return anthropic.New(name, pc, hc, log), nil
-	case gemini.API:
-		return gemini.New(name, pc, hc, log), nil
-	}
-	return nil, fmt.Errorf("providers.%s.kind: %q is not supported (one of %s)", name, pc.Kind, strings.Join(config.ProviderKinds, ", "))
 }
 
 // newSessions builds the session store: the <PREFIX>_SESSIONS stream with

@@ -229,7 +229,7 @@ func checkProviders(ctx context.Context, r *Report, cfg *config.Config) {
 		}
 		p, err := newProvider(name, pc, hc, zap.NewNop())
 		if err != nil {
-			r.add(label, VerdictFail, err.Error(), "set providers."+name+".kind to one of "+strings.Join(config.ProviderKinds, ", "))
+			r.add(label, VerdictFail, err.Error(), "set providers."+name+".kind to one of "+strings.Join(config.ProviderKindNames(), ", "))
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)

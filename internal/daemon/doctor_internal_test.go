@@ -26,7 +26,7 @@ func TestProviderFix(t *testing.T) {
 	}{
 		{"no key", config.ProviderConfig{}, &llm.APIError{Status: 401}, VerdictFail, "set providers.p.api_key (e.g. api_key: ${P_API_KEY}"},
 		{"key refused", withKey, &llm.APIError{Status: 401}, VerdictFail, "the key was refused"},
-		{"quota", withKey, &llm.APIError{Status: 429, Type: "insufficient_quota"}, VerdictFail, "quota or billing"},
+		{"quota", withKey, &llm.APIError{Status: 429, Type: "insufficient_quota", Kind: llm.KindQuota}, VerdictFail, "quota or billing"},
 		{"no model list", withKey, &llm.APIError{Status: 404}, VerdictWarn, "no model list at http://localhost:11434/v1/models"},
 		{"down", withKey, &llm.APIError{Status: 0, Type: "transport", Message: "connection refused"}, VerdictFail, "cannot reach http://localhost:11434/v1"},
 		{"rate-limited", withKey, &llm.APIError{Status: 429}, VerdictFail, "rate-limiting this key"},
@@ -59,13 +59,24 @@ func TestUsedModels(t *testing.T) {
 }
 
 // TestNewProviderCoversEveryKind: newProvider is the one place a kind maps
-// to an adapter, for the router and for doctor; every kind the config
-// accepts must build one that lists models, and any other kind is refused.
+// to an adapter, for the router and for doctor; every row of
+// config.ProviderKinds must build one that lists models, no adapter may be
+// without its row, and any other kind is refused.
 func TestNewProviderCoversEveryKind(t *testing.T) {
-	for _, kind := range append(slices.Clone(config.ProviderKinds), "ollama-native") {
+	names := config.ProviderKindNames()
+	used := map[string]bool{}
+	for _, k := range config.ProviderKinds {
+		used[k.AdapterName()] = true
+	}
+	for adapter := range adapters {
+		if !used[adapter] {
+			t.Errorf("adapter %q serves no row of config.ProviderKinds", adapter)
+		}
+	}
+	for _, kind := range append(names, "ollama-native") {
 		t.Run(kind, func(t *testing.T) {
 			p, err := newProvider("p", config.ProviderConfig{Kind: kind, APIKey: "k"}, http.DefaultClient, zap.NewNop())
-			known := slices.Contains(config.ProviderKinds, kind)
+			known := slices.Contains(names, kind)
 			switch {
 			case known && (err != nil || p == nil):
 				t.Errorf("kind %q: %v, %v; want an adapter", kind, p, err)

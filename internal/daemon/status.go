@@ -8,7 +8,6 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
-	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
 	"github.com/nanobot-go/nanobot/internal/session/jsstore"
 	"github.com/nanobot-go/nanobot/internal/workspace"
@@ -20,8 +19,9 @@ type Summary struct {
 	// OldSessions is <workspace>/sessions when it still exists (the gateway
 	// moves it to agents.sessions_dir at start); else "".
 	OldSessions string
-	// ResponsesStore maps each provider of kind openai-responses to its
-	// store setting ("on" or "off").
+	// ResponsesStore maps each provider whose kind has the store option
+	// (config.ProviderKind.Options: the Responses API) to its store
+	// setting ("on" or "off").
 	ResponsesStore map[string]string
 	// ExecSandbox is ExecSandboxLine.
 	ExecSandbox string
@@ -52,7 +52,7 @@ func Summarize(cfg *config.Config) Summary {
 		s.OldSessions = filepath.Join(cfg.Agents.Workspace, workspace.SessionsDir)
 	}
 	for name, p := range cfg.Providers {
-		if p.Kind == openai.ResponsesAPI {
+		if k, ok := config.LookupProviderKind(p.Kind); ok && k.Accepts("store") {
 			s.ResponsesStore[name] = map[bool]string{true: "on", false: "off"}[p.Store]
 		}
 	}

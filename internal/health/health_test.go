@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
 func readyz(t *testing.T, c *Checker) (int, Report) {
@@ -74,7 +76,7 @@ func TestLive(t *testing.T) {
 
 func TestModelHealth(t *testing.T) {
 	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
-	m := &ModelHealth{Now: func() time.Time { return now }}
+	m := &ModelHealth{Clock: clock.Func(func() time.Time { return now })}
 	if err := m.Check(); err != nil {
 		t.Fatalf("no call yet should be ready: %v", err)
 	}

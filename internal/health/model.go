@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
 // ModelHealth remembers how the last model call that says something about
@@ -11,8 +13,8 @@ import (
 // without calling it. It is safe for concurrent use; the zero value is
 // ready ("no call yet" is not a failure) and reads the real clock.
 type ModelHealth struct {
-	// Now is the clock [time.Now].
-	Now func() time.Time
+	// Clock is the time of failures and recoveries [clock.System].
+	Clock clock.Clock
 
 	mu      sync.Mutex
 	failed  error
@@ -64,8 +66,8 @@ func (m *ModelHealth) LastFailure() (error, time.Duration) {
 }
 
 func (m *ModelHealth) now() time.Time {
-	if m.Now != nil {
-		return m.Now()
+	if m.Clock != nil {
+		return m.Clock.Now()
 	}
 	return time.Now()
 }

@@ -23,7 +23,7 @@ import (
 // deltas with that id go to the newest call started with it. A start that
 // reuses the id of a call still open ends that call first: the server has
 // moved on to a new one. Adapters that can tell such calls apart better
-// (OpenAI Chat by its index) keep them apart themselves.
+// (by an index on each call) keep them apart themselves.
 type Accumulator struct {
 	started bool
 	ended   bool
@@ -182,7 +182,7 @@ func (a *Accumulator) startCall(d Delta) error {
 	a.ids[id] = true
 	a.flush()
 	a.open[d.CallID] = &openCall{part: len(a.msg.Parts)}
-	// A signature on a call (Gemini's thought signature) is kept on its
+	// A signature on a call (a provider's signature over its reasoning) is kept on its
 	// part, to be replayed with the call to the provider that made it.
 	a.msg.Parts = append(a.msg.Parts, Part{Kind: PartToolCall, Signature: d.Signature, Call: &ToolCall{ID: id, Name: d.Name}})
 	return nil

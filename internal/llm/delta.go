@@ -18,7 +18,7 @@ const (
 	// (or, with Redacted, an opaque payload).
 	DeltaThinking
 	// DeltaToolCallStart opens tool call CallID named Name; it may carry a
-	// Signature (Gemini's thought signature over the call).
+	// Signature (the provider's signature over the reasoning that led to it).
 	DeltaToolCallStart
 	// DeltaToolCallArgs appends the fragment Args to CallID's arguments.
 	DeltaToolCallArgs
@@ -83,16 +83,24 @@ func (e *ContractError) Error() string {
 }
 
 // APIError is a provider's refusal, classified so the router knows whether
-// to retry, fall back or give up.
+// to retry, fall back or give up. The adapter that built it knows its
+// vendor's error codes and says what they mean in Kind; this package knows
+// no vendor and reads only the HTTP status when Kind is empty (StatusKind).
 type APIError struct {
 	Provider string
 	// Status is the HTTP status, 0 when the failure was not an HTTP answer.
-	Status  int
-	Type    string // provider's error type/code, e.g. "overloaded_error"
+	Status int
+	// Type is the provider's own error type or code, kept for the log
+	// ("overloaded_error"); Kind says what it means.
+	Type    string
 	Message string
 	// RetryAfter is the server's requested wait (Retry-After header or body).
 	RetryAfter time.Duration
-	Err        error
+	// Kind is the adapter's reading of the refusal, one of the refusal rows
+	// of the failure table: KindAuth, KindQuota, KindRateLimit, KindTooLong,
+	// KindTimeout, KindUnavailable or KindRejected. Empty: Status decides.
+	Kind Kind
+	Err  error
 }
 
 func (e *APIError) Error() string {
@@ -111,50 +119,42 @@ func (e *APIError) Error() string {
 
 func (e *APIError) Unwrap() error { return e.Err }
 
-// Retryable reports whether the same request may succeed later: rate limits,
-// timeouts, conflicts, server errors and overload, and failures that were
-// not an HTTP answer (transport errors, error events mid-stream) unless
-// their type names a client error. Never authentication or validation
-// errors, and not an exhausted quota (see QuotaExceeded). 409 is retried as
-// the official OpenAI and Anthropic SDKs do (a conflict on the provider's
-// side, e.g. a lock timeout).
-func (e *APIError) Retryable() bool {
-	switch {
-	case e.QuotaExceeded():
-		return false
-	case e.Status == 429, e.Status == 408, e.Status == 409, e.Status >= 500:
-		return true
-	case e.Type == "overloaded_error", e.Type == "rate_limit_error", e.Type == "api_error", e.Type == "server_error":
-		return true
-	case e.Status == 0:
-		return !clientErrorTypes[e.Type]
+// kind is the row e falls in: the adapter's Kind, else its status's.
+func (e *APIError) kind() Kind {
+	if e.Kind != "" {
+		return e.Kind
 	}
-	return false
+	return StatusKind(e.Status)
 }
 
-// clientErrorTypes are error types (OpenAI's and Anthropic's) that say the
-// request itself was refused; they may arrive without a status inside a
-// stream.
-var clientErrorTypes = map[string]bool{
-	"invalid_request_error": true, "authentication_error": true, "permission_error": true,
-	"not_found_error": true, "request_too_large": true, "invalid_api_key": true,
-	"context_length_exceeded": true, "insufficient_quota": true, "billing_error": true,
-	// Google's canonical codes (Gemini), and its reason for a bad key.
-	"INVALID_ARGUMENT": true, "FAILED_PRECONDITION": true, "PERMISSION_DENIED": true,
-	"UNAUTHENTICATED": true, "NOT_FOUND": true, "API_KEY_INVALID": true,
+// StatusKind is what an HTTP status alone says about a refusal, for a
+// refusal whose body the adapter does not know: 401 and 403 a refused key,
+// 429 a rate limit, 408, 409 (a conflict on the provider's side, retried as
+// the official SDKs do) and 5xx trouble on the provider's side, any other
+// status a refused request. Status 0 (no HTTP answer: a transport error, an
+// error event mid-stream) is trouble on the provider's side too; the
+// failure table tells an unreachable server from it by the wrapped error.
+func StatusKind(status int) Kind {
+	switch {
+	case status == 401, status == 403:
+		return KindAuth
+	case status == 429:
+		return KindRateLimit
+	case status == 0, status == 408, status == 409, status >= 500:
+		return KindUnavailable
+	}
+	return KindRejected
 }
+
+// Retryable reports whether the same request may succeed later (the
+// failure table retries it): rate limits, timeouts, trouble on the
+// provider's side. Never a refused key or request, and not an exhausted
+// quota (see QuotaExceeded).
+func (e *APIError) Retryable() bool { return PolicyOf(e.kind()).Retry != RetryNo }
 
 // Auth reports whether the key was refused; fallbacks are not tried for it.
-// Gemini refuses a bad key with 400 and the reason API_KEY_INVALID.
-func (e *APIError) Auth() bool {
-	return e.Status == 401 || e.Status == 403 || e.Type == "authentication_error" ||
-		e.Type == "permission_error" || e.Type == "invalid_api_key" ||
-		e.Type == "API_KEY_INVALID" || e.Type == "UNAUTHENTICATED" || e.Type == "PERMISSION_DENIED"
-}
+func (e *APIError) Auth() bool { return e.kind() == KindAuth }
 
-// QuotaExceeded reports an exhausted quota or billing problem (OpenAI
-// answers 429 insufficient_quota): retrying the same provider soon cannot
-// help, another provider may.
-func (e *APIError) QuotaExceeded() bool {
-	return e.Type == "insufficient_quota" || e.Type == "billing_error"
-}
+// QuotaExceeded reports an exhausted quota or billing problem: retrying
+// the same provider soon cannot help, another provider may.
+func (e *APIError) QuotaExceeded() bool { return e.kind() == KindQuota }

@@ -37,7 +37,7 @@ const (
 	// back with, and the time may have gone to tools, so it says nothing
 	// sure about the provider. The provider's own timeout is KindTimeout.
 	KindDeadline Kind = "deadline"
-	// KindAuth: the key was refused (401/403, Gemini API_KEY_INVALID).
+	// KindAuth: the key was refused (401/403, or a code its adapter reads as one).
 	KindAuth Kind = "auth"
 	// KindQuota: the account's quota or billing is exhausted.
 	KindQuota Kind = "quota"
@@ -272,7 +272,7 @@ func (e *BudgetError) Error() string { return "usage budget spent: " + e.Text }
 // itself said.
 type Failure struct {
 	Policy
-	// Detail is safe to show: the unreachable host and why, "openai answered
+	// Detail is safe to show: the unreachable host and why, "primary answered
 	// HTTP 503", the provider's timeout.
 	Detail string
 	// RetryAfter is the wait the server asked for (0 when none).
@@ -283,9 +283,9 @@ type Failure struct {
 }
 
 // SafeReason says in a few safe words why the call failed: the row's
-// reason with its detail ("the model provider is having trouble — openai
+// reason with its detail ("the model provider is having trouble — primary
 // answered HTTP 503"), or for an unreachable server the detail alone,
-// which says the same more precisely ("cannot reach api.openai.com:
+// which says the same more precisely ("cannot reach api.example.com:
 // connection refused").
 func (f Failure) SafeReason() string {
 	switch {
@@ -400,9 +400,9 @@ func networkError(err error) bool {
 	return false
 }
 
-// classifyAPI classifies a provider's refusal. The order matters: a 429
-// that says insufficient_quota is a quota, not a rate limit; a refused key
-// is auth whatever its status.
+// classifyAPI classifies a provider's refusal by the kind its adapter
+// gave it (or its status's): a failure without an HTTP answer that wraps a
+// network error is an unreachable server, with the host and why.
 func classifyAPI(e *APIError) Failure {
 	f := Failure{RetryAfter: e.RetryAfter}
 	if e.Status != 0 {
@@ -412,45 +412,17 @@ func classifyAPI(e *APIError) Failure {
 		}
 		f.Detail = fmt.Sprintf("%s answered HTTP %d", name, e.Status)
 	}
-	reason, unreachable := Unreachable(e)
-	switch {
-	case e.Auth():
-		f.Policy = PolicyOf(KindAuth)
-	case e.QuotaExceeded():
-		f.Policy = PolicyOf(KindQuota)
-	case tooLong(e):
-		f.Policy = PolicyOf(KindTooLong)
-	case e.Status == 429 || e.Type == "rate_limit_error" || (e.Status == 0 && e.Type == "RESOURCE_EXHAUSTED"):
-		f.Policy = PolicyOf(KindRateLimit)
-	case e.Type == "timeout":
-		f.Policy, f.Detail = PolicyOf(KindTimeout), e.Message
-	case e.Status == 0 && unreachable:
-		f.Policy, f.Detail = PolicyOf(KindUnreachable), reason
-	case e.Retryable():
-		f.Policy = PolicyOf(KindUnavailable)
-	default:
-		f.Policy, f.message = PolicyOf(KindRejected), e.Message
-	}
-	return f
-}
-
-// tooLong reports a refusal because the request exceeds the context
-// window. OpenAI says so with a code; Anthropic ("prompt is too long") and
-// Gemini ("input token count … exceeds the maximum number of tokens") only
-// in the message of a 400.
-func tooLong(e *APIError) bool {
-	if e.Type == "context_length_exceeded" {
-		return true
-	}
-	if (e.Status != 400 && e.Status != 413 && e.Status != 0) || e.Retryable() {
-		return false
-	}
-	msg := strings.ToLower(e.Message)
-	for _, s := range []string{"context length", "context_length", "context window", "prompt is too long",
-		"exceeds the maximum number of tokens", "maximum context"} {
-		if strings.Contains(msg, s) {
-			return true
+	kind := e.kind()
+	f.Policy = PolicyOf(kind)
+	switch kind {
+	case KindTimeout:
+		f.Detail = e.Message
+	case KindRejected:
+		f.message = e.Message
+	case KindUnavailable:
+		if reason, ok := Unreachable(e); ok && e.Status == 0 {
+			f.Policy, f.Detail = PolicyOf(KindUnreachable), reason
 		}
 	}
-	return false
+	return f
 }

@@ -45,8 +45,8 @@ type Meta struct {
 	Route string `json:"route,omitempty"`
 	// Provider is the configured provider name that answered (providers.<name>).
 	Provider string `json:"provider,omitempty"`
-	// API is the wire protocol used: "openai", "openai-responses", "anthropic"
-	// or "gemini".
+	// API is the wire protocol used: the provider's kind
+	// (providers.<name>.kind).
 	API string `json:"api,omitempty"`
 	// Model is the provider's model id.
 	Model string `json:"model,omitempty"`
@@ -96,8 +96,8 @@ type Part struct {
 	// rendering".
 	Summary string `json:"summary,omitempty"`
 	Gist    string `json:"gist,omitempty"`
-	// Signature is the provider's signature over a thinking part (Anthropic,
-	// Gemini) or a tool_call part (Gemini's thought signature); it is
+	// Signature is the provider's signature over a thinking part or a
+	// tool_call part (over the reasoning that led to the call); it is
 	// replayed verbatim to the API that produced it and never interpreted
 	// (docs/history.md#thinking).
 	Signature string `json:"signature,omitempty"`

@@ -26,7 +26,7 @@ type Request struct {
 	Temperature *float64
 	// ReasoningEffort is "", "low", "medium" or "high" for models that reason.
 	ReasoningEffort string
-	// ThinkingBudget enables extended thinking (Anthropic) with this many tokens.
+	// ThinkingBudget enables extended thinking (where the protocol has a budget) with this many tokens.
 	ThinkingBudget int
 	// EmptyOK says an answer of nothing is a valid end for the caller (the
 	// turn already answered through the message tool), so it is not asked

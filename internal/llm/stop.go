@@ -2,33 +2,28 @@ package llm
 
 import "fmt"
 
-// StopReason is why a model stopped writing, normalised across the four wire
+// StopReason is why a model stopped writing, normalised across the wire
 // protocols (docs/reliability.md#every-turn-ends-with-something-to-read). Each
-// adapter maps its own vocabulary onto these values; the agent decides once
-// what each means for the user.
+// adapter maps its own vocabulary onto these values (its stop function says
+// which of its words is which); the agent decides once what each means for
+// the user.
 type StopReason string
 
 const (
-	// StopEnd: the model finished its answer (OpenAI "stop", Anthropic
-	// "end_turn"/"stop_sequence", Gemini STOP, Responses "completed").
+	// StopEnd: the model finished its answer.
 	StopEnd StopReason = "stop"
 	// StopToolCalls: the model stopped to have tools run.
 	StopToolCalls StopReason = "tool_calls"
-	// StopLength: the answer was cut at the output token limit (OpenAI
-	// "length", Anthropic "max_tokens", Gemini MAX_TOKENS, Responses
-	// incomplete with "max_output_tokens").
+	// StopLength: the answer was cut at the output token limit.
 	StopLength StopReason = "length"
-	// StopRefusal: the model declined (Anthropic "refusal", an OpenAI
-	// refusal message).
+	// StopRefusal: the model declined (a refusal stop or message).
 	StopRefusal StopReason = "refusal"
-	// StopSafety: a safety filter stopped or withheld the answer (OpenAI
-	// "content_filter", Gemini SAFETY, PROHIBITED_CONTENT, BLOCKLIST, SPII).
+	// StopSafety: a safety filter stopped or withheld the answer.
 	StopSafety StopReason = "safety"
-	// StopRecitation: the answer was withheld for reciting protected text
-	// (Gemini RECITATION).
+	// StopRecitation: the answer was withheld for reciting protected text.
 	StopRecitation StopReason = "recitation"
 	// StopMalformedCall: the model produced a tool call the provider could
-	// not parse (Gemini MALFORMED_FUNCTION_CALL, UNEXPECTED_TOOL_CALL).
+	// not parse.
 	StopMalformedCall StopReason = "malformed_call"
 	// StopOther: any other reason the provider named.
 	StopOther StopReason = "other"

@@ -12,7 +12,7 @@ import (
 // Unreachable reports whether err is a failure to reach a server at all —
 // a name that does not resolve, a refused, reset or timed-out connection,
 // no route, a TLS handshake that failed — and says so in a short form that
-// is safe to show a user: "cannot reach api.openai.com: connection
+// is safe to show a user: "cannot reach api.example.com: connection
 // refused". It names the host (with the port when the URL gave one), never
 // the URL's path, query or user info, which can carry keys. Failures after
 // the server answered (an HTTP status, a stream cut short) are not

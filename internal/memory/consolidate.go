@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/usage"
@@ -50,8 +51,9 @@ type Config struct {
 	MaxConflicts int
 	// Location is the time zone of HISTORY.md's timestamps [time.Local].
 	Location *time.Location
-	// Now is the clock, for entries about messages without a time [time.Now].
-	Now func() time.Time
+	// Clock is the time of entries about messages without one
+	// [clock.System].
+	Clock clock.Clock
 }
 
 // DefaultMaxConflicts is how often one consolidation is redone because
@@ -66,8 +68,8 @@ func (c Config) withDefaults() Config {
 	if c.Location == nil {
 		c.Location = time.Local
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.System{}
 	}
 	return c
 }
@@ -137,7 +139,7 @@ func (c *Consolidator) Dump(key string, msgs []llm.Message, cause error) error {
 	}
 	first, last := span(msgs)
 	if first.IsZero() {
-		first, last = c.cfg.Now(), c.cfg.Now()
+		first, last = c.cfg.Clock.Now(), c.cfg.Clock.Now()
 	}
 	why := "memory consolidation failed"
 	if cause != nil {
@@ -285,7 +287,7 @@ func (c *Consolidator) stamp(entry string, msgs []llm.Message) string {
 	}
 	first, _ := span(msgs)
 	if first.IsZero() {
-		first = c.cfg.Now()
+		first = c.cfg.Clock.Now()
 	}
 	return "[" + first.In(c.cfg.Location).Format(stampLayout) + "] " + entry
 }

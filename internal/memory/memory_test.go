@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/history"
 	"github.com/nanobot-go/nanobot/internal/llm"
@@ -226,7 +227,7 @@ func conversation() []llm.Message {
 
 func newTestConsolidator(t *testing.T, f *Files, m *model) *Consolidator {
 	// MaxTokens as the daemon passes it: agents.max_tokens of config.
-	return NewConsolidator(f, m, Config{MaxTokens: config.Defaults().Agents.MaxTokens, Location: time.UTC, Now: func() time.Time { return t0.Add(time.Hour) }}, zaptest.NewLogger(t))
+	return NewConsolidator(f, m, Config{MaxTokens: config.Defaults().Agents.MaxTokens, Location: time.UTC, Clock: clock.Func(func() time.Time { return t0.Add(time.Hour) })}, zaptest.NewLogger(t))
 }
 
 func TestConsolidateRequestAndApply(t *testing.T) {

@@ -1,14 +1,16 @@
 package provider
 
 import (
-	"context"
 	"sync"
 	"time"
+
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
-// fakeClock is a Clock whose Sleep returns at once (advancing Now) and
-// records every wait, so retry timing is tested without sleeping. With
-// block set, Sleep instead signals sleeping and waits for ctx to end.
+// fakeClock is a clock.Clock whose timers fire at once (advancing Now),
+// recording every wait, so retry timing is tested without sleeping. With
+// block set, a timer instead signals sleeping and never fires, so the
+// router waits for ctx to end.
 type fakeClock struct {
 	mu       sync.Mutex
 	now      time.Time
@@ -16,6 +18,8 @@ type fakeClock struct {
 	block    bool
 	sleeping chan struct{}
 }
+
+var _ clock.Clock = (*fakeClock)(nil)
 
 func newFakeClock() *fakeClock {
 	return &fakeClock{now: time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC), sleeping: make(chan struct{}, 1)}
@@ -27,21 +31,25 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+func (c *fakeClock) NewTimer(d time.Duration) clock.Timer {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.waits = append(c.waits, d)
-	block := c.block
-	if !block {
-		c.now = c.now.Add(d)
-	}
-	c.mu.Unlock()
-	if block {
+	t := firedTimer(make(chan time.Time, 1))
+	if c.block {
 		c.sleeping <- struct{}{}
-		<-ctx.Done()
-		return ctx.Err()
+		return t // never fires
 	}
-	return ctx.Err()
+	c.now = c.now.Add(d)
+	t <- c.now
+	return t
 }
+
+// firedTimer is a timer whose channel holds its tick (or nothing, never).
+type firedTimer chan time.Time
+
+func (t firedTimer) C() <-chan time.Time { return t }
+func (t firedTimer) Stop() bool          { return false }
 
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -47,29 +46,6 @@ func (p RetryPolicy) backoff(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, p.MaxDelay)
-}
-
-// Clock is the router's time: Now for the circuit breakers, Sleep for
-// backoff. Tests inject a fake so that nothing really waits.
-type Clock interface {
-	Now() time.Time
-	// Sleep waits d or until ctx ends, returning ctx.Err() then.
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // fullJitter draws a wait uniformly from [0, d].

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/usage"
@@ -57,8 +58,9 @@ type Options struct {
 	MaxRetries map[string]int
 	Retry      RetryPolicy
 	Breaker    BreakerPolicy
-	// Clock is real time when nil.
-	Clock Clock
+	// Clock is the circuit breakers' time and the backoff's timer
+	// [clock.System]; tests inject a fake so that nothing really waits.
+	Clock clock.Clock
 	// Jitter draws a backoff wait from [0, d]; uniform random when nil.
 	Jitter func(d time.Duration) time.Duration
 	// Usage records every attempt, answered, retried or failed, with the
@@ -100,7 +102,7 @@ func NewRouter(providers map[string]Streamer, opts Options, log *zap.Logger) *Ro
 	opts.Retry = opts.Retry.withDefaults()
 	opts.Breaker = opts.Breaker.withDefaults()
 	if opts.Clock == nil {
-		opts.Clock = realClock{}
+		opts.Clock = clock.System{}
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = fullJitter
@@ -329,7 +331,7 @@ func (r *Router) onRoute(ctx context.Context, asked string, rt Route, req llm.Re
 		log.Warn("model call failed, retrying", zap.String("route", label), zap.String("failure", string(f.Kind)),
 			zap.Int("attempt", attempt), zap.Duration("wait", wait), zap.Error(err))
 		r.record(ctx, &rec, usage.OutcomeRetried)
-		if err := r.opts.Clock.Sleep(ctx, wait); err != nil {
+		if err := clock.Sleep(ctx, r.opts.Clock, wait); err != nil {
 			b.release()
 			return llm.Message{}, nil, err
 		}

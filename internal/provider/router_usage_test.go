@@ -42,8 +42,8 @@ func newUsageRig(t *testing.T, budget Admitter) *usageRig {
 	rig.responses = openaifake.New(t, nil)
 	rig.anthropic = anthropicfake.New(t, rig.anthS)
 	rig.gemini = geminifake.New(t, rig.geminiS)
-	clock := newFakeClock()
-	l, err := usage.Open(t.TempDir(), usage.Options{Now: clock.Now, Prices: usage.NewPriceTable(map[string]usage.Price{"responses/gpt-5": {Input: 1.25, Output: 10, CacheRead: 0.125}}), SyncEvery: time.Hour})
+	clk := newFakeClock()
+	l, err := usage.Open(t.TempDir(), usage.Options{Clock: clk, Prices: usage.NewPriceTable(map[string]usage.Price{"responses/gpt-5": {Input: 1.25, Output: 10, CacheRead: 0.125}}), SyncEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func newUsageRig(t *testing.T, budget Admitter) *usageRig {
 		Default:    "openai/gpt-4o",
 		Routes:     map[string]RouteSpec{"careful": {Model: "anthropic/claude-sonnet-4-5", Fallbacks: []string{"gemini/gemini-2.5-flash"}}},
 		MaxRetries: map[string]int{"openai": 1, "anthropic": 1, "gemini": 1, "responses": 1},
-		Clock:      clock, Jitter: halfJitter, Usage: l, Budget: budget,
+		Clock:      clk, Jitter: halfJitter, Usage: l, Budget: budget,
 	}, log)
 	return rig
 }

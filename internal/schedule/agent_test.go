@@ -22,7 +22,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/agent"
 	"github.com/nanobot-go/nanobot/internal/agent/agentconfig"
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider"
@@ -61,7 +61,7 @@ func newWorld(t *testing.T) *world {
 	acfg.MaxTokens, acfg.DraftInterval = 1000, time.Nanosecond
 	ag := agent.New(acfg,
 		agent.Deps{Model: w.router, Sessions: w.store, Tools: w.reg, Out: w.bus,
-			Prompt: &agent.PromptBuilder{Workspace: w.ws, Files: wstest.Files(t, w.ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test"}, Now: w.clock.Now}, w.log)
+			Prompt: &agent.PromptBuilder{Workspace: w.ws, Files: wstest.Files(t, w.ws), MaxFileChars: config.Defaults().Agents.BootstrapMaxChars, Version: "test"}, Clock: clock.Func(w.clock.Now)}, w.log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	agentDone := make(chan struct{})

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
 // TestMain fails the package's tests if a scheduler, agent or HTTP

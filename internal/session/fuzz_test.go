@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -21,7 +22,7 @@ func FuzzLoad(f *testing.F) {
 		dir := t.TempDir()
 		writeFile(t, sessionFile(dir, key), data)
 		open := func() *Store {
-			s := NewStore(dir, withCache(Options{Now: func() time.Time { return t0 }}), zap.NewNop())
+			s := NewStore(dir, withCache(Options{Clock: clock.Func(func() time.Time { return t0 })}), zap.NewNop())
 			s.sync = func(*os.File) error { return nil } // speed; durability is not under test
 			t.Cleanup(func() { s.Close() })
 			return s

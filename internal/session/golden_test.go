@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/testkit/golden"
 )
 
@@ -20,7 +21,7 @@ func goldenFile(t *testing.T, name string, got []byte) {
 // directions: what the store writes, and what it reads from the fixture.
 func TestGoldenFormat(t *testing.T) {
 	dir := t.TempDir()
-	s := newStore(t, dir, Options{Now: stepClock(time.Second)}, zaptest.NewLogger(t))
+	s := newStore(t, dir, Options{Clock: clock.Func(stepClock(time.Second))}, zaptest.NewLogger(t))
 	turn := sampleTurn()
 	mustAppend(t, s, key, turn[:2]...)
 	if err := s.SetMeta(key, MetaUpdate{Title: ptr("The report")}); err != nil {
@@ -49,7 +50,7 @@ func TestGoldenCrashRepair(t *testing.T) {
 	file := sessionFile(dir, key)
 	writeFile(t, file, readFile(t, filepath.Join("testdata", "crash.jsonl")))
 	log := newLogs(t)
-	s := newStore(t, dir, Options{Now: stepClock(time.Second)}, log.Logger)
+	s := newStore(t, dir, Options{Clock: clock.Func(stepClock(time.Second))}, log.Logger)
 	snap := mustAppend(t, s, key, userText("after the crash"))
 	if got := texts(snap.Messages); got != "hello,hi there,after the crash" {
 		t.Errorf("messages = %s", got)

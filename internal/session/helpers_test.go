@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
@@ -79,8 +80,8 @@ func withCache(opts Options) Options {
 func newStore(t *testing.T, dir string, opts Options, log *zap.Logger) *Store {
 	t.Helper()
 	opts = withCache(opts)
-	if opts.Now == nil {
-		opts.Now = stepClock(time.Second)
+	if opts.Clock == nil {
+		opts.Clock = clock.Func(stepClock(time.Second))
 	}
 	s := NewStore(dir, opts, log)
 	t.Cleanup(func() {

@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
 // oldSessions writes an old <workspace>/sessions/ with real session files
@@ -23,7 +25,7 @@ import (
 // returns the files of from and of to, by name.
 func oldSessions(t *testing.T, from, to string) (old, existing map[string][]byte) {
 	t.Helper()
-	s := NewStore(from, withCache(Options{Now: stepClock(time.Second)}), zap.NewNop())
+	s := NewStore(from, withCache(Options{Clock: clock.Func(stepClock(time.Second))}), zap.NewNop())
 	for _, key := range []string{"telegram:42", "discord:1:thread:2", "api:webui:" + string(bytes.Repeat([]byte("@"), 128))} {
 		mustAppend(t, s, key, userText("hello "+key), userText("again"))
 	}
@@ -209,7 +211,7 @@ func TestMoveDirThenStore(t *testing.T) {
 	base := t.TempDir()
 	from, to := filepath.Join(base, "workspace", "sessions"), filepath.Join(base, "sessions")
 	long := "api:webui:" + string(bytes.Repeat([]byte("@"), 128))
-	old := NewStore(from, withCache(Options{Now: stepClock(time.Second)}), zap.NewNop())
+	old := NewStore(from, withCache(Options{Clock: clock.Func(stepClock(time.Second))}), zap.NewNop())
 	mustAppend(t, old, "telegram:42", userText("hi"))
 	mustAppend(t, old, long, userText("long"))
 	if err := old.Close(); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -48,9 +49,9 @@ type Options struct {
 	// small ones would take. A session weighs its file's size plus
 	// MessageOverhead per message (see Weight).
 	CacheBytes int64
-	// Now is the clock for header, meta and archive timestamps and for
-	// stamping messages that have no Time [time.Now].
-	Now func() time.Time
+	// Clock is the time for header, meta and archive timestamps and for
+	// stamping messages that have no Time [clock.System].
+	Clock clock.Clock
 }
 
 // MessageOverhead is what a loaded message is counted to hold in memory
@@ -111,8 +112,8 @@ type state struct {
 // agents.sessions_dir, after MoveDir). It does no I/O: the directory and files are created
 // on the first write.
 func NewStore(dir string, opts Options, log *zap.Logger) *Store {
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.System{}
 	}
 	s := &Store{dir: dir, opts: opts, log: log, sync: (*os.File).Sync}
 	s.cache = NewCache(opts.CacheSize, opts.CacheBytes, func(key string) *entry {
@@ -187,7 +188,7 @@ func (s *Store) Get(key string) (Snapshot, error) {
 
 // Append validates msgs and appends them to the session with one write and
 // one fsync, all or nothing as far as the store can tell. Messages without a
-// Time are stamped with Options.Now; tool-result renderings equal to a fuller
+// Time are stamped with Options.Clock; tool-result renderings equal to a fuller
 // one are dropped (docs/history.md#levels-of-detail). The returned snapshot
 // holds the messages as they will read back from disk. On error nothing is
 // added: bytes that reached the file are cut off again, and the session is
@@ -248,7 +249,7 @@ func (s *Store) appendOp(key, op string, durable bool, msgs []llm.Message) (Snap
 // within [0, len(Messages)].
 func (s *Store) SetMeta(key string, u MetaUpdate) error {
 	return s.with(key, "set meta", func(e *entry) error {
-		r, ok, err := metaRecord(&e.state, u, s.opts.Now)
+		r, ok, err := metaRecord(&e.state, u, s.opts.Clock.Now)
 		if err != nil || !ok {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -56,7 +57,7 @@ func TestRoundTrip(t *testing.T) {
 
 func TestAppendStampsTimeAndCompacts(t *testing.T) {
 	dir := t.TempDir()
-	s := newStore(t, dir, Options{Now: func() time.Time { return t0 }}, zaptest.NewLogger(t))
+	s := newStore(t, dir, Options{Clock: clock.Func(func() time.Time { return t0 })}, zaptest.NewLogger(t))
 	in := []llm.Message{
 		{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "same", Summary: "same", Gist: "same"}}},
 		{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, Result: &llm.ToolResult{
@@ -425,7 +426,7 @@ func TestConcurrent(t *testing.T) {
 
 func TestArchive(t *testing.T) {
 	dir := t.TempDir()
-	s := newStore(t, dir, Options{Now: func() time.Time { return t0 }}, zaptest.NewLogger(t))
+	s := newStore(t, dir, Options{Clock: clock.Func(func() time.Time { return t0 })}, zaptest.NewLogger(t))
 
 	if p, err := s.Archive("never:written"); err != nil || p != "" {
 		t.Fatalf("Archive of a session without a file = %q, %v", p, err)

@@ -35,7 +35,7 @@ func (s *Store) begin(e *entry) (enc *encoder, created time.Time, err error) {
 	if e.size > 0 {
 		return enc, time.Time{}, nil
 	}
-	created = s.opts.Now().UTC()
+	created = s.opts.Clock.Now().UTC()
 	err = enc.record(record{Type: typeSession, V: formatVersion, Key: e.key, Created: created})
 	return enc, created, err
 }
@@ -48,7 +48,7 @@ func (s *Store) appendMessages(e *entry, msgs []llm.Message, durable bool) error
 	if err != nil {
 		return err
 	}
-	back, err := enc.messages(msgs, s.opts.Now().UTC())
+	back, err := enc.messages(msgs, s.opts.Clock.Now().UTC())
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (s *Store) Archive(key string) (string, error) {
 // serialised and names embed the key, so checking then renaming cannot race
 // within this process.
 func (s *Store) archivePath(key string) (string, error) {
-	stem := FileStem(key) + "." + s.opts.Now().UTC().Format(archiveTime)
+	stem := FileStem(key) + "." + s.opts.Clock.Now().UTC().Format(archiveTime)
 	for i := 1; i <= 1000; i++ {
 		name := stem
 		if i > 1 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -34,7 +35,7 @@ func BenchmarkRecord(b *testing.B) {
 // day), the way the ledger seals them.
 func busyYear(b *testing.B, dir string, end time.Time) {
 	b.Helper()
-	l, err := Open(dir, Options{Prices: NewPriceTable(nil), Now: func() time.Time { return end }})
+	l, err := Open(dir, Options{Prices: NewPriceTable(nil), Clock: clock.Func(func() time.Time { return end })})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func BenchmarkOpenYear(b *testing.B) {
 	end := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	busyYear(b, dir, end)
 	for b.Loop() {
-		l, err := Open(dir, Options{Now: func() time.Time { return end }})
+		l, err := Open(dir, Options{Clock: clock.Func(func() time.Time { return end })})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func BenchmarkQueryYear(b *testing.B) {
 	dir := b.TempDir()
 	end := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	busyYear(b, dir, end)
-	l, err := Open(dir, Options{Now: func() time.Time { return end }})
+	l, err := Open(dir, Options{Clock: clock.Func(func() time.Time { return end })})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 func TestBudgetStopsAtTheLimitWithAClearAnswer(t *testing.T) {
 	loc := berlin(t)
 	dir := t.TempDir()
-	c := &clock{t: time.Date(2026, 3, 10, 15, 0, 0, 0, loc)}
+	c := &setClock{t: time.Date(2026, 3, 10, 15, 0, 0, 0, loc)}
 	l := openLedger(t, dir, c, loc)
 	b, err := NewBudget(Policy{Limits: Limits{Daily: 2, Monthly: 50}}, l, BudgetOptions{Dir: dir})
 	if err != nil {
@@ -58,7 +58,7 @@ func TestBudgetStopsAtTheLimitWithAClearAnswer(t *testing.T) {
 }
 
 func TestBudgetScopes(t *testing.T) {
-	c := &clock{t: time.Date(2026, 1, 31, 12, 0, 0, 0, time.UTC)}
+	c := &setClock{t: time.Date(2026, 1, 31, 12, 0, 0, 0, time.UTC)}
 	l := openLedger(t, t.TempDir(), c, time.UTC)
 	b, _ := NewBudget(Policy{
 		PerChat: Limits{Daily: 1},
@@ -94,7 +94,7 @@ func TestBudgetScopes(t *testing.T) {
 
 func TestBudgetWarnsOnceAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	c := &setClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
 	l := openLedger(t, dir, c, time.UTC)
 	var mu sync.Mutex
 	var got []string
@@ -118,7 +118,7 @@ func TestBudgetWarnsOnceAcrossRestarts(t *testing.T) {
 // then its call is recorded. The spend passes the limit by less than the
 // turns in flight at that moment.
 func TestBudgetConcurrentChatsOvershootByTheTurnsInFlight(t *testing.T) {
-	c := &clock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	c := &setClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
 	l := openLedger(t, t.TempDir(), c, time.UTC)
 	const limit, perTurn, inFlight = 1.0, 0.03, 4 // $0.03 a turn: gpt-4o, 3000 output tokens
 	b, _ := NewBudget(Policy{Limits: Limits{Daily: limit}}, l, BudgetOptions{})

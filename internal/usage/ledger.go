@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
 // Recorder is where model calls are recorded: the Ledger, or on the NATS
@@ -68,9 +70,9 @@ type Options struct {
 	// (usage.sync_every); 0 syncs each record as it is written.
 	SyncEvery time.Duration
 	Prices    *PriceTable
-	// Now is time.Now when nil.
-	Now func() time.Time
-	Log *zap.Logger
+	// Clock is the ledger's time [clock.System].
+	Clock clock.Clock
+	Log   *zap.Logger
 }
 
 // Ledger is the usage ledger on disk (see the package doc). It is safe for
@@ -127,8 +129,8 @@ func Open(dir string, opts Options) (*Ledger, error) {
 	if opts.Location == nil {
 		opts.Location = time.UTC
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.System{}
 	}
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
@@ -166,7 +168,7 @@ func (l *Ledger) Dir() string { return l.dir }
 func (l *Ledger) Location() *time.Location { return l.opts.Location }
 
 // Now is the ledger's clock.
-func (l *Ledger) Now() time.Time { return l.opts.Now() }
+func (l *Ledger) Now() time.Time { return l.opts.Clock.Now() }
 
 func (l *Ledger) date(t time.Time) string { return t.In(l.opts.Location).Format(time.DateOnly) }
 
@@ -206,7 +208,7 @@ func (l *Ledger) Apply(_ context.Context, r Record) error {
 // prepare fills what the caller may leave out and prices the record.
 func (l *Ledger) prepare(r Record) Record {
 	if r.Time.IsZero() {
-		r.Time = l.opts.Now()
+		r.Time = l.opts.Clock.Now()
 	}
 	if r.Origin == "" {
 		r.Origin = OriginUnknown
@@ -370,8 +372,8 @@ func (l *Ledger) tick() error {
 	if l.closed {
 		return nil
 	}
-	if l.cur != nil && l.curDate < l.date(l.opts.Now()) {
-		return l.rollLocked(l.date(l.opts.Now()))
+	if l.cur != nil && l.curDate < l.date(l.opts.Clock.Now()) {
+		return l.rollLocked(l.date(l.opts.Clock.Now()))
 	}
 	if !l.dirty {
 		return nil
@@ -410,7 +412,7 @@ func (l *Ledger) Query(q Query) (Report, error) {
 
 // Spent is what scope spent today and this month.
 func (l *Ledger) Spent(scope Scope) Spend {
-	now := l.opts.Now()
+	now := l.opts.Clock.Now()
 	today := l.date(now)
 	month := Month(now, l.opts.Location)
 	l.mu.Lock()
@@ -585,7 +587,7 @@ func (l *Ledger) load() error {
 	if err != nil {
 		return err
 	}
-	today := l.date(l.opts.Now())
+	today := l.date(l.opts.Clock.Now())
 	for _, date := range unsealed {
 		if date < today {
 			if err := l.sealLocked(date); err != nil {
@@ -601,7 +603,7 @@ func (l *Ledger) load() error {
 // of the days it has not sealed, and returns those days. It writes nothing
 // (OpenReadOnly).
 func (l *Ledger) read() (unsealed []string, err error) {
-	now := l.opts.Now()
+	now := l.opts.Clock.Now()
 	resident := l.date(now.AddDate(0, 0, -residentDays))
 	if err := readSpans(filepath.Join(l.dir, daysFile), l.opts.Log, func(b []byte, sp span) error {
 		date, seal, ok := peekDay(b)

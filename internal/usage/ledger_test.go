@@ -11,17 +11,18 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
-// clock is a settable time source for the ledger and budget.
-type clock struct {
+// setClock is a settable time source for the ledger and budget.
+type setClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+func (c *setClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *setClock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 
 func berlin(t *testing.T) *time.Location {
 	t.Helper()
@@ -32,9 +33,9 @@ func berlin(t *testing.T) *time.Location {
 	return loc
 }
 
-func openLedger(t *testing.T, dir string, c *clock, loc *time.Location) *Ledger {
+func openLedger(t *testing.T, dir string, c *setClock, loc *time.Location) *Ledger {
 	t.Helper()
-	l, err := Open(dir, Options{Location: loc, Now: c.Now, Prices: NewPriceTable(nil), SyncEvery: time.Hour, Log: zaptest.NewLogger(t)})
+	l, err := Open(dir, Options{Location: loc, Clock: clock.Func(c.Now), Prices: NewPriceTable(nil), SyncEvery: time.Hour, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func rec(chat string, origin Origin, model string, in, out int) Record {
 }
 
 func TestLedgerRecordsAndQueries(t *testing.T) {
-	c := &clock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	c := &setClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
 	l := openLedger(t, t.TempDir(), c, time.UTC)
 	ctx := context.Background()
 	for _, r := range []Record{
@@ -95,7 +96,7 @@ func TestLedgerRecordsAndQueries(t *testing.T) {
 
 func TestLedgerRestartMidDayKeepsTheDay(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC)}
+	c := &setClock{t: time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC)}
 	l := openLedger(t, dir, c, time.UTC)
 	for range 3 {
 		if err := l.Record(context.Background(), rec("telegram:1", OriginTurn, "openai/gpt-4o", 1000, 100)); err != nil {
@@ -122,7 +123,7 @@ func TestLedgerRestartMidDayKeepsTheDay(t *testing.T) {
 
 func TestLedgerToleratesATornLastLine(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC)}
+	c := &setClock{t: time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC)}
 	l := openLedger(t, dir, c, time.UTC)
 	if err := l.Record(context.Background(), rec("telegram:1", OriginTurn, "openai/gpt-4o", 1000, 100)); err != nil {
 		t.Fatal(err)
@@ -155,8 +156,8 @@ func TestLedgerDayBoundaryInTimezone(t *testing.T) {
 	loc := berlin(t)
 	dir := t.TempDir()
 	// 22:59 UTC on 31 March is 00:59 on 1 April in Berlin (summer time).
-	c := &clock{t: time.Date(2026, 3, 31, 21, 30, 0, 0, time.UTC)} // 23:30 Berlin, 31 March
-	l, err := Open(dir, Options{Location: loc, Now: c.Now, Prices: NewPriceTable(nil), SyncEvery: time.Hour, Retention: 24 * time.Hour})
+	c := &setClock{t: time.Date(2026, 3, 31, 21, 30, 0, 0, time.UTC)} // 23:30 Berlin, 31 March
+	l, err := Open(dir, Options{Location: loc, Clock: clock.Func(c.Now), Prices: NewPriceTable(nil), SyncEvery: time.Hour, Retention: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestLedgerDayBoundaryInTimezone(t *testing.T) {
 	// Days later: March's detail is past the retention and deleted; its
 	// sums stay.
 	c.Set(time.Date(2026, 4, 5, 10, 0, 0, 0, time.UTC))
-	l2, err := Open(dir, Options{Location: loc, Now: c.Now, Prices: NewPriceTable(nil), Retention: 24 * time.Hour})
+	l2, err := Open(dir, Options{Location: loc, Clock: clock.Func(c.Now), Prices: NewPriceTable(nil), Retention: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestLedgerDayBoundaryInTimezone(t *testing.T) {
 
 func TestLedgerLateRecordCountsOnItsDay(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: time.Date(2026, 3, 11, 0, 5, 0, 0, time.UTC)}
+	c := &setClock{t: time.Date(2026, 3, 11, 0, 5, 0, 0, time.UTC)}
 	l := openLedger(t, dir, c, time.UTC)
 	ctx := context.Background()
 	_ = l.Record(ctx, rec("a", OriginTurn, "openai/gpt-4o", 10, 10))
@@ -213,7 +214,7 @@ func TestLedgerLateRecordCountsOnItsDay(t *testing.T) {
 }
 
 func TestQueryRefusesBadInput(t *testing.T) {
-	l := openLedger(t, t.TempDir(), &clock{t: time.Now()}, time.UTC)
+	l := openLedger(t, t.TempDir(), &setClock{t: time.Now()}, time.UTC)
 	for _, q := range []Query{{Period: Period{From: "x", To: "y"}}, {Period: Period{From: "2026-01-02", To: "2026-01-01"}},
 		{Period: Period{From: "2026-01-01", To: "2026-01-01"}, By: "colour"}} {
 		if _, err := l.Query(q); err == nil {
@@ -248,7 +249,7 @@ func TestPeriods(t *testing.T) {
 // counts both processes' records, once.
 func TestLedgerTwoWritersSealADayOnce(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: time.Date(2026, 3, 10, 22, 0, 0, 0, time.UTC)}
+	c := &setClock{t: time.Date(2026, 3, 10, 22, 0, 0, 0, time.UTC)}
 	a, b := openLedger(t, dir, c, time.UTC), openLedger(t, dir, c, time.UTC)
 	ctx := context.Background()
 	_ = a.Record(ctx, rec("telegram:1", OriginTurn, "openai/gpt-4o", 10, 10))

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
 // OpenReadOnly reads the ledger in dir as it stands, for a process beside
@@ -21,8 +23,8 @@ func OpenReadOnly(dir string, opts Options) (*Ledger, error) {
 	if opts.Location == nil {
 		opts.Location = time.UTC
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.System{}
 	}
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
 // dirState is every file of dir with its size and modification time.
@@ -35,7 +37,7 @@ func dirState(t *testing.T, dir string) map[string]string {
 // refuses records.
 func TestOpenReadOnlyBesideTheKeeper(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{t: time.Date(2026, 3, 10, 23, 0, 0, 0, time.UTC)}
+	c := &setClock{t: time.Date(2026, 3, 10, 23, 0, 0, 0, time.UTC)}
 	keeper := openLedger(t, dir, c, time.UTC)
 	ctx := context.Background()
 	old := rec("telegram:1", OriginCron, "openai/gpt-4o-mini", 7, 7)
@@ -53,7 +55,7 @@ func TestOpenReadOnlyBesideTheKeeper(t *testing.T) {
 	// or tick: the reader must count it from the detail without summing it.
 	c.Set(time.Date(2026, 3, 11, 0, 30, 0, 0, time.UTC))
 	before := dirState(t, dir)
-	ro, err := OpenReadOnly(dir, Options{Now: c.Now, Prices: NewPriceTable(nil)})
+	ro, err := OpenReadOnly(dir, Options{Clock: clock.Func(c.Now), Prices: NewPriceTable(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestOpenReadOnlyBesideTheKeeper(t *testing.T) {
 	if err := keeper.Record(ctx, rec("telegram:1", OriginTurn, "openai/gpt-4o-mini", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	again, err := OpenReadOnly(dir, Options{Now: c.Now, Prices: NewPriceTable(nil)})
+	again, err := OpenReadOnly(dir, Options{Clock: clock.Func(c.Now), Prices: NewPriceTable(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -288,7 +288,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, text string) (i
 func (s *Server) publish(r *http.Request, id, text, msgID string, media []llm.Part) error {
 	return s.deps.Bus.PublishInbound(r.Context(), bus.InboundMessage{
 		Channel: Channel, SenderID: "web", SenderName: "web", ChatID: id, MessageID: msgID,
-		Content: text, Media: media, Time: s.deps.Now(),
+		Content: text, Media: media, Time: s.deps.Clock.Now(),
 	})
 }
 

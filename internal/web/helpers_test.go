@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/session"
 )
@@ -65,7 +66,7 @@ func newEnv(t *testing.T, mutate ...func(*config.WebChannelConfig, *Deps)) *env 
 	t.Cleanup(func() { e.store.Close() })
 	cfg := config.WebChannelConfig{Enabled: true, Token: testToken, SessionTTL: time.Hour, MaxUploadBytes: 1 << 20}
 	deps := Deps{Bus: e.bus, Sessions: e.store, Workspace: e.ws, StateFile: filepath.Join(dir, "web-conversations.json"),
-		TokenFile: filepath.Join(dir, "web-token"), Now: e.clock.Now}
+		TokenFile: filepath.Join(dir, "web-token"), Clock: clock.Func(e.clock.Now)}
 	for _, m := range mutate {
 		m(&cfg, &deps)
 	}

@@ -65,13 +65,13 @@ func newPanelEnv(t *testing.T) *panelEnv {
 	p := &panelEnv{cron: &memCron{jobs: []CronJob{{ID: "j1", Session: "telegram:42", Schedule: "every 1h", Message: "drink water"}}}}
 	p.env = newEnv(t, func(_ *config.WebChannelConfig, d *Deps) {
 		p.pairing = channels.NewPairingStore(filepath.Join(t.TempDir(), "pairing.json"))
-		l, err := usage.Open(t.TempDir(), usage.Options{Now: d.Now, Prices: usage.NewPriceTable(nil), Log: zaptest.NewLogger(t)})
+		l, err := usage.Open(t.TempDir(), usage.Options{Clock: d.Clock, Prices: usage.NewPriceTable(nil), Log: zaptest.NewLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = l.Close() })
 		p.ledger = l
-		d.Panel = &Panel{Version: "v-test", Started: d.Now(), Model: "openai/gpt-4o-mini", Routes: map[string]string{"smart": "anthropic/x"},
+		d.Panel = &Panel{Version: "v-test", Started: d.Clock.Now(), Model: "openai/gpt-4o-mini", Routes: map[string]string{"smart": "anthropic/x"},
 			Budget: 100000, Workspace: d.Workspace, Cron: p.cron, Pairing: p.pairing,
 			Channels: func() []ChannelState { return []ChannelState{{Name: "telegram", Up: false, Error: "polling stalled"}} },
 			Ledger:   l,

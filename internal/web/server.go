@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/session"
 )
@@ -60,8 +60,9 @@ type Deps struct {
 	Panel *Panel
 	// Setup serves the first-run setup view (setup.go) [none].
 	Setup Setup
-	// Now is the clock [time.Now].
-	Now func() time.Time
+	// Clock is the time of sessions, conversations and messages
+	// [clock.System].
+	Clock clock.Clock
 }
 
 // Server is the web channel: the page, its API and its event streams. It
@@ -81,8 +82,8 @@ var _ channels.Receiver = (*Server)(nil)
 
 // New builds the server; it does no I/O.
 func New(cfg config.WebChannelConfig, deps Deps, log *zap.Logger) *Server {
-	if deps.Now == nil {
-		deps.Now = time.Now
+	if deps.Clock == nil {
+		deps.Clock = clock.System{}
 	}
 	token := func() (string, error) {
 		if cfg.Token != "" {
@@ -94,12 +95,12 @@ func New(cfg config.WebChannelConfig, deps Deps, log *zap.Logger) *Server {
 	// refused there.
 	trusted, _ := config.ParseTrustedProxies(cfg.TrustedProxies)
 	s := &Server{cfg: cfg, deps: deps, log: log,
-		auth:  newAuth(token, cfg.SessionTTL, strings.HasPrefix(cfg.PublicURL, "https://"), trusted, deps.Now, log),
+		auth:  newAuth(token, cfg.SessionTTL, strings.HasPrefix(cfg.PublicURL, "https://"), trusted, deps.Clock.Now, log),
 		files: newSentFiles(deps.Workspace),
-		convs: newConversations(deps.StateFile, deps.Now),
+		convs: newConversations(deps.StateFile, deps.Clock.Now),
 		mux:   http.NewServeMux()}
 	if p := deps.Panel; p != nil {
-		p.sessions, p.now, p.log = deps.Sessions, deps.Now, log.Named("panel")
+		p.sessions, p.now, p.log = deps.Sessions, deps.Clock.Now, log.Named("panel")
 	}
 	s.hub = newHub(deps.Sessions, s.files)
 	s.auth.describe = s.describe

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/commands"
 )
 
@@ -50,15 +51,15 @@ type CLI struct {
 	// ExitWindow is how soon a second Ctrl-C at the prompt must follow the
 	// first to leave [2s].
 	ExitWindow time.Duration
-	// Now is the clock the exit window is measured on [time.Now].
-	Now func() time.Time
+	// Clock is the time the exit window is measured on [clock.System].
+	Clock clock.Clock
 
 	stops atomic.Int64 // numbers the /stop requests, to know their replies
 }
 
 // New returns a CLI that prints to out.
 func New(b Bus, out io.Writer) *CLI {
-	return &CLI{b: b, out: out, SenderID: "local", ExitWindow: 2 * time.Second, Now: time.Now}
+	return &CLI{b: b, out: out, SenderID: "local", ExitWindow: 2 * time.Second, Clock: clock.System{}}
 }
 
 // exitWords leave the REPL; the slash forms read like the chat commands.
@@ -223,7 +224,7 @@ func (c *CLI) REPL(ctx context.Context, in io.Reader, prompt string) error {
 			return err
 		case <-c.Interrupts:
 			// The terminal has thrown the half-typed line away already.
-			now := c.Now()
+			now := c.Clock.Now()
 			if !interrupted.IsZero() && now.Sub(interrupted) < c.ExitWindow {
 				fmt.Fprintln(c.out)
 				return nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
 // agentFunc answers each inbound message by publishing what reply returns.
@@ -211,7 +212,7 @@ func TestREPLInterrupts(t *testing.T) {
 	c.Stream = true
 	c.Interrupts = ints
 	now := time.Unix(0, 0)
-	c.Now = func() time.Time { return now }
+	c.Clock = clock.Func(func() time.Time { return now })
 	done := make(chan error, 1)
 	go func() { done <- c.REPL(context.Background(), inR, "> ") }()
 	if _, err := io.WriteString(inW, "long\n"); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 
-	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
 // CursorFile is the file in Deps.DataDir that keeps the chats' cursors.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
 )
 

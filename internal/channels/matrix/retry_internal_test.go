@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
-	"github.com/nanobot-go/nanobot/internal/channels/clock"
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
 // TestRetryBacksOff: a failing homeserver is tried again after a jittered

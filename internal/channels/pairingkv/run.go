@@ -132,7 +132,7 @@ func (s *Store) importFile(ctx context.Context, kv jetstream.KeyValue) error {
 		return fmt.Errorf("get %s: %w", importedKey, err)
 	}
 	file := channels.NewPairingStore(s.opts.ImportFile)
-	file.TTL, file.Now = s.opts.TTL, s.opts.Now
+	file.TTL, file.Clock = s.opts.TTL, s.opts.Clock
 	st, err := file.List() // valid codes only
 	if err != nil {
 		return err
@@ -168,7 +168,7 @@ func (s *Store) importFile(ctx context.Context, kv jetstream.KeyValue) error {
 			return fmt.Errorf("create %s: %w", k, err)
 		}
 	}
-	mark := fmt.Sprintf(`{"file":%q,"at":%q}`, s.opts.ImportFile, s.opts.Now().UTC().Format(time.RFC3339))
+	mark := fmt.Sprintf(`{"file":%q,"at":%q}`, s.opts.ImportFile, s.opts.Clock.Now().UTC().Format(time.RFC3339))
 	if _, err := kv.Create(ctx, importedKey, []byte(mark)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("create %s: %w", importedKey, err)
 	}

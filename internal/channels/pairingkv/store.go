@@ -17,6 +17,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 )
 
@@ -30,8 +31,8 @@ type Options struct {
 	// codes [64], the oldest dropped first — the file store's rules.
 	TTL        time.Duration
 	MaxPending int
-	// Now is the clock [time.Now].
-	Now func() time.Time
+	// Clock is the time codes expire by [clock.System].
+	Clock clock.Clock
 	// ImportFile is the file store's path (the data dir's pairing.json).
 	// Run imports its entries once into the bucket, so switching a
 	// deployment to NATS keeps its approvals; "" imports nothing.
@@ -105,8 +106,8 @@ func New(cfg config.NATSConfig, conn natsbus.JetStreamer, opts Options, log *zap
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = defaultMaxPending
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.System{}
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = defaultTimeout
@@ -140,7 +141,7 @@ func (s *Store) Request(channel, senderID, senderName, chatID string) (string, e
 		}
 		code = c
 		r.Pending = &channels.PairingRequest{Code: c, Channel: channel, SenderID: senderID,
-			SenderName: senderName, ChatID: chatID, Created: s.opts.Now().UTC()}
+			SenderName: senderName, ChatID: chatID, Created: s.opts.Clock.Now().UTC()}
 		return true, nil
 	})
 	if err != nil {
@@ -198,7 +199,7 @@ func (s *Store) Approve(code string) (channels.Approval, error) {
 	var a channels.Approval
 	err := s.onCode(code, func(r *record) (bool, error) {
 		p := r.Pending
-		a = p.Approval(s.opts.Now())
+		a = p.Approval(s.opts.Clock.Now())
 		r.Pending, r.Approved = nil, &a
 		return true, nil
 	})
@@ -318,7 +319,7 @@ func comparePending(a, b channels.PairingRequest) int {
 }
 
 func (s *Store) expired(p channels.PairingRequest) bool {
-	return p.Created.Before(s.opts.Now().Add(-s.opts.TTL))
+	return p.Created.Before(s.opts.Clock.Now().Add(-s.opts.TTL))
 }
 
 // wait blocks until Run has loaded the bucket.

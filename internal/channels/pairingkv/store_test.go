@@ -56,7 +56,7 @@ func TestSameAsFileStore(t *testing.T) {
 		srv := natsfake.Start(t, t.TempDir())
 		stores := make([]channels.Pairing, n)
 		for i := range stores {
-			stores[i] = start(t, srv.URL(), pairingkv.Options{Now: cfg.Now, MaxPending: cfg.MaxPending})
+			stores[i] = start(t, srv.URL(), pairingkv.Options{Clock: cfg.Clock, MaxPending: cfg.MaxPending})
 		}
 		return stores
 	})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/provider/httpcall"
@@ -83,11 +84,12 @@ func (p *Provider) apiError(resp *http.Response, raw []byte) *llm.APIError {
 	}
 	if resp.StatusCode >= 400 {
 		out.Status = resp.StatusCode
-		out.RetryAfter = httpcall.RetryAfterMs(resp.Header, p.now())
+		out.RetryAfter = httpcall.RetryAfterMs(resp.Header, time.Now())
 	}
 	if out.Message == "" {
 		out.Message = cause.body
 	}
+	out.Kind = vocabulary.Kind(out.Status, out.Type, out.Message)
 	if out.Status == 0 && out.Type != "" {
 		// llm.APIError prints no type without a status; a mid-stream error
 		// is only understandable with it.
@@ -97,6 +99,20 @@ func (p *Provider) apiError(resp *http.Response, raw []byte) *llm.APIError {
 		out.Message = http.StatusText(out.Status)
 	}
 	return out
+}
+
+// vocabulary is what Anthropic's error types mean in the failure table
+// (https://docs.anthropic.com/en/api/errors); a refusal for a prompt over
+// the context window has no type of its own, only its message.
+var vocabulary = httpcall.Vocabulary{
+	Types: map[string]llm.Kind{
+		"authentication_error": llm.KindAuth, "permission_error": llm.KindAuth,
+		"billing_error":    llm.KindQuota,
+		"rate_limit_error": llm.KindRateLimit,
+		"overloaded_error": llm.KindUnavailable, "api_error": llm.KindUnavailable,
+		"invalid_request_error": llm.KindRejected, "not_found_error": llm.KindRejected, "request_too_large": llm.KindRejected,
+	},
+	TooLong: []string{"prompt is too long"},
 }
 
 // httpError is the cause an APIError keeps: the call, the answer's status,

@@ -59,8 +59,6 @@ type Provider struct {
 	http    *http.Client
 	timeout time.Duration
 	log     *zap.Logger
-	// now reads the clock for Retry-After dates.
-	now func() time.Time
 }
 
 // New builds the adapter for providers.<name>. It does no I/O. A nil
@@ -83,7 +81,6 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 		http:    httpClient,
 		timeout: cfg.Timeout,
 		log:     log,
-		now:     time.Now,
 	}
 }
 

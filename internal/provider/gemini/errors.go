@@ -52,8 +52,9 @@ func (p *Provider) statusError(resp *http.Response) error {
 	if out.Message == "" {
 		out.Message = http.StatusText(resp.StatusCode)
 	}
+	out.Kind = vocabulary.Kind(out.Status, out.Type, out.Message)
 	if out.RetryAfter == 0 {
-		out.RetryAfter = httpcall.RetryAfter(resp.Header, p.now())
+		out.RetryAfter = httpcall.RetryAfter(resp.Header, time.Now())
 	}
 	return out
 }
@@ -65,6 +66,7 @@ func (p *Provider) bodyError(e *wireError) error {
 		out.Status = e.Code
 	}
 	p.fillError(out, e)
+	out.Kind = vocabulary.Kind(out.Status, out.Type, out.Message)
 	if out.Message == "" {
 		out.Message = "error event in stream"
 	}
@@ -93,6 +95,20 @@ func (p *Provider) fillError(out *llm.APIError, e *wireError) {
 			out.Type = d.Reason
 		}
 	}
+}
+
+// vocabulary is what Google's canonical status names (and ErrorInfo's
+// reason for a bad key, which arrives as a 400 INVALID_ARGUMENT) mean in
+// the failure table; a prompt over the context window is a 400 that says
+// so only in its message.
+var vocabulary = httpcall.Vocabulary{
+	Types: map[string]llm.Kind{
+		"API_KEY_INVALID": llm.KindAuth, "UNAUTHENTICATED": llm.KindAuth, "PERMISSION_DENIED": llm.KindAuth,
+		"RESOURCE_EXHAUSTED": llm.KindRateLimit,
+		"UNAVAILABLE":        llm.KindUnavailable, "INTERNAL": llm.KindUnavailable, "DEADLINE_EXCEEDED": llm.KindUnavailable,
+		"INVALID_ARGUMENT": llm.KindRejected, "FAILED_PRECONDITION": llm.KindRejected, "NOT_FOUND": llm.KindRejected,
+	},
+	TooLong: []string{"exceeds the maximum number of tokens"},
 }
 
 // parseDuration reads a google.protobuf.Duration in JSON ("34s", "0.5s"),

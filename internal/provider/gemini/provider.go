@@ -56,8 +56,7 @@ type Provider struct {
 	http    *http.Client
 	log     *zap.Logger
 	timeout time.Duration
-	// now and newID are replaced in tests.
-	now   func() time.Time
+	// newID is replaced in tests.
 	newID func() string
 }
 
@@ -79,14 +78,13 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 		http:    httpClient,
 		log:     log,
 		timeout: cfg.Timeout,
-		now:     time.Now,
 		newID:   randomCallID,
 	}
 }
 
 // apiRoot is base_url with /v1beta appended when it has no path of its own;
 // a base_url with a path (a proxy, or .../v1beta written out) is the root.
-// base_url is config's (Load sets config.GeminiBaseURL for a gemini
+// base_url is config's (Load sets its kind row's BaseURL for a gemini
 // provider that leaves it out).
 func apiRoot(base string) string {
 	base = strings.TrimRight(base, "/")

@@ -349,10 +349,10 @@ func TestModels(t *testing.T) {
 
 func TestAPIRoot(t *testing.T) {
 	for in, want := range map[string]string{
-		config.GeminiBaseURL:              "https://generativelanguage.googleapis.com/v1beta",
-		"https://proxy.example/":          "https://proxy.example/v1beta",
-		"https://proxy.example/gemini/v1": "https://proxy.example/gemini/v1",
-		"http://127.0.0.1:8080/v1beta/":   "http://127.0.0.1:8080/v1beta",
+		"https://generativelanguage.googleapis.com": "https://generativelanguage.googleapis.com/v1beta",
+		"https://proxy.example/":                    "https://proxy.example/v1beta",
+		"https://proxy.example/gemini/v1":           "https://proxy.example/gemini/v1",
+		"http://127.0.0.1:8080/v1beta/":             "http://127.0.0.1:8080/v1beta",
 	} {
 		if got := apiRoot(in); got != want {
 			t.Errorf("apiRoot(%q) = %q, want %q", in, got, want)

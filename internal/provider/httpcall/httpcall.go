@@ -1,8 +1,9 @@
 // Package httpcall holds what one HTTP call to a model provider means the
 // same way whatever its protocol: sending it with the configured extra
 // headers, bounding it by the configured timeout, the failure reported when
-// that timeout fires, the wait a refusal asks for (Retry-After), and the key
-// scrubbed from text a server echoes back. The adapters (anthropic, gemini,
+// that timeout fires, the wait a refusal asks for (Retry-After), reading a
+// refusal into the failure table by the protocol's vocabulary (Vocabulary),
+// and the key scrubbed from text a server echoes back. The adapters (anthropic, gemini,
 // openai) import it; what a protocol's answers and error bodies say stays in
 // each adapter.
 package httpcall
@@ -50,9 +51,9 @@ func Context(ctx context.Context, timeout time.Duration) (context.Context, conte
 }
 
 // Timeout is the failure of a call the configured timeout ended: a
-// retryable APIError of type "timeout" (llm.KindTimeout), err its cause.
+// retryable APIError of kind llm.KindTimeout, err its cause.
 func Timeout(provider string, timeout time.Duration, err error) *llm.APIError {
-	return &llm.APIError{Provider: provider, Type: "timeout",
+	return &llm.APIError{Provider: provider, Type: "timeout", Kind: llm.KindTimeout,
 		Message: fmt.Sprintf("no complete answer within %s", timeout), Err: err}
 }
 

@@ -96,19 +96,21 @@ func (p *Provider) callError(parent, ctx context.Context, d *doer, err error) er
 		// checks); retrying the same request cannot help.
 		return fmt.Errorf("%s: build request: %w", p.name, err)
 	}
-	retry := httpcall.RetryAfterMs(d.header, p.now())
+	retry := httpcall.RetryAfterMs(d.header, time.Now())
 	var apiErr *goopenai.APIError
 	if errors.As(err, &apiErr) {
 		status := apiErr.HTTPStatusCode
 		if status == 0 {
 			status = statusFromCode(apiErr.Code)
 		}
+		typ := errorType(apiErr.Type, apiErr.Code)
 		return &llm.APIError{
 			Provider:   p.name,
 			Status:     status,
-			Type:       errorType(apiErr.Type, apiErr.Code),
+			Type:       typ,
 			Message:    p.scrub(apiErr.Message),
 			RetryAfter: retry,
+			Kind:       vocabulary.Kind(status, typ, apiErr.Message),
 			Err:        err,
 		}
 	}
@@ -125,6 +127,7 @@ func (p *Provider) callError(parent, ctx context.Context, d *doer, err error) er
 			Status:     reqErr.HTTPStatusCode,
 			Message:    p.scrub(msg),
 			RetryAfter: retry,
+			Kind:       vocabulary.Kind(reqErr.HTTPStatusCode, "", msg),
 			Err:        reqErr,
 		}
 	}
@@ -160,12 +163,30 @@ func (p *Provider) bodyError(raw json.RawMessage) error {
 	if f, ok := code.(float64); ok {
 		code = int(f)
 	}
+	status, typ := statusFromCode(code), errorType(e.Type, code)
 	return &llm.APIError{
 		Provider: p.name,
-		Status:   statusFromCode(code),
-		Type:     errorType(e.Type, code),
+		Status:   status,
+		Type:     typ,
 		Message:  p.scrub(e.Message),
+		Kind:     vocabulary.Kind(status, typ, e.Message),
 	}
+}
+
+// vocabulary is what the error types and codes of OpenAI and of the servers
+// that speak its protocol mean in the failure table. Compatible servers and
+// gateways also pass on the Messages API's types, so those are here too;
+// most of them refuse a prompt over the context window only in words.
+var vocabulary = httpcall.Vocabulary{
+	Types: map[string]llm.Kind{
+		"invalid_api_key": llm.KindAuth, "authentication_error": llm.KindAuth, "permission_error": llm.KindAuth,
+		"insufficient_quota": llm.KindQuota, "billing_error": llm.KindQuota,
+		"context_length_exceeded": llm.KindTooLong,
+		"rate_limit_error":        llm.KindRateLimit, "rate_limit_exceeded": llm.KindRateLimit,
+		"server_error": llm.KindUnavailable, "api_error": llm.KindUnavailable, "overloaded_error": llm.KindUnavailable,
+		"invalid_request_error": llm.KindRejected, "not_found_error": llm.KindRejected, "request_too_large": llm.KindRejected,
+	},
+	TooLong: []string{"context length", "context_length", "context window", "maximum context", "prompt is too long"},
 }
 
 // statusFromCode reads an HTTP status some servers (OpenRouter) put in the

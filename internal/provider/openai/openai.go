@@ -47,8 +47,7 @@ type Provider struct {
 	http    *http.Client
 	log     *zap.Logger
 	enc     *encoder // shared by the copies withLog makes
-	// now and newID are replaced in tests.
-	now   func() time.Time
+	// newID is replaced in tests.
 	newID func() string
 	// drainWait bounds the wait for the end of a finished stream's body
 	// (doer.drain); tests give a slow machine longer.
@@ -72,7 +71,6 @@ func New(name string, cfg config.ProviderConfig, httpClient *http.Client, log *z
 		http:      httpClient,
 		log:       log,
 		enc:       &encoder{},
-		now:       time.Now,
 		newID:     randomCallID,
 		drainWait: drainWait,
 	}

@@ -172,6 +172,7 @@ func (s *rstream) handle(ev *goopenai.ResponseStreamEvent) bool {
 		if e.Type == "" {
 			e.Type = "server_error"
 		}
+		e.Kind = vocabulary.Kind(0, e.Type, e.Message)
 		s.fail(e)
 		return false
 	}

@@ -21,7 +21,7 @@ func (s *Store) load(ctx context.Context, e *entry) error {
 	if err != nil {
 		return err
 	}
-	e.log = session.NewLog(e.key, "nats:"+s.n.subject(e.key), s.opts.Now, s.log)
+	e.log = session.NewLog(e.key, "nats:"+s.n.subject(e.key), s.opts.Clock.Now, s.log)
 	e.last, e.start, e.stale, e.loaded = 0, 0, false, false
 	last, err := st.GetLastMsgForSubject(ctx, s.n.subject(e.key))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -32,9 +33,9 @@ type Options struct {
 	// agents.session_cache_bytes); beyond it the least recently used idle
 	// ones are dropped.
 	CacheBytes int64
-	// Now stamps headers, messages without a Time, meta and archive records
-	// [time.Now].
-	Now func() time.Time
+	// Clock stamps headers, messages without a Time, meta and archive
+	// records [clock.System].
+	Clock clock.Clock
 	// Timeout bounds one call, waiting for NATS included: a publish is
 	// retried across a NATS restart within it [defaultTimeout].
 	Timeout time.Duration
@@ -113,8 +114,8 @@ func StreamName(prefix string) string { return strings.ToUpper(prefix) + "_SESSI
 
 // New returns a store of the sessions under cfg.Prefix reached through conn.
 func New(cfg config.NATSConfig, conn natsbus.JetStreamer, opts Options, log *zap.Logger) *Store {
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.System{}
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = defaultTimeout

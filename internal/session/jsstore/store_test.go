@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
+	"github.com/nanobot-go/nanobot/internal/clock"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -62,8 +63,8 @@ func connect(t *testing.T, srv *natsfake.Server) (natsbus.JetStreamer, jetstream
 func newStore(t *testing.T, srv *natsfake.Server, opts jsstore.Options) *jsstore.Store {
 	t.Helper()
 	conn, _ := connect(t, srv)
-	if opts.Now == nil {
-		opts.Now = stepClock()
+	if opts.Clock == nil {
+		opts.Clock = clock.Func(stepClock())
 	}
 	// The cache bounds of an empty config file, as the daemon passes them:
 	// the store defaults neither.
@@ -177,7 +178,7 @@ func TestSameAsFileStore(t *testing.T) {
 		}},
 	}
 	key := "telegram:42"
-	file := session.NewStore(filepath.Join(t.TempDir(), "sessions"), session.Options{Now: stepClock(), CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(t))
+	file := session.NewStore(filepath.Join(t.TempDir(), "sessions"), session.Options{Clock: clock.Func(stepClock()), CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(t))
 	t.Cleanup(func() { _ = file.Close() })
 	js := newStore(t, srv, jsstore.Options{})
 	for _, st := range steps {
@@ -570,7 +571,7 @@ func TestLostAcknowledgementStoredOnce(t *testing.T) {
 	_, js := connect(t, srv)
 	lossy := &lossyJS{JetStream: js}
 	s := jsstore.New(cfg, natsbus.JetStreamFunc(func(context.Context) (jetstream.JetStream, error) { return lossy, nil }),
-		jsstore.Options{Now: stepClock(), CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(t))
+		jsstore.Options{Clock: clock.Func(stepClock()), CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(t))
 	t.Cleanup(func() { _ = s.Close() })
 	const key = "telegram:5"
 	for _, text := range []string{"one", "two"} {

@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/clock"
 )
 
 // Config is what a test needs to control in the stores it opens.
 type Config struct {
-	// Now is the clock of every store opened; codes expire by it.
-	Now func() time.Time
+	// Clock is the time of every store opened; codes expire by it.
+	Clock clock.Clock
 	// MaxPending caps the pending codes (0: the store's default).
 	MaxPending int
 }
@@ -53,7 +54,7 @@ func approved(s channels.Pairing, channel, sender string) func() bool {
 }
 
 func lifecycle(t *testing.T, open Open) {
-	stores := open(t, Config{Now: time.Now}, 2)
+	stores := open(t, Config{Clock: clock.System{}}, 2)
 	daemon, cli := stores[0], stores[1] // two processes' views of one state
 	code, err := daemon.Request("telegram", "42", "@bob", "42")
 	if err != nil {
@@ -108,8 +109,8 @@ func lifecycle(t *testing.T, open Open) {
 func expireAndBound(t *testing.T, open Open) {
 	var mu sync.Mutex
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s := open(t, Config{Now: clock, MaxPending: 3}, 1)[0]
+	at := clock.Func(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	s := open(t, Config{Clock: at, MaxPending: 3}, 1)[0]
 	old, _ := s.Request("t", "1", "", "")
 	for i, id := range []string{"2", "3", "4"} {
 		mu.Lock()
@@ -149,7 +150,7 @@ func expireAndBound(t *testing.T, open Open) {
 }
 
 func deny(t *testing.T, open Open) {
-	s := open(t, Config{Now: time.Now}, 1)[0]
+	s := open(t, Config{Clock: clock.System{}}, 1)[0]
 	code, err := s.Request("telegram", "42", "@bob", "42")
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func deny(t *testing.T, open Open) {
 // code is used once.
 func concurrentWriters(t *testing.T, open Open) {
 	const n = 4
-	stores := open(t, Config{Now: time.Now}, n)
+	stores := open(t, Config{Clock: clock.System{}}, n)
 	codes := make([]string, n)
 	var wg sync.WaitGroup
 	for i, s := range stores {

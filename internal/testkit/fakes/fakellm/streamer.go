@@ -18,6 +18,18 @@ type Streamer struct {
 	Script *Script
 }
 
+// errorKinds is how the in-process model, standing in for an adapter,
+// reads the error types scripts give it (the ones the HTTP fakes' protocols
+// use), so that a scripted quota or too-long refusal is classified as an
+// adapter would classify it; any other type leaves it to the status.
+var errorKinds = map[string]llm.Kind{
+	"insufficient_quota": llm.KindQuota, "billing_error": llm.KindQuota,
+	"context_length_exceeded": llm.KindTooLong,
+	"rate_limit_error":        llm.KindRateLimit, "rate_limit_exceeded": llm.KindRateLimit,
+	"server_error": llm.KindUnavailable, "overloaded_error": llm.KindUnavailable,
+	"authentication_error": llm.KindAuth, "invalid_request_error": llm.KindRejected,
+}
+
 // Stream turns the next scripted Reply into deltas.
 func (s *Streamer) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Delta] {
 	return func(yield func(llm.Delta) bool) {
@@ -47,7 +59,8 @@ func (s *Streamer) Stream(ctx context.Context, req llm.Request) iter.Seq[llm.Del
 			return
 		}
 		if r.Status != 0 {
-			emit(llm.Delta{Kind: llm.DeltaError, Err: &llm.APIError{Provider: name, Status: r.Status, Type: r.ErrorType, Message: r.ErrorMessage, RetryAfter: parseRetryAfter(r.RetryAfter)}})
+			emit(llm.Delta{Kind: llm.DeltaError, Err: &llm.APIError{Provider: name, Status: r.Status, Type: r.ErrorType, Message: r.ErrorMessage,
+				RetryAfter: parseRetryAfter(r.RetryAfter), Kind: errorKinds[r.ErrorType]}})
 			return
 		}
 		if r.Thinking != "" {

@@ -1,6 +1,10 @@
-// Package clock is the time source of the channel machinery: the real clock
-// and a fake one that moves only when a test says so, so that throttling,
-// typing refreshes, retry waits and idle reaping are tested without sleeping.
+// Package clock is the one seam through which tests move time: the real
+// clock (System), a fake that moves only when a test says so (Fake), and
+// Func for a test that only reads a time it sets. Code whose timing is
+// tested (throttling, typing refreshes, retry and backoff waits, circuit
+// breakers, idle reaping, expiry, cron) takes a Clock; nothing else in the
+// product is a time seam (docs/architecture.md, "Time"). It is a leaf: any
+// package may import it.
 package clock
 
 import (
@@ -48,3 +52,13 @@ func Sleep(ctx context.Context, clock Clock, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// Func is a Clock whose Now is f and whose timers are real: for a test that
+// reads a time it sets (an expiry, a date) and waits for nothing.
+type Func func() time.Time
+
+// Now returns f().
+func (f Func) Now() time.Time { return f() }
+
+// NewTimer returns a real timer.
+func (Func) NewTimer(d time.Duration) Timer { return System{}.NewTimer(d) }
