@@ -64,7 +64,7 @@ func TestTranscriberRecordsUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ledger.Close()
+	defer func() { _ = ledger.Close() }()
 	budget, _ := usage.NewBudget(usage.Policy{Origins: map[usage.Origin]usage.Limits{usage.OriginTranscription: {Daily: 0.01}}}, ledger, usage.BudgetOptions{})
 	meter := testMeter{ledger, budget}
 	audio := make([]byte, 16000*60) // a minute, as the fake counts it
