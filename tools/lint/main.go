@@ -8,6 +8,10 @@
 package main
 
 import (
+	"go/token"
+	"slices"
+	"strings"
+
 	"codeberg.org/polyfloyd/go-errorlint/errorlint"
 	"github.com/kisielk/errcheck/errcheck"
 	"github.com/timakin/bodyclose/passes/bodyclose"
@@ -18,7 +22,11 @@ import (
 
 func main() {
 	errcheck.DefaultExcludedSymbols = append(errcheck.DefaultExcludedSymbols, unchecked...)
-	multichecker.Main(analyzers()...)
+	list := analyzers()
+	for _, a := range list {
+		honourIgnore(a)
+	}
+	multichecker.Main(list...)
 }
 
 // unchecked adds to errcheck's own exclusions (fmt.Print*, writes to an
@@ -67,4 +75,40 @@ func analyzers() []*analysis.Analyzer {
 		list = append(list, a.Analyzer)
 	}
 	return list
+}
+
+// honourIgnore drops a's findings on the line just below (or on the line of)
+// a comment in staticcheck's syntax naming a's check and saying why:
+//
+//	//lint:ignore SA1019 vLLM and Ollama read max_tokens, not its successor
+//
+// It is for a false positive only; a directive without a reason counts for
+// nothing.
+func honourIgnore(a *analysis.Analyzer) {
+	run := a.Run
+	a.Run = func(pass *analysis.Pass) (any, error) {
+		ignored := map[token.Position]bool{} // file and line, column 0
+		for _, f := range pass.Files {
+			for _, g := range f.Comments {
+				for _, c := range g.List {
+					fields := strings.Fields(strings.TrimPrefix(c.Text, "//lint:ignore "))
+					if !strings.HasPrefix(c.Text, "//lint:ignore ") || len(fields) < 2 ||
+						!slices.Contains(strings.Split(fields[0], ","), a.Name) {
+						continue
+					}
+					at := pass.Fset.Position(c.Pos())
+					ignored[token.Position{Filename: at.Filename, Line: at.Line}] = true
+					ignored[token.Position{Filename: at.Filename, Line: at.Line + 1}] = true
+				}
+			}
+		}
+		report := pass.Report
+		pass.Report = func(d analysis.Diagnostic) {
+			at := pass.Fset.Position(d.Pos)
+			if !ignored[token.Position{Filename: at.Filename, Line: at.Line}] {
+				report(d)
+			}
+		}
+		return run(pass)
+	}
 }
