@@ -48,7 +48,7 @@ func Summarize(cfg *config.Config) Summary {
 		s.SessionsStream = jsstore.StreamName(cfg.Bus.NATS.Prefix)
 	}
 	store := session.NewStore(cfg.Agents.SessionsDir, session.Options{}, zap.NewNop())
-	defer store.Close()
+	defer func() { _ = store.Close() }() // it only listed: nothing loaded, nothing to write
 	s.Sessions, s.SessionsErr = store.List()
 	slices.SortFunc(s.Sessions, func(a, b session.Info) int { return b.ModTime.Compare(a.ModTime) })
 	return s
