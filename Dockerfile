@@ -38,7 +38,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 
 FROM alpine:${ALPINE_VERSION}
 # ca-certificates for HTTPS to providers and platforms, tzdata for cron jobs
-# in IANA time zones. Unpinned on purpose: a rebuild picks up security fixes.
+# and budget.timezone in IANA time zones (the binary embeds no zone data). Unpinned on purpose: a rebuild picks up security fixes.
 # hadolint ignore=DL3018
 RUN apk add --no-cache ca-certificates tzdata \
  && addgroup -S -g 10001 nanobot \

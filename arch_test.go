@@ -38,7 +38,7 @@ var allowed = []struct {
 	{"internal/bus", []string{"internal/llm"}},
 	{"internal/bus/natsbus", []string{"internal/llm", "internal/bus", "internal/config", "internal/logging", "internal/commands"}},
 	{"internal/history", []string{"internal/llm", "internal/bytesize"}},
-	{"internal/session", []string{"internal/llm", "internal/filelock"}},
+	{"internal/session", []string{"internal/llm", "internal/filelock", "internal/atomicfile"}},
 	// usage, the ledger and budgets, sits under the router that records
 	// every call; it reads the projection's token estimate.
 	{"internal/usage/usagejs", []string{"internal/llm", "internal/usage", "internal/bus/natsbus", "internal/config", "internal/atomicfile"}},

@@ -49,7 +49,7 @@ var fileAccessAllowed = map[string]struct{ calls, why string }{
 	"internal/channels/telegram/journal.go":    {"filepath.Glob os.MkdirAll os.OpenFile os.ReadFile os.Remove os.Stat", "the Telegram update journal in the data dir"},
 	"internal/config/load.go":                  {"os.ReadFile", "the config file"},
 	"internal/config/starter.go":               {"os.MkdirAll os.OpenFile os.Remove os.Stat", "writes a new config file (onboard)"},
-	"internal/daemon/doctor_checks.go":         {"os.CreateTemp os.Remove os.Stat", "doctor: stats the workspace directory itself and probes that the workspace, data and sessions dirs are writable with a fresh O_EXCL temp file of a random name (no link can redirect it)"},
+	"internal/daemon/doctor_checks.go":         {"os.CreateTemp os.Remove os.Stat", "doctor: stats the workspace directory itself and the marker of the one-time sessions move in the data dir, and probes that the workspace, data and sessions dirs are writable with a fresh O_EXCL temp file of a random name (no link can redirect it)"},
 	"internal/daemon/sandbox.go":               {"os.ReadDir os.Stat", "stats the paths tools.exec.expose names and lists the data dir, for the sandbox policy"},
 	"internal/filelock/filelock.go":            {"os.OpenFile", "lock files outside the workspace (sessions dir, data dir); the workspace's locks are opened by workspace.Files.Guard"},
 	"internal/logging/secretfiles.go":          {"os.ReadFile os.Stat", "reads the secret files (web token) in the data dir, to redact them"},

@@ -23,7 +23,7 @@ func loadConfig(g *globalFlags) (*config.Config, *zap.Logger, error) {
 // loadConfigLogTo is loadConfig with the log written to out (nil: stderr).
 func loadConfigLogTo(g *globalFlags, out io.Writer) (*config.Config, *zap.Logger, error) {
 	path := g.configFile()
-	cfg, err := config.Load(path)
+	cfg, err := daemon.LoadConfig(path)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -41,6 +41,9 @@ var deputyRuns = map[string]string{
 	"**":                  "internal/web TestSentFileRefusesHostileFiles",
 	workspace.MemoryLock:  "internal/workspace TestFilesWriteNeverThroughALink",
 	".bootstrap.lock":     "internal/workspace TestFilesWriteNeverThroughALink; internal/web TestPanelReplacesHostileFile",
+	// The terminal's agent runs no scheduler: here the file stays for
+	// doctor to name; the gateway's migration meets the same plants there.
+	workspace.LegacyJobsFile: "internal/schedule TestMigrateTreatsTheWorkspaceFileAsHostile",
 }
 
 // deputyPath is where the suite plants a bad file for the row d.

@@ -132,6 +132,16 @@ func TestDoctorWarnsAboutOldSessionsInTheWorkspace(t *testing.T) {
 	if !strings.HasPrefix(v["sessions dir"], "ok "+e.sessions()) {
 		t.Errorf("sessions dir: %q", v["sessions dir"])
 	}
+	// After the one-time move the gateway never imports one: doctor says so
+	// rather than promise a move.
+	if err := os.WriteFile(filepath.Join(e.home, ".nanobot", "sessions-moved.json"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = e.doctor(doctorEnv(t, e))
+	if v := verdicts(out); !strings.HasPrefix(v["old sessions"], "warn "+old+" is a directory in the workspace after the one-time move") ||
+		!strings.Contains(out, "fix: move real session files into "+e.sessions()+" by hand") {
+		t.Errorf("old sessions after the move: %q\n%s", v["old sessions"], out)
+	}
 }
 
 func TestDoctorReportsEachProblemWithAFix(t *testing.T) {

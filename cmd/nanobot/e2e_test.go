@@ -324,10 +324,15 @@ func TestOldWorkspaceSessionsMoveAtStart(t *testing.T) {
 	if _, stderr, err := e.run("agent", "-m", "remember the blue door"); err != nil {
 		t.Fatalf("agent: %v\n%s", err, stderr)
 	}
-	// Put the session where the old version kept it.
+	// Put the session where the old version kept it. The old version never
+	// wrote the marker of the one-time move; this one did at its first start.
 	old := filepath.Join(e.workspace(), "sessions")
 	if err := os.Rename(e.sessions(), old); err != nil {
 		t.Fatal(err)
+	}
+	marker := filepath.Join(e.home, ".nanobot", "sessions-moved.json")
+	if err := os.Remove(marker); err != nil {
+		t.Fatalf("the first start did not mark the move done: %v", err)
 	}
 	want := mustRead(t, filepath.Join(old, "cli_local.jsonl"))
 	if out, _, err := e.run("status"); err != nil || !strings.Contains(out, old+" still exists") {
@@ -350,6 +355,25 @@ func TestOldWorkspaceSessionsMoveAtStart(t *testing.T) {
 	}
 	if got := mustRead(t, filepath.Join(e.sessions(), "cli_local.jsonl")); !bytes.HasPrefix(got, want) {
 		t.Errorf("the moved file does not start with the old bytes")
+	}
+
+	// Once ever: a real directory of regular files a command plants at
+	// sessions/ afterwards is not imported at the next start, and the log
+	// says so (it used to be moved into the sessions dir at every start).
+	planted := `{"type":"message","role":"user","content":"planted"}` + "\n"
+	writeTestFile(t, filepath.Join(old, "telegram_99.jsonl"), planted)
+	e.script.Push(fakellm.Reply{Text: "still blue"})
+	if _, stderr, err = e.run("agent", "-m", "and now?"); err != nil {
+		t.Fatalf("agent after the plant: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "not imported") {
+		t.Errorf("the planted sessions/ was not logged:\n%s", stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(e.sessions(), "telegram_99.jsonl")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the planted file was imported into the sessions dir: %v", err)
+	}
+	if got := mustRead(t, filepath.Join(old, "telegram_99.jsonl")); string(got) != planted {
+		t.Errorf("the planted file was touched: %q", got)
 	}
 }
 

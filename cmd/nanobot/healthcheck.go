@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 )
 
@@ -22,7 +21,7 @@ func newHealthcheckCmd(g *globalFlags) *cobra.Command {
 		Short: "Probe the running gateway's /healthz (or /readyz with --ready); exit 0 when it answers 200",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(g.configPath)
+			cfg, err := daemon.LoadConfig(g.configPath)
 			if err != nil {
 				return err
 			}

@@ -34,7 +34,7 @@ func newOnboardCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			switch err := config.WriteStarter(path, config.StarterYAML(abs)); {
+			switch err := config.WriteStarter(path, daemon.StarterYAML(abs)); {
 			case errors.Is(err, fs.ErrExist):
 				fmt.Fprintf(out, "config:    %s (exists, left as is)\n", path)
 			case err != nil:
@@ -133,10 +133,10 @@ type page struct {
 // found (with the environment's overrides). A config that does not load yet
 // (a secret not exported) falls back to the environment and the defaults.
 func pageOf(path string) page {
-	if cfg, err := config.Load(path); err == nil {
+	if cfg, err := daemon.LoadConfig(path); err == nil {
 		return page{listen: cfg.Gateway.Listen, enabled: cfg.Channels.Web.Enabled, allowRemote: cfg.Channels.Web.AllowRemote}
 	}
-	def := config.Defaults()
+	def := daemon.DefaultConfig()
 	p := page{listen: cmp.Or(os.Getenv(config.EnvName("gateway.listen")), def.Gateway.Listen), enabled: def.Channels.Web.Enabled,
 		allowRemote: def.Channels.Web.AllowRemote}
 	if v, err := strconv.ParseBool(os.Getenv(config.EnvName("channels.web.enabled"))); err == nil {

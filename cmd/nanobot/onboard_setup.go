@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 )
 
@@ -20,7 +19,7 @@ import (
 // a step; the page can take the key later. Optionally the same for a bot
 // token.
 func promptSetup(ctx context.Context, in io.Reader, out io.Writer, path string) error {
-	cfg, err := config.Load(path)
+	cfg, err := daemon.LoadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -71,7 +70,8 @@ func promptSetup(ctx context.Context, in io.Reader, out io.Writer, path string) 
 		}
 	}
 	for {
-		ch := ask("\nBot token for telegram or discord? (telegram, discord, empty: none): ")
+		names := daemon.ChannelNames()
+		ch := ask("\nBot token for " + strings.Join(names, " or ") + "? (" + strings.Join(names, ", ") + ", empty: none): ")
 		if ch == "" {
 			return nil
 		}
@@ -81,7 +81,7 @@ func promptSetup(ctx context.Context, in io.Reader, out io.Writer, path string) 
 			fmt.Fprintf(out, "  not saved: %v\n", err)
 			continue
 		}
-		file, err := daemon.SaveSecrets(data, map[string]string{"channels." + ch + ".token": tok})
+		file, err := daemon.SaveSecrets(data, map[string]string{daemon.ChannelTokenKey(ch): tok})
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/daemon"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/openaifake"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/telegramfake"
@@ -47,12 +49,12 @@ func TestPromptSetup(t *testing.T) {
 	if fi, err := os.Stat(secrets); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("secrets file: %v %v", fi, err)
 	}
-	cfg, err := config.Load(path)
+	cfg, err := daemon.LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Providers["openai"].APIKey != openaifake.DefaultAPIKey || cfg.Channels.Telegram.Token != telegramfake.Token {
-		t.Errorf("reloaded: key %q token %q", cfg.Providers["openai"].APIKey, cfg.Channels.Telegram.Token)
+	if cfg.Providers["openai"].APIKey != openaifake.DefaultAPIKey || telegram.Of(cfg).Token != telegramfake.Token {
+		t.Errorf("reloaded: key %q token %q", cfg.Providers["openai"].APIKey, telegram.Of(cfg).Token)
 	}
 	if strings.Contains(out.String(), openaifake.DefaultAPIKey) {
 		t.Error("the key was echoed")

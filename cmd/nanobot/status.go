@@ -87,16 +87,18 @@ func printStatus(out io.Writer, path string, cfg *config.Config) error {
 		fmt.Fprintln(w, state("provider "+name))
 	}
 	fmt.Fprintln(w)
-	channel := func(name string, enabled bool, token string, a config.Access) {
-		if !enabled {
-			fmt.Fprintf(w, "Channel %s\tdisabled\n", name)
-			return
+	for _, c := range sum.Channels {
+		if !c.Enabled {
+			fmt.Fprintf(w, "Channel %s\tdisabled\n", c.Name)
+			continue
+		}
+		token := "not set"
+		if c.TokenSet {
+			token = "set"
 		}
 		fmt.Fprintf(w, "Channel %s\tenabled, token %s, policy %s (%d allowed), groups: %s%s\n",
-			name, set(token), a.Policy, len(a.AllowFrom), a.GroupPolicy, state(name))
+			c.Name, token, c.Access.Policy, len(c.Access.AllowFrom), c.Access.GroupPolicy, state(c.Name))
 	}
-	channel("telegram", cfg.Channels.Telegram.Enabled, cfg.Channels.Telegram.Token, cfg.Channels.Telegram.Access)
-	channel("discord", cfg.Channels.Discord.Enabled, cfg.Channels.Discord.Token, cfg.Channels.Discord.Access)
 	switch served, why := cfg.Channels.Web.WebServed(cfg.Gateway.Listen); {
 	case served:
 		fmt.Fprintf(w, "Channel web	http://%s/ (`nanobot web token` prints the login token)\n", cfg.Gateway.Listen)

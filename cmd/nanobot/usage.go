@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/daemon"
 )
 
@@ -34,7 +33,7 @@ func newUsageCmd(g *globalFlags) *cobra.Command {
 			// its refusals (a missing model key, a channel without a token)
 			// are about running the model, which this command never does;
 			// what it reads, usage.dir and budget.timezone, ReadUsage checks.
-			cfg, err := config.Load(g.configFile())
+			cfg, err := daemon.LoadConfig(g.configFile())
 			if err != nil {
 				return err
 			}

@@ -137,7 +137,7 @@ func newTestIntake(t *testing.T, cfg config.Access, ic IntakeConfig) (*Intake, *
 	b := &recordingBus{}
 	// Limits the test leaves zero are the defaults, as the daemon maps them.
 	d := config.Defaults()
-	def := IntakeLimits(d.Agents, d.Channels.Telegram.Access)
+	def := IntakeLimits(d.Agents, config.Access{RatePerMinute: 30})
 	if ic.MaxChars == 0 {
 		ic.MaxChars = def.MaxChars
 	}

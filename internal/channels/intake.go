@@ -15,6 +15,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/commands"
 	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/usage"
 )
 
 // Publisher is the part of the bus the intake needs: inbound messages for
@@ -221,7 +222,11 @@ func (in *Intake) admit(ctx context.Context, a Arrival) (Verdict, error) {
 		m.Content = Render(*a.Said)
 	}
 	if a.Prepare != nil {
-		if err := a.Prepare(ctx, &m); err != nil {
+		// What Prepare calls (a transcription) serves this chat: its usage
+		// is recorded under the chat and held to its per-chat limit.
+		key := m.Key()
+		pctx := usage.WithCall(ctx, usage.Call{Origin: usage.OriginTranscription, Session: key, Chat: usage.ChatOf(key)})
+		if err := a.Prepare(pctx, &m); err != nil {
 			in.log.Info("inbound message dropped while preparing it", zap.String("sender", m.SenderID), zap.Error(err))
 			if !errors.Is(err, ErrAnswered) {
 				in.reply(ctx, m, unreadable)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/openaifake"
@@ -109,4 +110,62 @@ type testMeter struct {
 
 func (m testMeter) Admit(ctx context.Context) (context.Context, usage.Decision) {
 	return m.budget.Admit(ctx)
+}
+
+// TestTranscriptionHeldToChatLimit: the intake carries the chat into what
+// Prepare calls, so a voice message is recorded under its chat and stopped
+// by that chat's own limit, while another chat's goes through.
+func TestTranscriptionHeldToChatLimit(t *testing.T) {
+	srv := openaifake.New(t, nil)
+	ledger, err := usage.Open(t.TempDir(), usage.Options{Prices: usage.NewPriceTable(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ledger.Close()
+	budget, err := usage.NewBudget(usage.Policy{Chats: map[string]usage.Limits{"test:7": {Daily: 0.001}}}, ledger, usage.BudgetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTranscriber(config.TranscriptionConfig{BaseURL: srv.URL(), APIKey: srv.APIKey(), Model: "whisper-1"}, nil, testMeter{ledger, budget})
+	audio := make([]byte, 16000*60) // a minute at $0.006: past test:7's $0.001 once spent
+	in, b, _ := newTestIntake(t, config.Access{AllowFrom: []string{"1"}}, IntakeConfig{})
+	voice := func(chat, id string) error {
+		var terr error
+		m, _ := msg("1", id, "")
+		m.ChatID = chat
+		prep := func(ctx context.Context, m *bus.InboundMessage) error {
+			text, err := tr.Transcribe(ctx, "voice.ogg", "audio/ogg", audio)
+			terr = err
+			m.Content = text
+			return err
+		}
+		if _, err := in.Admit(context.Background(), Arrival{Msg: m, Prepare: prep}); err != nil {
+			t.Fatal(err)
+		}
+		return terr
+	}
+	if err := voice("7", "1"); err != nil {
+		t.Fatalf("first voice message of test:7: %v", err)
+	}
+	before := len(srv.Transcriptions())
+	if err := voice("7", "2"); llm.Classify(err).Kind != llm.KindBudget {
+		t.Errorf("test:7 past its limit: %v, want a budget stop", err)
+	}
+	if len(srv.Transcriptions()) != before {
+		t.Error("a transcription was sent past the chat's limit")
+	}
+	if err := voice("8", "3"); err != nil {
+		t.Errorf("test:8 has no limit: %v", err)
+	}
+	rep, _ := ledger.Query(usage.Query{Period: usage.Today(ledger.Now(), ledger.Location()), By: usage.ByChat})
+	got := map[string]int64{}
+	for _, g := range rep.Groups {
+		got[g.Key] = g.Calls
+	}
+	if got["test:7"] != 1 || got["test:8"] != 1 {
+		t.Errorf("calls by chat %v, want one each for test:7 and test:8", got)
+	}
+	if len(b.in) != 2 {
+		t.Errorf("published %d messages, want the two transcribed", len(b.in))
+	}
 }

@@ -7,7 +7,9 @@
 // # One owner per default
 //
 // This package is the only source of the values a user can set. Every key's
-// default is in defaults (defaults.go), config.example.yaml shows it and
+// default is in defaults (defaults.go) — a chat channel's in its section's
+// Defaults (ChannelSection, declared in the channel's folder and handed to
+// Load by the channel table) — config.example.yaml shows it and
 // docs/configuration.md lists it; TestDefaultsAgreeWithExampleAndDocs keeps
 // the three equal, and Validate rejects values a component cannot run with.
 // Constructors therefore default nothing that this package carries: they
@@ -195,9 +197,9 @@ type ProviderConfig struct {
 	// "gemini". It defaults to the provider's name for the names "openai",
 	// "anthropic" and "gemini".
 	Kind         string            `mapstructure:"kind"`
-	APIKey       string            `mapstructure:"api_key"`
-	BaseURL      string            `mapstructure:"base_url"`
-	ExtraHeaders map[string]string `mapstructure:"extra_headers"`
+	APIKey       string            `mapstructure:"api_key" secret:"true"`
+	BaseURL      string            `mapstructure:"base_url" secret:"url"`
+	ExtraHeaders map[string]string `mapstructure:"extra_headers" secret:"names"`
 	// Timeout bounds one whole model call (connect to last token).
 	Timeout time.Duration `mapstructure:"timeout"`
 	// MaxRetries is how many times a retryable failure is retried.
@@ -229,8 +231,14 @@ type RouteConfig struct {
 
 // ChannelsConfig holds every chat channel.
 type ChannelsConfig struct {
-	Telegram TelegramConfig `mapstructure:"telegram"`
-	Discord  DiscordConfig  `mapstructure:"discord"`
+	// Kinds holds each chat channel's section channels.<name>, keyed by
+	// name, as a pointer to the channel's own struct (telegram.Config):
+	// the channel table (internal/channels/kinds) gives Load the sections,
+	// and each channel's Kind reads its own (Section). Not a key itself.
+	Kinds map[string]any `mapstructure:"-"`
+	// sections are the loader's descriptions of Kinds' sections, for
+	// Validate and ChannelProblem.
+	sections []ChannelSection
 	// Transcription turns voice messages into text (OpenAI-compatible
 	// /audio/transcriptions); empty base_url disables it.
 	Transcription TranscriptionConfig `mapstructure:"transcription"`
@@ -248,7 +256,7 @@ type WebChannelConfig struct {
 	AllowRemote bool `mapstructure:"allow_remote"`
 	// Token is the login token; empty uses the token file web-token next to
 	// the config (written by onboard, shown by `nanobot web token`).
-	Token string `mapstructure:"token"`
+	Token string `mapstructure:"token" secret:"true"`
 	// SessionTTL is how long a browser stays logged in.
 	SessionTTL time.Duration `mapstructure:"session_ttl"`
 	// MaxUploadBytes caps one uploaded picture or file.
@@ -290,53 +298,10 @@ type OutputConfig struct {
 	TypingDelay time.Duration `mapstructure:"typing_delay"`
 }
 
-// TelegramConfig configures the Telegram channel (docs/telegram.md).
-type TelegramConfig struct {
-	Enabled      bool   `mapstructure:"enabled"`
-	Token        string `mapstructure:"token"`
-	APIURL       string `mapstructure:"api_url"`
-	Access       `mapstructure:",squash"`
-	OutputConfig `mapstructure:",squash"`
-	// Mode is "polling" (default) or "webhook".
-	Mode string `mapstructure:"mode"`
-	// WebhookURL is the public URL Telegram posts to (webhook mode).
-	WebhookURL string `mapstructure:"webhook_url"`
-	// WebhookSecret is checked against X-Telegram-Bot-Api-Secret-Token.
-	WebhookSecret string `mapstructure:"webhook_secret"`
-	// Proxy is an http(s) or socks5 URL for all Bot API traffic.
-	Proxy string `mapstructure:"proxy"`
-	// PollTimeout is getUpdates' long-poll timeout.
-	PollTimeout time.Duration `mapstructure:"poll_timeout"`
-	// StallGrace is how long past poll_timeout a getUpdates may take before
-	// the watchdog abandons it and polls again on a new connection.
-	StallGrace time.Duration `mapstructure:"stall_grace"`
-	// MaxMediaBytes caps a downloaded photo or document.
-	MaxMediaBytes int64 `mapstructure:"max_media_bytes"`
-}
-
-// DiscordConfig configures the Discord channel (docs/discord.md).
-type DiscordConfig struct {
-	Enabled      bool   `mapstructure:"enabled"`
-	Token        string `mapstructure:"token"`
-	APIURL       string `mapstructure:"api_url"`
-	Access       `mapstructure:",squash"`
-	OutputConfig `mapstructure:",squash"`
-	// AllowGuilds and AllowChannels restrict where the bot answers in guilds
-	// (empty: anywhere it is allowed by user).
-	AllowGuilds   []string `mapstructure:"allow_guilds"`
-	AllowChannels []string `mapstructure:"allow_channels"`
-	AllowRoles    []string `mapstructure:"allow_roles"`
-	MaxMediaBytes int64    `mapstructure:"max_media_bytes"`
-	// CatchUp is how far back messages posted while the bot was away (down,
-	// or reconnecting without a resume) are fetched and answered, in the
-	// chats it answers in; 0 turns that off.
-	CatchUp time.Duration `mapstructure:"catch_up"`
-}
-
 // TranscriptionConfig points at an OpenAI-compatible transcription endpoint.
 type TranscriptionConfig struct {
-	BaseURL string `mapstructure:"base_url"`
-	APIKey  string `mapstructure:"api_key"`
+	BaseURL string `mapstructure:"base_url" secret:"url"`
+	APIKey  string `mapstructure:"api_key" secret:"true"`
 	Model   string `mapstructure:"model"`
 }
 
@@ -393,7 +358,7 @@ type ExposeConfig struct {
 type WebConfig struct {
 	// SearchProvider is "duckduckgo" (keyless, default) or "brave".
 	SearchProvider string `mapstructure:"search_provider"`
-	BraveAPIKey    string `mapstructure:"brave_api_key"`
+	BraveAPIKey    string `mapstructure:"brave_api_key" secret:"true"`
 	MaxResults     int    `mapstructure:"max_results"`
 	// FetchMaxBytes caps a fetched response body.
 	FetchMaxBytes int64 `mapstructure:"fetch_max_bytes"`
@@ -404,10 +369,10 @@ type MCPServerConfig struct {
 	// Command/Args/Env/Cwd start a stdio server; URL/Headers reach an HTTP one.
 	Command      string            `mapstructure:"command"`
 	Args         []string          `mapstructure:"args"`
-	Env          map[string]string `mapstructure:"env"`
+	Env          map[string]string `mapstructure:"env" secret:"names"`
 	Cwd          string            `mapstructure:"cwd"`
-	URL          string            `mapstructure:"url"`
-	Headers      map[string]string `mapstructure:"headers"`
+	URL          string            `mapstructure:"url" secret:"url"`
+	Headers      map[string]string `mapstructure:"headers" secret:"names"`
 	ToolTimeout  time.Duration     `mapstructure:"tool_timeout"`
 	EnabledTools []string          `mapstructure:"enabled_tools"`
 	Disabled     bool              `mapstructure:"disabled"`
@@ -442,7 +407,7 @@ type APIConfig struct {
 	// Keys maps a key's name to its bearer token. The name is what logs,
 	// metrics and session keys (api:<name>:<id>) show; the token never
 	// appears. No keys: every request is refused.
-	Keys map[string]string `mapstructure:"keys"`
+	Keys map[string]string `mapstructure:"keys" secret:"true"`
 	// RatePerMinute is how many requests one key may start per minute, in
 	// bursts of up to Burst.
 	RatePerMinute int `mapstructure:"rate_per_minute"`
@@ -490,7 +455,7 @@ type BusConfig struct {
 // NATSConfig reaches the NATS server of bus.backend: nats.
 type NATSConfig struct {
 	// URL is the server, or a comma-separated list of a cluster's servers.
-	URL string `mapstructure:"url"`
+	URL string `mapstructure:"url" secret:"nats"`
 	// CredsFile is a NATS credentials file (JWT and NKey seed); empty
 	// connects without one.
 	CredsFile string  `mapstructure:"creds_file"`
@@ -528,7 +493,7 @@ const (
 type NATSTLS struct {
 	CAFile   string `mapstructure:"ca_file"`
 	CertFile string `mapstructure:"cert_file"`
-	KeyFile  string `mapstructure:"key_file"`
+	KeyFile  string `mapstructure:"key_file" secret:"no"` // a path
 }
 
 // LogConfig configures logging.

@@ -12,8 +12,12 @@ import (
 // It is how code that builds a component without loading a file (tests, the
 // bench) gets the values config carries, so that no constructor needs a
 // fallback of its own for them (see the package doc).
-func Defaults() Config {
-	cfg, errs := build(map[string]any{}, lineIndex{}, func(string) (string, bool) { return "", false }, false)
+//
+// With sections (internal/channels/kinds.Sections), Channels.Kinds holds
+// each channel's section at its defaults; without, a channel's Kind adds
+// its own when first asked (Section).
+func Defaults(sections ...ChannelSection) Config {
+	cfg, errs := build(map[string]any{}, lineIndex{}, func(string) (string, bool) { return "", false }, false, sections)
 	if len(errs) > 0 {
 		// defaults is a constant of this package; TestDefaultsValidate
 		// keeps it decodable.
@@ -22,8 +26,9 @@ func Defaults() Config {
 	return *cfg
 }
 
-// defaults lists every key with its default value, as viper keys. It is the
-// single source of defaults: Load registers them (which also lets NANOBOT_*
+// defaults lists every key with its default value, as viper keys — but a
+// chat channel's, which its section carries (ChannelSection.Defaults). It
+// is the single source of defaults: Load registers them (which also lets NANOBOT_*
 // environment variables override keys the file does not mention), together
 // with providerDefaults and mcpServerDefaults for every configured entry, and
 // Defaults decodes them alone.
@@ -69,42 +74,6 @@ var defaults = map[string]any{
 	"providers.anthropic.kind":     "anthropic",
 	"providers.anthropic.api_key":  "",
 	"providers.anthropic.base_url": "https://api.anthropic.com",
-
-	"channels.telegram.enabled":         false,
-	"channels.telegram.token":           "",
-	"channels.telegram.api_url":         "https://api.telegram.org",
-	"channels.telegram.policy":          "allowlist",
-	"channels.telegram.allow_from":      []string{},
-	"channels.telegram.group_policy":    "mention",
-	"channels.telegram.rate_per_minute": 30,
-	"channels.telegram.streaming":       true,
-	"channels.telegram.tool_hints":      true,
-	"channels.telegram.edit_interval":   "1s",
-	"channels.telegram.typing_delay":    "500ms",
-	"channels.telegram.mode":            "polling",
-	"channels.telegram.webhook_url":     "",
-	"channels.telegram.webhook_secret":  "",
-	"channels.telegram.proxy":           "",
-	"channels.telegram.poll_timeout":    "30s",
-	"channels.telegram.stall_grace":     "15s",
-	"channels.telegram.max_media_bytes": 20 << 20,
-
-	"channels.discord.enabled":         false,
-	"channels.discord.token":           "",
-	"channels.discord.api_url":         "https://discord.com",
-	"channels.discord.policy":          "allowlist",
-	"channels.discord.allow_from":      []string{},
-	"channels.discord.group_policy":    "mention",
-	"channels.discord.rate_per_minute": 30,
-	"channels.discord.streaming":       true,
-	"channels.discord.tool_hints":      true,
-	"channels.discord.edit_interval":   "1s",
-	"channels.discord.typing_delay":    "500ms",
-	"channels.discord.allow_guilds":    []string{},
-	"channels.discord.allow_channels":  []string{},
-	"channels.discord.allow_roles":     []string{},
-	"channels.discord.max_media_bytes": 25 << 20,
-	"channels.discord.catch_up":        "24h",
 
 	"channels.web.enabled":          true,
 	"channels.web.allow_remote":     false,

@@ -58,8 +58,12 @@ func defaultPath() (string, error) {
 // Load does not check that values make sense together; call Validate. A
 // missing file is reported with a hint to run `nanobot onboard` and matches
 // errors.Is(err, fs.ErrNotExist).
-func Load(path string) (*Config, error) {
-	cfg, errs, err := load(path)
+//
+// sections are the chat channels' sections (channels.<name>) the file may
+// hold, from the channel table (internal/channels/kinds.Sections); each is
+// decoded into its channel's own struct in Channels.Kinds.
+func Load(path string, sections ...ChannelSection) (*Config, error) {
+	cfg, errs, err := load(path, sections)
 	if err != nil {
 		return nil, err
 	}
@@ -74,8 +78,8 @@ func Load(path string) (*Config, error) {
 // them, the configuration as far as it could be read — the file's values
 // where they decode, the defaults elsewhere (the defaults alone when the
 // file does not parse). err is set only when the file cannot be read.
-func LoadPartial(path string) (*Config, []error, error) {
-	cfg, errs, err := load(path)
+func LoadPartial(path string, sections ...ChannelSection) (*Config, []error, error) {
+	cfg, errs, err := load(path, sections)
 	if err != nil && !strings.Contains(err.Error(), "(YAML syntax)") && !strings.Contains(err.Error(), "must be a mapping") {
 		return nil, nil, err
 	}
@@ -83,7 +87,7 @@ func LoadPartial(path string) (*Config, []error, error) {
 		errs = []error{err}
 	}
 	if cfg == nil {
-		d := Defaults()
+		d := Defaults(sections...)
 		dir := filepath.Dir(path)
 		if abs, aerr := filepath.Abs(dir); aerr == nil {
 			dir = abs
@@ -96,7 +100,7 @@ func LoadPartial(path string) (*Config, []error, error) {
 
 // load reads path into a config and its problems (cfg may be set beside
 // problems: what decoded); err is a file that cannot be read or parsed.
-func load(path string) (*Config, []error, error) {
+func load(path string, sections []ChannelSection) (*Config, []error, error) {
 	if path == "" {
 		p, err := defaultPath()
 		if err != nil {
@@ -123,7 +127,7 @@ func load(path string) (*Config, []error, error) {
 	if err := applyOverlay(raw, dir); err != nil {
 		errs = append(errs, err)
 	}
-	cfg, buildErrs := build(raw, lines, os.LookupEnv, true)
+	cfg, buildErrs := build(raw, lines, os.LookupEnv, true, sections)
 	errs = append(errs, buildErrs...)
 	if cfg != nil {
 		finish(cfg, dir)
@@ -247,7 +251,7 @@ func (l lineIndex) hint(path, suggestion string) string {
 
 // build layers the file over the defaults and the environment over both,
 // then expands, checks and decodes the result.
-func build(raw map[string]any, lines lineIndex, lookup lookupFunc, env bool) (*Config, []error) {
+func build(raw map[string]any, lines lineIndex, lookup lookupFunc, env bool, sections []ChannelSection) (*Config, []error) {
 	v := viper.New()
 	if env {
 		v.SetEnvPrefix(EnvPrefix)
@@ -265,6 +269,9 @@ func build(raw map[string]any, lines lineIndex, lookup lookupFunc, env bool) (*C
 	}
 	for _, name := range entryNames(raw, []string{"providers"}, "openai", "anthropic") {
 		registerEntry(v, "providers."+name, reflect.TypeFor[ProviderConfig](), providerDefaults, env)
+	}
+	for _, s := range sections {
+		registerEntry(v, "channels."+s.Name, s.Type, s.Defaults, env)
 	}
 	for _, name := range entryNames(raw, []string{"tools", "mcp_servers"}) {
 		registerEntry(v, "tools.mcp_servers."+name, reflect.TypeFor[MCPServerConfig](), mcpServerDefaults, env)
@@ -295,9 +302,18 @@ func build(raw map[string]any, lines lineIndex, lookup lookupFunc, env bool) (*C
 		settings[key], e = interpolate(key, settings[key], lookup, lines, vars)
 		errs = append(errs, e...)
 	}
-	errs = append(errs, checkKeys("", settings, reflect.TypeFor[Config](), lines)...)
+	errs = append(errs, checkKeys("", settings, reflect.TypeFor[Config](), lines, sections)...)
+	sectionSettings, splitErrs := splitSections(settings, sections)
+	errs = append(errs, splitErrs...)
 	cfg, decodeErrs := decode(settings, lines)
 	errs = append(errs, decodeErrs...)
+	for _, s := range sections {
+		v, e := decodeSection(s, sectionSettings[s.Name], lines)
+		errs = append(errs, e...)
+		if cfg != nil && v != nil {
+			cfg.Channels.add(s, v)
+		}
+	}
 	if cfg != nil && len(vars) > 0 {
 		cfg.SecretVars = vars
 	}

@@ -42,7 +42,7 @@ func writeConfig(t *testing.T, yaml string) string {
 
 func mustLoad(t *testing.T, yaml string) *Config {
 	t.Helper()
-	cfg, err := Load(writeConfig(t, yaml))
+	cfg, err := Load(writeConfig(t, yaml), testSections...)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -51,7 +51,7 @@ func mustLoad(t *testing.T, yaml string) *Config {
 
 func loadErr(t *testing.T, yaml string) string {
 	t.Helper()
-	_, err := Load(writeConfig(t, yaml))
+	_, err := Load(writeConfig(t, yaml), testSections...)
 	if err == nil {
 		t.Fatalf("Load succeeded, want an error")
 	}
@@ -62,8 +62,23 @@ func loadErr(t *testing.T, yaml string) string {
 // the same mapstructure tags as the decoder.
 func field(t *testing.T, cfg *Config, key string) reflect.Value {
 	t.Helper()
+	v, ok := lookup(cfg, key)
+	if !ok {
+		t.Fatalf("%s: no such field", key)
+	}
+	return v
+}
+
+// lookup is field without a test: found false for an unknown key.
+func lookup(cfg *Config, key string) (reflect.Value, bool) {
 	v := reflect.ValueOf(cfg).Elem()
 	for _, part := range strings.Split(key, ".") {
+		if v.Type() == reflect.TypeFor[ChannelsConfig]() {
+			if s, ok := v.Interface().(ChannelsConfig).Kinds[part]; ok {
+				v = reflect.ValueOf(s).Elem() // a channel's section
+				continue
+			}
+		}
 		switch v.Kind() {
 		case reflect.Map:
 			v = v.MapIndex(reflect.ValueOf(part))
@@ -71,10 +86,10 @@ func field(t *testing.T, cfg *Config, key string) reflect.Value {
 			v = structField(v, part)
 		}
 		if !v.IsValid() {
-			t.Fatalf("%s: no such field", key)
+			return v, false
 		}
 	}
-	return v
+	return v, true
 }
 
 func structField(v reflect.Value, key string) reflect.Value {
@@ -95,7 +110,7 @@ func structField(v reflect.Value, key string) reflect.Value {
 func TestLoadEmptyFileGivesEveryDefault(t *testing.T) {
 	isolateEnv(t)
 	cfg := mustLoad(t, "")
-	for key, def := range defaults {
+	for key, def := range allDefaults() {
 		got := field(t, cfg, key)
 		want, err := convert(reflect.ValueOf(def), got)
 		if err != nil {
@@ -177,9 +192,9 @@ gateway:
 		{"providers.ollama.extra_headers (case kept)", cfg.Providers["ollama"].ExtraHeaders, map[string]string{"X-Title": "nanobot"}},
 		{"providers.openai.api_key", cfg.Providers["openai"].APIKey, "sk-file"},
 		{"providers.openai.base_url (default kept)", cfg.Providers["openai"].BaseURL, "https://api.openai.com/v1"},
-		{"channels.telegram.allow_from (numbers become strings)", cfg.Channels.Telegram.AllowFrom, []string{"12345", "@alice"}},
-		{"channels.telegram.edit_interval", cfg.Channels.Telegram.EditInterval, 1500 * time.Millisecond},
-		{"channels.telegram.policy (default kept)", cfg.Channels.Telegram.Policy, "allowlist"},
+		{"channels.telegram.allow_from (numbers become strings)", keyOf[[]string](t, cfg, "channels.telegram.allow_from"), []string{"12345", "@alice"}},
+		{"channels.telegram.edit_interval", keyOf[time.Duration](t, cfg, "channels.telegram.edit_interval"), 1500 * time.Millisecond},
+		{"channels.telegram.policy (default kept)", keyOf[string](t, cfg, "channels.telegram.policy"), "allowlist"},
 		{"tools.mcp_servers.gh.env (case kept)", cfg.Tools.MCPServers["gh"].Env, map[string]string{"GITHUB_TOKEN": "ghp_x"}},
 		{"tools.mcp_servers.gh.tool_timeout (entry default)", cfg.Tools.MCPServers["gh"].ToolTimeout, 60 * time.Second},
 		{"gateway.heartbeat.interval", cfg.Gateway.Heartbeat.Interval, time.Hour},
@@ -195,12 +210,12 @@ gateway:
 func TestEmptySectionKeepsDefaults(t *testing.T) {
 	isolateEnv(t)
 	cfg := mustLoad(t, "channels:\n  telegram:\n  discord: ~\nagents:\n  fallbacks:\n")
-	if cfg.Channels.Telegram.APIURL != "https://api.telegram.org" || cfg.Channels.Discord.Policy != "allowlist" {
+	if keyOf[string](t, cfg, "channels.telegram.api_url") != "https://api.telegram.org" || keyOf[string](t, cfg, "channels.discord.policy") != "allowlist" {
 		t.Errorf("empty sections lost their defaults: %+v", cfg.Channels)
 	}
 	t.Setenv("NANOBOT_CHANNELS_TELEGRAM_TOKEN", "123:tok")
-	if cfg := mustLoad(t, "channels:\n  telegram:\n"); cfg.Channels.Telegram.Token != "123:tok" {
-		t.Errorf("environment override lost under an empty section: %q", cfg.Channels.Telegram.Token)
+	if cfg := mustLoad(t, "channels:\n  telegram:\n"); keyOf[string](t, cfg, "channels.telegram.token") != "123:tok" {
+		t.Errorf("environment override lost under an empty section: %q", keyOf[string](t, cfg, "channels.telegram.token"))
 	}
 }
 
@@ -326,7 +341,7 @@ providers:
 channels:
   telegram: {allow_from: ["${ID}", 7]}
 `)
-		if got := cfg.Channels.Telegram.AllowFrom; !reflect.DeepEqual(got, []string{"42", "7"}) {
+		if got := keyOf[[]string](t, cfg, "channels.telegram.allow_from"); !reflect.DeepEqual(got, []string{"42", "7"}) {
 			t.Errorf("allow_from = %v", got)
 		}
 		if got := cfg.Providers["openai"].ExtraHeaders["X-Title"]; got != "bot" {
@@ -552,7 +567,7 @@ func TestBadYAMLNamesFileAndLine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeConfig(t, tt.yaml)
-			_, err := Load(path)
+			_, err := Load(path, testSections...)
 			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error = %v, want the path %s and %q", err, path, tt.want)
 			}
@@ -562,7 +577,7 @@ func TestBadYAMLNamesFileAndLine(t *testing.T) {
 
 func TestMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "nope.yaml")
-	_, err := Load(path)
+	_, err := Load(path, testSections...)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("error = %v, want fs.ErrNotExist", err)
 	}
@@ -578,13 +593,13 @@ func TestLoadDefaultPath(t *testing.T) {
 	if got, want := DefaultPath(), filepath.Join(home, ".nanobot", "config.yaml"); got != want {
 		t.Fatalf("DefaultPath() = %q, want %q", got, want)
 	}
-	if _, err := Load(""); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Load("", testSections...); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Load(\"\") without a file: %v, want fs.ErrNotExist", err)
 	}
 	if err := WriteStarter(DefaultPath(), []byte("log: {level: debug}\n")); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Load("")
+	cfg, err := Load("", testSections...)
 	if err != nil || cfg.Log.Level != "debug" {
 		t.Fatalf("Load(\"\") = %+v, %v; want the file at the default path", cfg, err)
 	}
@@ -607,7 +622,7 @@ func TestWorkspacePath(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {
 			path := writeConfig(t, "agents:\n  workspace: \""+tt.value+"\"\n")
-			cfg, err := Load(path)
+			cfg, err := Load(path, testSections...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -620,10 +635,10 @@ func TestWorkspacePath(t *testing.T) {
 
 func TestDefaultsMatchTheSchema(t *testing.T) {
 	known := map[string]bool{}
-	for _, f := range schemaFields("", reflect.TypeFor[Config]()) {
+	for _, f := range allSchemaFields() {
 		known[f.path] = true
 	}
-	for key := range defaults {
+	for key := range allDefaults() {
 		if !known[key] && !known[wildcard(key)] {
 			t.Errorf("defaults has %q, which no struct field decodes", key)
 		}
@@ -747,7 +762,7 @@ func TestSessionsDirIsInTheDataDir(t *testing.T) {
 		{"agents:\n  sessions_dir: /srv/nanobot/sessions\n", "/srv/nanobot/sessions"},
 	} {
 		path := writeConfig(t, tt.yaml)
-		cfg, err := Load(path)
+		cfg, err := Load(path, testSections...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -782,7 +797,7 @@ func TestSecretsOverlay(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, SecretsFile), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Load(path)
+	cfg, err := Load(path, testSections...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -792,11 +807,11 @@ func TestSecretsOverlay(t *testing.T) {
 	if p := cfg.ProviderProblem("openai"); p != "" {
 		t.Errorf("ProviderProblem = %q, want none", p)
 	}
-	if cfg.Channels.Telegram.Token != "1:abc" {
-		t.Errorf("token = %q", cfg.Channels.Telegram.Token)
+	if got := keyOf[string](t, cfg, "channels.telegram.token"); got != "1:abc" {
+		t.Errorf("token = %q", got)
 	}
 	t.Setenv("NANOBOT_PROVIDERS_OPENAI_API_KEY", "sk-from-env")
-	if cfg, err := Load(path); err != nil || cfg.Providers["openai"].APIKey != "sk-from-env" {
+	if cfg, err := Load(path, testSections...); err != nil || cfg.Providers["openai"].APIKey != "sk-from-env" {
 		t.Errorf("env should win over the overlay: %v", err)
 	}
 	if _, err := WriteOverlayData(map[string]string{"agents.model": "x"}); err == nil {
@@ -805,7 +820,7 @@ func TestSecretsOverlay(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, SecretsFile), []byte("agents:\n  model: x/y\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "agents.model: not a key the secrets file may set") {
+	if _, err := Load(path, testSections...); err == nil || !strings.Contains(err.Error(), "agents.model: not a key the secrets file may set") {
 		t.Errorf("Load with a foreign key in the overlay: %v", err)
 	}
 }

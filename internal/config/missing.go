@@ -75,27 +75,41 @@ func (c *Config) ProviderProblem(name string) string {
 	return ""
 }
 
-// ChannelProblem says why an enabled channel (telegram, discord) cannot
-// start before it tries — its token's variable is unset — with the fix,
-// or "" when nothing is known to be wrong.
+// ChannelProblem says why an enabled channel cannot start before it
+// tries — the variable of its credential (ChannelSection.TokenKey) is unset
+// — with the fix, or "" when nothing is known to be wrong.
 func (c *Config) ChannelProblem(channel string) string {
-	key := "channels." + channel + ".token"
-	if v, ok := c.SecretVars[key]; ok && (!v.Set || c.channelToken(channel) == "") {
+	s, v, ok := c.Channels.section(channel)
+	if !ok || s.TokenKey == "" {
+		return ""
+	}
+	key := "channels." + channel + "." + s.TokenKey
+	if sv, ok := c.SecretVars[key]; ok && (!sv.Set || sectionField(v, s.TokenKey) == "") {
 		how := "is not set"
-		if v.Set {
+		if sv.Set {
 			how = "is empty"
 		}
-		return fmt.Sprintf("no bot token: %s %s (%s: ${%s}); export it and restart, or paste a token on the web page", v.Name, how, key, v.Name)
+		return fmt.Sprintf("no bot token: %s %s (%s: ${%s}); export it and restart, or paste a token on the web page", sv.Name, how, key, sv.Name)
 	}
 	return ""
 }
 
-func (c *Config) channelToken(channel string) string {
-	switch channel {
-	case "telegram":
-		return c.Channels.Telegram.Token
-	case "discord":
-		return c.Channels.Discord.Token
+// ChannelToken is the credential of channel (its section's TokenKey), ""
+// when it has none.
+func (c *Config) ChannelToken(channel string) string {
+	s, v, ok := c.Channels.section(channel)
+	if !ok || s.TokenKey == "" {
+		return ""
 	}
-	return ""
+	return sectionField(v, s.TokenKey)
+}
+
+// ChannelTokenVar is the variable channels.<channel>'s credential is read
+// from, or "".
+func (c *Config) ChannelTokenVar(channel string) string {
+	s, _, ok := c.Channels.section(channel)
+	if !ok || s.TokenKey == "" {
+		return ""
+	}
+	return c.SecretVars["channels."+channel+"."+s.TokenKey].Name
 }

@@ -20,16 +20,17 @@ import (
 // reference; a NANOBOT_* environment variable still wins over both.
 const SecretsFile = "secrets.yaml"
 
-// OverlayKeys are the keys the overlay may set: a provider's api_key and
-// the bot tokens. Anything else in it is an error (it is written by the
-// daemon, not by hand).
+// overlayKeyAllowed says which keys the overlay may set: a provider's
+// api_key and a channel's secret-looking key (its bot token), which the
+// channel's section then decodes like any. Anything else in it is an error
+// (it is written by the daemon, not by hand).
 func overlayKeyAllowed(key string) bool {
 	parts := strings.Split(key, ".")
 	switch {
 	case len(parts) == 3 && parts[0] == "providers" && parts[2] == "api_key":
 		return entryName.MatchString(parts[1])
-	case key == "channels.telegram.token", key == "channels.discord.token":
-		return true
+	case len(parts) == 3 && parts[0] == "channels":
+		return entryName.MatchString(parts[1]) && looksLikeCredential(parts[2])
 	}
 	return false
 }
@@ -59,7 +60,7 @@ func ReadOverlay(path string) (map[string]string, error) {
 			}
 		case string:
 			if !overlayKeyAllowed(prefix) {
-				errs = append(errs, fmt.Errorf("%s: not a key the secrets file may set (only providers.<name>.api_key and channels.telegram/discord.token)", prefix))
+				errs = append(errs, fmt.Errorf("%s: not a key the secrets file may set (only providers.<name>.api_key and channels.<name>.token)", prefix))
 				return
 			}
 			out[prefix] = x

@@ -88,11 +88,15 @@ func joinPath(prefix, key string) string {
 
 // checkKeys reports every key of m (a mapping decoded into t) that t does not
 // know, with its full path and the closest known key as a hint.
-func checkKeys(path string, m map[string]any, t reflect.Type, lines lineIndex) []error {
+// Under channels, the sections' names are keys too, each of its own type.
+func checkKeys(path string, m map[string]any, t reflect.Type, lines lineIndex, sections []ChannelSection) []error {
 	t = deref(t)
 	var keys map[string]reflect.Type
 	if t.Kind() == reflect.Struct {
 		keys = structKeys(t)
+	}
+	if path == "channels" {
+		keys = sectionKeys(sections)
 	}
 	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(m)) {
@@ -112,7 +116,7 @@ func checkKeys(path string, m map[string]any, t reflect.Type, lines lineIndex) [
 			continue
 		}
 		if nested, ok := m[k].(map[string]any); ok && isNested(sub) {
-			errs = append(errs, checkKeys(p, nested, sub, lines)...)
+			errs = append(errs, checkKeys(p, nested, sub, lines, sections)...)
 		}
 	}
 	return errs
@@ -320,18 +324,24 @@ func splitList(s string) []string {
 // has the wrong type with its key path.
 func decode(settings map[string]any, lines lineIndex) (*Config, []error) {
 	var cfg Config
-	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
-		DecodeHook: mapstructure.DecodeHookFuncValue(convert),
-		Result:     &cfg,
-		MatchName:  func(key, field string) bool { return key == field },
-	})
-	if err != nil {
-		return nil, []error{fmt.Errorf("decoder: %w", err)}
-	}
-	if err := dec.Decode(settings); err != nil {
+	if err := decodeInto(settings, &cfg); err != nil {
 		return nil, decodeProblems(err, lines)
 	}
 	return &cfg, nil
+}
+
+// decodeInto decodes settings into result (a pointer) with the schema's
+// conversions and exact key names.
+func decodeInto(settings map[string]any, result any) error {
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.DecodeHookFuncValue(convert),
+		Result:     result,
+		MatchName:  func(key, field string) bool { return key == field },
+	})
+	if err != nil {
+		return fmt.Errorf("decoder: %w", err)
+	}
+	return dec.Decode(settings)
 }
 
 // decodeProblems flattens mapstructure's joined errors into one error per key,

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -31,12 +32,41 @@ func looksSecret(name string) bool {
 	return false
 }
 
-// Secrets returns every configured secret value: API keys, bot tokens, the
-// webhook secret, passwords in URLs, and header and MCP environment values
-// whose names look secret. Values shorter than 8 characters are left out
-// (see minSecretLen). The list has no duplicates and is ordered longest
-// first, so a redactor replacing them in turn never leaves the tail of a
-// longer secret that contains a shorter one.
+// The secret tag marks, where a field is declared, what of it is secret;
+// Secrets and Redacted find them all by reflection over the whole Config,
+// the channels' sections (Channels.Kinds) included, so a new field is
+// redacted in logs, status, doctor and the panel by its tag alone.
+// TestSecretsAreTagged fails for a field whose name looks secret but has
+// no tag.
+const (
+	// SecretValue: the value is a secret (a string, or every value of a
+	// map of strings).
+	SecretValue = "true"
+	// SecretURL: a URL whose password and secret-looking query values
+	// (?api_key=) are secrets.
+	SecretURL = "url"
+	// SecretNames: a map of strings (headers, environment) whose values
+	// under secret-looking names (Authorization, GITHUB_TOKEN) are secrets.
+	SecretNames = "names"
+	// SecretNATS: a comma-separated list of NATS URLs, each with a
+	// password or a bare token as its user (nats://TOKEN@host).
+	SecretNATS = "nats"
+	// SecretNot: the name looks secret but the value is not one (the path
+	// of a key file); it says that someone looked.
+	SecretNot = "no"
+)
+
+// secretTag is the struct tag the marks above are written in.
+const secretTag = "secret"
+
+// Secrets returns every configured secret value: each field marked with
+// the secret tag, passwords in URLs, and header and MCP environment values
+// whose names look secret. A secret of the form "<id>:<secret>" (a
+// Telegram bot token: the id is the bot's public user id) also yields its
+// tail, which must never show even on its own. Values shorter than 8
+// characters are left out (see minSecretLen). The list has no duplicates
+// and is ordered longest first, so a redactor replacing them in turn never
+// leaves the tail of a longer secret that contains a shorter one.
 //
 // It feeds log redaction and the scrubbing of the exec tool's environment.
 func (c *Config) Secrets() []string {
@@ -46,56 +76,98 @@ func (c *Config) Secrets() []string {
 			s = append(s, v)
 		}
 	}
-	addMap := func(m map[string]string) {
-		for k, v := range m {
-			if looksSecret(k) {
-				add(v)
+	walkSecrets(reflect.ValueOf(c).Elem(), func(mark string, v reflect.Value) {
+		for _, secret := range secretsOf(mark, v) {
+			add(secret)
+			if _, tail, ok := strings.Cut(secret, ":"); ok && mark == SecretValue {
+				add(tail)
 			}
 		}
-	}
-	addURL := func(raw string) {
-		for _, v := range urlSecrets(raw) {
-			add(v)
-		}
-	}
-	for _, p := range c.Providers {
-		add(p.APIKey)
-		addMap(p.ExtraHeaders)
-		addURL(p.BaseURL)
-	}
-	t := &c.Channels.Telegram
-	add(t.Token)
-	if _, secret, ok := strings.Cut(t.Token, ":"); ok {
-		// A bot token is "<bot id>:<secret>"; the id is public (it is the
-		// bot's user id), the rest must never show, even on its own.
-		add(secret)
-	}
-	add(t.WebhookSecret)
-	addURL(t.Proxy)
-	addURL(t.APIURL)
-	addURL(t.WebhookURL)
-	add(c.Channels.Discord.Token)
-	addURL(c.Channels.Discord.APIURL)
-	add(c.Channels.Web.Token)
-	add(c.Channels.Transcription.APIKey)
-	addURL(c.Channels.Transcription.BaseURL)
-	add(c.Tools.Web.BraveAPIKey)
-	for _, k := range c.API.Keys {
-		add(k)
-	}
-	for _, m := range c.Tools.MCPServers {
-		addMap(m.Headers)
-		addMap(m.Env)
-		addURL(m.URL)
-	}
-	for _, u := range natsURLs(c.Bus.NATS.URL) {
-		addURL(u)
-		add(natsToken(u))
-	}
+	})
 	slices.SortFunc(s, func(a, b string) int {
 		return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b))
 	})
 	return s
+}
+
+// secretsOf returns the secrets a field marked mark holds.
+func secretsOf(mark string, v reflect.Value) []string {
+	var out []string
+	switch mark {
+	case SecretValue:
+		if v.Kind() == reflect.String {
+			return []string{v.String()}
+		}
+		if m, ok := v.Interface().(map[string]string); ok {
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				out = append(out, m[k])
+			}
+		}
+	case SecretURL:
+		return urlSecrets(v.String())
+	case SecretNames:
+		m, _ := v.Interface().(map[string]string)
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if looksSecret(k) {
+				out = append(out, m[k])
+			}
+		}
+	case SecretNATS:
+		for _, u := range natsURLs(v.String()) {
+			out = append(out, urlSecrets(u)...)
+			out = append(out, natsToken(u))
+		}
+	}
+	return out
+}
+
+// walkSecrets calls visit with every marked field under v (a struct,
+// map, pointer or interface), at any depth.
+func walkSecrets(v reflect.Value, visit func(mark string, v reflect.Value)) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			walkSecrets(v.Elem(), visit)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			if mark := f.Tag.Get(secretTag); mark != "" {
+				if mark != SecretNot {
+					visit(mark, v.Field(i))
+				}
+				continue
+			}
+			walkSecrets(v.Field(i), visit)
+		}
+	case reflect.Map:
+		if !holdsSecrets(v.Type().Elem()) {
+			return
+		}
+		for _, k := range v.MapKeys() {
+			walkSecrets(v.MapIndex(k), visit)
+		}
+	case reflect.Slice:
+		if !holdsSecrets(v.Type().Elem()) {
+			return
+		}
+		for i := range v.Len() {
+			walkSecrets(v.Index(i), visit)
+		}
+	}
+}
+
+// holdsSecrets reports whether values of t may hold marked fields.
+func holdsSecrets(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Struct, reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice:
+		return true
+	}
+	return false
 }
 
 // urlSecrets returns the password and the secret-looking query values of a
@@ -118,59 +190,144 @@ func urlSecrets(raw string) []string {
 }
 
 // Redacted returns a copy of c with every secret replaced by "***" (any
-// length, unlike Secrets), for `nanobot status` and debugging output. Maps
-// holding secrets are copied; c itself is not changed.
+// length, unlike Secrets), for `nanobot status` and debugging output. It
+// copies what it changes (maps, sections); c itself is not changed.
 func (c Config) Redacted() Config {
-	providers := make(map[string]ProviderConfig, len(c.Providers))
-	for name, p := range c.Providers {
-		p.APIKey = maskValue(p.APIKey)
-		p.ExtraHeaders = redactMap(p.ExtraHeaders)
-		p.BaseURL = redactURL(p.BaseURL)
-		providers[name] = p
-	}
-	if c.Providers != nil {
-		c.Providers = providers
-	}
-	t := &c.Channels.Telegram
-	t.Token = maskValue(t.Token)
-	t.WebhookSecret = maskValue(t.WebhookSecret)
-	t.Proxy = redactURL(t.Proxy)
-	t.APIURL = redactURL(t.APIURL)
-	t.WebhookURL = redactURL(t.WebhookURL)
-	d := &c.Channels.Discord
-	d.Token = maskValue(d.Token)
-	d.APIURL = redactURL(d.APIURL)
-	tr := &c.Channels.Transcription
-	tr.APIKey = maskValue(tr.APIKey)
-	tr.BaseURL = redactURL(tr.BaseURL)
-	c.Tools.Web.BraveAPIKey = maskValue(c.Tools.Web.BraveAPIKey)
-	if c.API.Keys != nil {
-		keys := make(map[string]string, len(c.API.Keys))
-		for name, k := range c.API.Keys {
-			keys[name] = maskValue(k)
+	return redactValue(reflect.ValueOf(c)).Interface().(Config)
+}
+
+// redactValue returns a copy of v with every marked field masked; values
+// that hold no marked field are shared, not copied.
+func redactValue(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
 		}
-		c.API.Keys = keys
-	}
-	if c.Tools.MCPServers != nil {
-		servers := make(map[string]MCPServerConfig, len(c.Tools.MCPServers))
-		for name, m := range c.Tools.MCPServers {
-			m.Headers = redactMap(m.Headers)
-			m.Env = redactMap(m.Env)
-			m.URL = redactURL(m.URL)
-			servers[name] = m
+		p := reflect.New(v.Type().Elem())
+		p.Elem().Set(redactValue(v.Elem()))
+		return p
+	case reflect.Interface:
+		if v.IsNil() {
+			return v
 		}
-		c.Tools.MCPServers = servers
+		out := reflect.New(v.Type()).Elem()
+		out.Set(redactValue(v.Elem()))
+		return out
+	case reflect.Struct:
+		out := reflect.New(v.Type()).Elem()
+		out.Set(v)
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			if mark := f.Tag.Get(secretTag); mark != "" {
+				out.Field(i).Set(maskField(mark, v.Field(i)))
+				continue
+			}
+			out.Field(i).Set(redactValue(v.Field(i)))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() || !holdsSecrets(v.Type().Elem()) {
+			return v
+		}
+		out := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for _, k := range v.MapKeys() {
+			out.SetMapIndex(k, redactValue(v.MapIndex(k)))
+		}
+		return out
 	}
-	if urls := natsURLs(c.Bus.NATS.URL); len(urls) > 0 {
+	return v
+}
+
+// maskField returns the value of a field marked mark with its secrets
+// masked.
+func maskField(mark string, v reflect.Value) reflect.Value {
+	switch mark {
+	case SecretValue:
+		if v.Kind() == reflect.String {
+			return reflect.ValueOf(maskValue(v.String())).Convert(v.Type())
+		}
+		if m, ok := v.Interface().(map[string]string); ok && m != nil {
+			out := make(map[string]string, len(m))
+			for k, s := range m {
+				out[k] = maskValue(s)
+			}
+			return reflect.ValueOf(out)
+		}
+	case SecretURL:
+		return reflect.ValueOf(redactURL(v.String())).Convert(v.Type())
+	case SecretNames:
+		m, _ := v.Interface().(map[string]string)
+		return reflect.ValueOf(redactMap(m))
+	case SecretNATS:
+		urls := natsURLs(v.String())
+		if len(urls) == 0 {
+			return v
+		}
 		for i, u := range urls {
 			if tok := natsToken(u); tok != "" {
 				u = strings.Replace(u, tok+"@", mask+"@", 1)
 			}
 			urls[i] = redactURL(u)
 		}
-		c.Bus.NATS.URL = strings.Join(urls, ",")
+		return reflect.ValueOf(strings.Join(urls, ","))
 	}
-	return c
+	return v
+}
+
+// UntaggedSecrets lists the keys under t (a config struct, its keys
+// written under prefix) whose name looks like it holds a secret (token,
+// key, secret, password, credential) but whose field has no secret tag:
+// a field redaction would miss. Tests run it over Config and every
+// channel's section.
+func UntaggedSecrets(prefix string, t reflect.Type) []string {
+	var out []string
+	t = deref(t)
+	if t.Kind() == reflect.Map || t.Kind() == reflect.Slice {
+		return UntaggedSecrets(joinPath(prefix, "*"), t.Elem())
+	}
+	if t.Kind() != reflect.Struct || t == durationType {
+		return nil
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+		key := joinPath(prefix, name)
+		if opts == "squash" {
+			key = prefix
+		}
+		if f.Tag.Get(secretTag) != "" || name == "-" || !f.IsExported() {
+			continue
+		}
+		ft := deref(f.Type)
+		switch {
+		case ft.Kind() == reflect.Struct && ft != durationType, ft.Kind() == reflect.Slice && deref(ft.Elem()).Kind() == reflect.Struct,
+			ft.Kind() == reflect.Map && deref(ft.Elem()).Kind() == reflect.Struct:
+			out = append(out, UntaggedSecrets(key, f.Type)...)
+		case ft.Kind() == reflect.String || ft.Kind() == reflect.Map || ft.Kind() == reflect.Slice:
+			if looksLikeCredential(name) || looksLikeCredential(f.Name) {
+				out = append(out, key)
+			}
+		}
+	}
+	return out
+}
+
+// credentialWords mark a key as one that may hold a credential.
+var credentialWords = []string{"token", "key", "secret", "passw", "credential", "auth"}
+
+func looksLikeCredential(name string) bool {
+	name = strings.ToLower(name)
+	for _, w := range credentialWords {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func maskValue(v string) string {

@@ -106,16 +106,16 @@ func TestRedacted(t *testing.T) {
 		"openai api_key":    r.Providers["openai"].APIKey,
 		"ollama api_key":    r.Providers["ollama"].APIKey, // short, still masked for display
 		"ollama base_url":   r.Providers["ollama"].BaseURL,
-		"telegram proxy":    r.Channels.Telegram.Proxy,
-		"telegram token":    r.Channels.Telegram.Token,
+		"telegram proxy":    keyOf[string](t, &r, "channels.telegram.proxy"),
+		"telegram token":    keyOf[string](t, &r, "channels.telegram.token"),
 		"Authorization":     r.Providers["openai"].ExtraHeaders["Authorization"],
 		"GITHUB_TOKEN":      r.Tools.MCPServers["gh"].Env["GITHUB_TOKEN"],
 		"X-Api-Key":         r.Tools.MCPServers["remote"].Headers["X-Api-Key"],
-		"discord token":     r.Channels.Discord.Token,
+		"discord token":     keyOf[string](t, &r, "channels.discord.token"),
 		"brave key":         r.Tools.Web.BraveAPIKey,
 		"transcription":     r.Channels.Transcription.APIKey,
-		"webhook secret":    r.Channels.Telegram.WebhookSecret,
-		"empty stays empty": r.Channels.Telegram.WebhookURL,
+		"webhook secret":    keyOf[string](t, &r, "channels.telegram.webhook_secret"),
+		"empty stays empty": keyOf[string](t, &r, "channels.telegram.webhook_url"),
 		"nats url":          r.Bus.NATS.URL,
 	}
 	want := map[string]string{

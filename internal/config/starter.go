@@ -29,26 +29,37 @@ providers:
     # Any OpenAI-compatible endpoint works here (OpenRouter, Ollama, vLLM).
     base_url: https://api.openai.com/v1
 
-channels:
-  # To chat from Telegram or Discord: set enabled: true, give the bot token
-  # (token: ${TELEGRAM_BOT_TOKEN}) and list the user ids allowed to talk to it
-  # in allow_from (the bot answers /whoami with yours). See docs/configuration.md.
-  telegram:
-    enabled: false
-    token: ""
-    allow_from: []
-  discord:
-    enabled: false
-    token: ""
-    allow_from: []
-`
+%s`
 
 // StarterYAML is the short, commented configuration `nanobot onboard` writes:
 // the workspace, one model, the OpenAI provider with its key read from
-// ${OPENAI_API_KEY}, and both chat channels disabled. It passes Load and
-// Validate once OPENAI_API_KEY is set.
-func StarterYAML(workspace string) []byte {
-	return fmt.Appendf(nil, starterTemplate, yamlScalar(workspace))
+// ${OPENAI_API_KEY}, and each chat channel of sections (the channel table)
+// disabled. It passes Load and Validate once OPENAI_API_KEY is set.
+func StarterYAML(workspace string, sections ...ChannelSection) []byte {
+	return fmt.Appendf(nil, starterTemplate, yamlScalar(workspace), starterChannels(sections))
+}
+
+// starterChannels is the channels block of the starter: each section with
+// enabled, its credential and allow_from, as the first steps need them.
+func starterChannels(sections []ChannelSection) string {
+	if len(sections) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	first := sections[0]
+	example := first.TokenKey + ": ${" + strings.ToUpper(first.Name) + "_BOT_TOKEN}"
+	fmt.Fprintf(&b, "channels:\n"+
+		"  # To chat from a chat channel: set enabled: true, give the bot token\n"+
+		"  # (%s) and list the user ids allowed to talk to it\n"+
+		"  # in allow_from (the bot answers /whoami with yours). See docs/configuration.md.\n", example)
+	for _, s := range sections {
+		fmt.Fprintf(&b, "  %s:\n    enabled: false\n", s.Name)
+		if s.TokenKey != "" {
+			fmt.Fprintf(&b, "    %s: \"\"\n", s.TokenKey)
+		}
+		b.WriteString("    allow_from: []\n")
+	}
+	return b.String()
 }
 
 // yamlScalar writes s as a YAML scalar, quoted only when it must be, with

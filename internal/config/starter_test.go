@@ -15,12 +15,12 @@ func TestStarterYAMLLoadsAndValidates(t *testing.T) {
 		t.Run(ws, func(t *testing.T) {
 			isolateEnv(t, "OPENAI_API_KEY")
 			path := filepath.Join(t.TempDir(), "config.yaml")
-			if err := WriteStarter(path, StarterYAML(ws)); err != nil {
+			if err := WriteStarter(path, StarterYAML(ws, testSections...)); err != nil {
 				t.Fatal(err)
 			}
 			// Without the key the file loads and validates: the provider
 			// is degraded and names the variable.
-			bare, err := Load(path)
+			bare, err := Load(path, testSections...)
 			if err != nil {
 				t.Fatalf("Load without OPENAI_API_KEY: %v", err)
 			}
@@ -31,9 +31,9 @@ func TestStarterYAMLLoadsAndValidates(t *testing.T) {
 				t.Errorf("ProviderProblem without OPENAI_API_KEY = %q, want the variable named", p)
 			}
 			t.Setenv("OPENAI_API_KEY", "sk-starter-0123456789")
-			cfg, err := Load(path)
+			cfg, err := Load(path, testSections...)
 			if err != nil {
-				t.Fatalf("Load: %v\n%s", err, StarterYAML(ws))
+				t.Fatalf("Load: %v\n%s", err, StarterYAML(ws, testSections...))
 			}
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("Validate: %v", err)
@@ -45,7 +45,7 @@ func TestStarterYAMLLoadsAndValidates(t *testing.T) {
 			if cfg.Agents.Workspace != want {
 				t.Errorf("workspace = %q, want %q", cfg.Agents.Workspace, want)
 			}
-			if cfg.Channels.Telegram.Enabled || cfg.Channels.Discord.Enabled {
+			if keyOf[bool](t, cfg, "channels.telegram.enabled") || keyOf[bool](t, cfg, "channels.discord.enabled") {
 				t.Error("starter enables a channel")
 			}
 		})

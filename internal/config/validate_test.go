@@ -69,10 +69,10 @@ func TestValidateAcceptsVariations(t *testing.T) {
 			c.Agents.Fallbacks = []string{"gemini/gemini-2.5-flash"}
 		}},
 		{"telegram token from an unset variable", func(c *Config) {
-			c.Channels.Telegram.Token = ""
+			set(c, "channels.telegram.token", "")
 			c.SecretVars = map[string]SecretVar{"channels.telegram.token": {Name: "TELEGRAM_BOT_TOKEN"}}
 		}},
-		{"discord token with Bot prefix", func(c *Config) { c.Channels.Discord.Token = "Bot MTIz.GaBc.def-_0" }},
+		{"discord token with Bot prefix", func(c *Config) { set(c, "channels.discord.token", "Bot MTIz.GaBc.def-_0") }},
 		{"unused official provider without key", func(c *Config) {
 			c.Agents.Model = "ollama/llama3.2"
 			c.Routes = nil
@@ -89,24 +89,24 @@ func TestValidateAcceptsVariations(t *testing.T) {
 			c.Agents.Fallbacks = []string{"google/gemini-2.5-flash"}
 		}},
 		{"open policy without allow_from", func(c *Config) {
-			c.Channels.Telegram.Policy = "open"
-			c.Channels.Telegram.AllowFrom = nil
+			set(c, "channels.telegram.policy", "open")
+			set(c, "channels.telegram.allow_from", nil)
 		}},
 		{"pairing policy without allow_from", func(c *Config) {
-			c.Channels.Discord.Policy = "pairing"
-			c.Channels.Discord.AllowFrom = nil
+			set(c, "channels.discord.policy", "pairing")
+			set(c, "channels.discord.allow_from", nil)
 		}},
-		{"star allows everyone", func(c *Config) { c.Channels.Telegram.AllowFrom = []string{"*"} }},
+		{"star allows everyone", func(c *Config) { set(c, "channels.telegram.allow_from", []string{"*"}) }},
 		{"disabled channel with empty allowlist and no token", func(c *Config) {
 			// The defaults, which a new key joins without this test changing.
-			c.Channels.Telegram = Defaults().Channels.Telegram
+			c.Channels.Kinds["telegram"] = Defaults(testSections...).Channels.Kinds["telegram"]
 		}},
 		{"webhook mode", func(c *Config) {
-			c.Channels.Telegram.Mode = "webhook"
-			c.Channels.Telegram.WebhookURL = "https://bot.example.com:8443/telegram"
-			c.Channels.Telegram.WebhookSecret = "abc_DEF-123"
+			set(c, "channels.telegram.mode", "webhook")
+			set(c, "channels.telegram.webhook_url", "https://bot.example.com:8443/telegram")
+			set(c, "channels.telegram.webhook_secret", "abc_DEF-123")
 		}},
-		{"socks proxy", func(c *Config) { c.Channels.Telegram.Proxy = "socks5://user:pw@127.0.0.1:1080" }},
+		{"socks proxy", func(c *Config) { set(c, "channels.telegram.proxy", "socks5://user:pw@127.0.0.1:1080") }},
 		{"listen on all interfaces, any port", func(c *Config) { c.Gateway.Listen = ":0" }},
 		{"brave with key", func(c *Config) {
 			c.Tools.Web.SearchProvider = "brave"
@@ -149,9 +149,7 @@ func TestValidateRules(t *testing.T) {
 			c.Tools.MCPServers[name] = s
 		}
 	}
-	tg := func(f func(t *TelegramConfig)) func(c *Config) {
-		return func(c *Config) { f(&c.Channels.Telegram) }
-	}
+	tg := func(f func(c *Config)) func(c *Config) { return f }
 	tests := []struct {
 		name   string
 		mutate func(c *Config)
@@ -254,66 +252,72 @@ func TestValidateRules(t *testing.T) {
 		{"model is a broken route", func(c *Config) { c.Agents.Model = "fast"; c.Routes["fast"] = RouteConfig{Model: "nope/x"} },
 			`agents.model: route fast: provider "nope" is not configured`},
 		// channels
-		{"telegram token", tg(func(t *TelegramConfig) { t.Token = "" }), "channels.telegram.token: must be set when the channel is enabled"},
-		{"telegram token malformed", tg(func(t *TelegramConfig) { t.Token = "bad" }), "channels.telegram.token: is not a Telegram bot token"},
-		{"telegram token without id", tg(func(t *TelegramConfig) { t.Token = ":AAFabc" }), "channels.telegram.token: is not a Telegram bot token"},
-		{"telegram token with a space", tg(func(t *TelegramConfig) { t.Token = "123: AAF" }), "channels.telegram.token: is not a Telegram bot token"},
-		{"telegram empty allowlist", tg(func(t *TelegramConfig) { t.AllowFrom = nil }),
+		{"telegram token", tg(func(c *Config) { set(c, "channels.telegram.token", "") }), "channels.telegram.token: must be set when the channel is enabled"},
+		{"telegram token malformed", tg(func(c *Config) { set(c, "channels.telegram.token", "bad") }), "channels.telegram.token: is not a Telegram bot token"},
+		{"telegram token without id", tg(func(c *Config) { set(c, "channels.telegram.token", ":AAFabc") }), "channels.telegram.token: is not a Telegram bot token"},
+		{"telegram token with a space", tg(func(c *Config) { set(c, "channels.telegram.token", "123: AAF") }), "channels.telegram.token: is not a Telegram bot token"},
+		{"telegram empty allowlist", tg(func(c *Config) { set(c, "channels.telegram.allow_from", nil) }),
 			`channels.telegram.allow_from: must not be empty when policy is allowlist (add your user id — the bot answers /whoami with it — or use "*" or policy: pairing)`},
-		{"telegram policy", tg(func(t *TelegramConfig) { t.Policy = "closed" }),
+		{"telegram policy", tg(func(c *Config) { set(c, "channels.telegram.policy", "closed") }),
 			`channels.telegram.policy: must be one of allowlist, open, pairing, got "closed"`},
 		{"disabled channel policy is still checked", func(c *Config) {
-			c.Channels.Telegram.Enabled = false
-			c.Channels.Telegram.Policy = "allowed"
+			set(c, "channels.telegram.enabled", false)
+			set(c, "channels.telegram.policy", "allowed")
 		}, `channels.telegram.policy: must be one of allowlist, open, pairing, got "allowed"`},
-		{"telegram group_policy", tg(func(t *TelegramConfig) { t.GroupPolicy = "all" }),
+		{"telegram group_policy", tg(func(c *Config) { set(c, "channels.telegram.group_policy", "all") }),
 			`channels.telegram.group_policy: must be one of mention, open, got "all"`},
-		{"blank allow_from entry", tg(func(t *TelegramConfig) { t.AllowFrom = []string{"1", " "} }),
+		{"blank allow_from entry", tg(func(c *Config) { set(c, "channels.telegram.allow_from", []string{"1", " "}) }),
 			"channels.telegram.allow_from[1]: must not be empty"},
-		{"telegram api_url", tg(func(t *TelegramConfig) { t.APIURL = "" }), "channels.telegram.api_url: must not be empty"},
-		{"telegram edit_interval", tg(func(t *TelegramConfig) { t.EditInterval = 0 }), "channels.telegram.edit_interval: must be a positive duration"},
-		{"telegram typing_delay", tg(func(t *TelegramConfig) { t.TypingDelay = -time.Second }), "channels.telegram.typing_delay: must not be negative"},
-		{"telegram mode", tg(func(t *TelegramConfig) { t.Mode = "push" }), `channels.telegram.mode: must be one of polling, webhook, got "push"`},
-		{"webhook without url", tg(func(t *TelegramConfig) { t.Mode = "webhook"; t.WebhookSecret = "s" }),
+		{"telegram api_url", tg(func(c *Config) { set(c, "channels.telegram.api_url", "") }), "channels.telegram.api_url: must not be empty"},
+		{"telegram edit_interval", tg(func(c *Config) { set(c, "channels.telegram.edit_interval", 0) }), "channels.telegram.edit_interval: must be a positive duration"},
+		{"telegram typing_delay", tg(func(c *Config) { set(c, "channels.telegram.typing_delay", -time.Second) }), "channels.telegram.typing_delay: must not be negative"},
+		{"telegram mode", tg(func(c *Config) { set(c, "channels.telegram.mode", "push") }), `channels.telegram.mode: must be one of polling, webhook, got "push"`},
+		{"webhook without url", tg(func(c *Config) {
+			set(c, "channels.telegram.mode", "webhook")
+			set(c, "channels.telegram.webhook_secret", "s")
+		}),
 			"channels.telegram.webhook_url: must be set when mode is webhook"},
-		{"webhook over http", tg(func(t *TelegramConfig) {
-			t.Mode = "webhook"
-			t.WebhookSecret = "s"
-			t.WebhookURL = "http://bot.example.com/tg"
+		{"webhook over http", tg(func(c *Config) {
+			set(c, "channels.telegram.mode", "webhook")
+			set(c, "channels.telegram.webhook_secret", "s")
+			set(c, "channels.telegram.webhook_url", "http://bot.example.com/tg")
 		}),
 			"channels.telegram.webhook_url: must be an https URL with a host"},
-		{"webhook port", tg(func(t *TelegramConfig) {
-			t.Mode = "webhook"
-			t.WebhookSecret = "s"
-			t.WebhookURL = "https://bot.example.com:8080/tg"
+		{"webhook port", tg(func(c *Config) {
+			set(c, "channels.telegram.mode", "webhook")
+			set(c, "channels.telegram.webhook_secret", "s")
+			set(c, "channels.telegram.webhook_url", "https://bot.example.com:8080/tg")
 		}),
 			"channels.telegram.webhook_url: port must be 443, 80, 88 or 8443"},
-		{"webhook without secret", tg(func(t *TelegramConfig) { t.Mode = "webhook"; t.WebhookURL = "https://bot.example.com/tg" }),
+		{"webhook without secret", tg(func(c *Config) {
+			set(c, "channels.telegram.mode", "webhook")
+			set(c, "channels.telegram.webhook_url", "https://bot.example.com/tg")
+		}),
 			"channels.telegram.webhook_secret: must be set when mode is webhook"},
-		{"webhook secret characters", tg(func(t *TelegramConfig) {
-			t.Mode = "webhook"
-			t.WebhookURL = "https://bot.example.com/tg"
-			t.WebhookSecret = "has space"
+		{"webhook secret characters", tg(func(c *Config) {
+			set(c, "channels.telegram.mode", "webhook")
+			set(c, "channels.telegram.webhook_url", "https://bot.example.com/tg")
+			set(c, "channels.telegram.webhook_secret", "has space")
 		}), "channels.telegram.webhook_secret: may use only A-Z a-z 0-9 _ -"},
-		{"proxy scheme", tg(func(t *TelegramConfig) { t.Proxy = "ftp://proxy:21" }),
+		{"proxy scheme", tg(func(c *Config) { set(c, "channels.telegram.proxy", "ftp://proxy:21") }),
 			"channels.telegram.proxy: must be a http or https or socks5 or socks5h URL with a host"},
-		{"proxy password not echoed", tg(func(t *TelegramConfig) { t.Proxy = "ftp://u:hunter22@proxy:21" }),
+		{"proxy password not echoed", tg(func(c *Config) { set(c, "channels.telegram.proxy", "ftp://u:hunter22@proxy:21") }),
 			`channels.telegram.proxy: must be a http or https or socks5 or socks5h URL with a host, got "ftp://u:***@proxy:21"`},
-		{"poll_timeout", tg(func(t *TelegramConfig) { t.PollTimeout = 500 * time.Millisecond }), "channels.telegram.poll_timeout: must be at least 1s"},
-		{"telegram max_media_bytes", tg(func(t *TelegramConfig) { t.MaxMediaBytes = 0 }), "channels.telegram.max_media_bytes: must be at least 1"},
-		{"telegram rate_per_minute", tg(func(t *TelegramConfig) { t.RatePerMinute = 0 }), "channels.telegram.rate_per_minute: must be at least 1"},
-		{"telegram stall_grace", tg(func(t *TelegramConfig) { t.StallGrace = 0 }), "channels.telegram.stall_grace: must be a positive duration"},
-		{"discord rate_per_minute", func(c *Config) { c.Channels.Discord.RatePerMinute = 0 }, "channels.discord.rate_per_minute: must be at least 1"},
-		{"discord token", func(c *Config) { c.Channels.Discord.Token = "" }, "channels.discord.token: must be set when the channel is enabled"},
-		{"discord token malformed", func(c *Config) { c.Channels.Discord.Token = "bad" }, "channels.discord.token: is not a Discord bot token"},
-		{"discord token with a space", func(c *Config) { c.Channels.Discord.Token = "MTIz.GaBc.de f" }, "channels.discord.token: is not a Discord bot token"},
-		{"discord empty allowlist", func(c *Config) { c.Channels.Discord.AllowFrom = []string{} },
+		{"poll_timeout", tg(func(c *Config) { set(c, "channels.telegram.poll_timeout", 500*time.Millisecond) }), "channels.telegram.poll_timeout: must be at least 1s"},
+		{"telegram max_media_bytes", tg(func(c *Config) { set(c, "channels.telegram.max_media_bytes", 0) }), "channels.telegram.max_media_bytes: must be at least 1"},
+		{"telegram rate_per_minute", tg(func(c *Config) { set(c, "channels.telegram.rate_per_minute", 0) }), "channels.telegram.rate_per_minute: must be at least 1"},
+		{"telegram stall_grace", tg(func(c *Config) { set(c, "channels.telegram.stall_grace", 0) }), "channels.telegram.stall_grace: must be a positive duration"},
+		{"discord rate_per_minute", func(c *Config) { set(c, "channels.discord.rate_per_minute", 0) }, "channels.discord.rate_per_minute: must be at least 1"},
+		{"discord token", func(c *Config) { set(c, "channels.discord.token", "") }, "channels.discord.token: must be set when the channel is enabled"},
+		{"discord token malformed", func(c *Config) { set(c, "channels.discord.token", "bad") }, "channels.discord.token: is not a Discord bot token"},
+		{"discord token with a space", func(c *Config) { set(c, "channels.discord.token", "MTIz.GaBc.de f") }, "channels.discord.token: is not a Discord bot token"},
+		{"discord empty allowlist", func(c *Config) { set(c, "channels.discord.allow_from", []string{}) },
 			"channels.discord.allow_from: must not be empty when policy is allowlist"},
-		{"discord group_policy", func(c *Config) { c.Channels.Discord.GroupPolicy = "" }, "channels.discord.group_policy: must be one of mention, open"},
-		{"discord guild id", func(c *Config) { c.Channels.Discord.AllowGuilds = []string{""} }, "channels.discord.allow_guilds[0]: must not be empty"},
-		{"discord api_url", func(c *Config) { c.Channels.Discord.APIURL = "discord.com" }, "channels.discord.api_url: must be a http or https URL"},
-		{"discord max_media_bytes", func(c *Config) { c.Channels.Discord.MaxMediaBytes = -1 }, "channels.discord.max_media_bytes: must be at least 1"},
-		{"discord catch_up negative", func(c *Config) { c.Channels.Discord.CatchUp = -time.Hour }, "channels.discord.catch_up: must not be negative"},
+		{"discord group_policy", func(c *Config) { set(c, "channels.discord.group_policy", "") }, "channels.discord.group_policy: must be one of mention, open"},
+		{"discord guild id", func(c *Config) { set(c, "channels.discord.allow_guilds", []string{""}) }, "channels.discord.allow_guilds[0]: must not be empty"},
+		{"discord api_url", func(c *Config) { set(c, "channels.discord.api_url", "discord.com") }, "channels.discord.api_url: must be a http or https URL"},
+		{"discord max_media_bytes", func(c *Config) { set(c, "channels.discord.max_media_bytes", -1) }, "channels.discord.max_media_bytes: must be at least 1"},
+		{"discord catch_up negative", func(c *Config) { set(c, "channels.discord.catch_up", -time.Hour) }, "channels.discord.catch_up: must not be negative"},
 		{"transcription url", func(c *Config) { c.Channels.Transcription.BaseURL = "api.openai.com" }, "channels.transcription.base_url: must be a http or https URL"},
 		{"transcription model", func(c *Config) {
 			c.Channels.Transcription.BaseURL = "https://api.openai.com/v1"
@@ -396,7 +400,7 @@ func hasLine(msg, want string) bool {
 func TestValidateReportsEveryProblem(t *testing.T) {
 	c := baseConfig(t)
 	c.Agents.Model = ""
-	c.Channels.Telegram.AllowFrom = nil
+	set(c, "channels.telegram.allow_from", nil)
 	c.Log.Level = "loud"
 	err := c.Validate()
 	if err == nil {
@@ -483,10 +487,6 @@ func TestLengthBoundsOfNames(t *testing.T) {
 		in    string
 		want  bool
 	}{
-		{"secret of 256", validTelegramSecret, strings.Repeat("a", 256), true},
-		{"secret of 257", validTelegramSecret, strings.Repeat("a", 257), false},
-		{"empty secret", validTelegramSecret, "", false},
-		{"secret with a dot", validTelegramSecret, "a.b", false},
 		{"key name of 32", validAPIKeyName, "a" + strings.Repeat("_", 31), true},
 		{"key name of 33", validAPIKeyName, strings.Repeat("a", 33), false},
 		{"empty key name", validAPIKeyName, "", false},

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/bus"
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 )
 
@@ -32,7 +31,7 @@ func TestRepeatedCallIDsStayUniqueOnEveryProtocol(t *testing.T) {
 			if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := config.Load(path)
+			cfg, err := LoadConfig(path)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/agent/agentconfig"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/health"
 	"github.com/nanobot-go/nanobot/internal/logging"
@@ -153,6 +154,22 @@ type Publisher interface {
 	PublishOutbound(ctx context.Context, m bus.OutboundMessage) error
 }
 
+// SessionsMovedFile, in the data dir, marks that the one-time move of an
+// old <workspace>/sessions/ ran (session.MoveDir): while it exists no
+// sessions/ in the workspace is imported again. It lies where no command
+// may write (the sandbox protects it), so a command cannot remove it to
+// have a planted directory imported. Deleting it by hand imports again.
+const SessionsMovedFile = "sessions-moved.json"
+
+// sessionsMovedPath is SessionsMovedFile in dataDir; "" (no marker, the
+// move runs at each start) without a data dir.
+func sessionsMovedPath(dataDir string) string {
+	if dataDir == "" {
+		return ""
+	}
+	return filepath.Join(dataDir, SessionsMovedFile)
+}
+
 // checkRole refuses a role the bus cannot serve.
 func checkRole(cfg *config.Config, role string) error {
 	switch role {
@@ -229,8 +246,11 @@ func Build(cfg *config.Config, opts Options, log *zap.Logger) (_ *Core, err erro
 		return nil, err
 	}
 	// Sessions live outside the workspace (docs/sessions.md); an old one's
-	// move is finished before anything opens a session file or runs a tool.
-	if _, err := session.MoveDir(filepath.Join(ws, workspace.SessionsDir), cfg.Agents.SessionsDir, log.Named("session")); err != nil {
+	// move is finished before anything opens a session file or runs a tool,
+	// and it runs once ever: the marker in the data dir keeps a sessions/
+	// a command plants later from being imported.
+	if _, err := session.MoveDir(filepath.Join(ws, workspace.SessionsDir), cfg.Agents.SessionsDir,
+		sessionsMovedPath(opts.DataDir), log.Named("session")); err != nil {
 		return nil, err
 	}
 	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: cfg.Tools.RestrictToWorkspace, SessionsDir: cfg.Agents.SessionsDir})
@@ -367,4 +387,21 @@ func (c *Core) Close() error {
 		c.log.Warn("tool calls still running at shutdown", zap.Error(err))
 	}
 	return errors.Join(c.Sessions.Close(), c.Usage.Close(), c.root.Close(), c.files.Close())
+}
+
+// LoadConfig is config.Load with the channel table's sections: how every
+// command reads the configuration file.
+func LoadConfig(path string) (*config.Config, error) {
+	return config.Load(path, kinds.Sections()...)
+}
+
+// DefaultConfig is config.Defaults with the channel table's sections.
+func DefaultConfig() config.Config {
+	return config.Defaults(kinds.Sections()...)
+}
+
+// StarterYAML is config.StarterYAML with the channel table's sections: the
+// file `nanobot onboard` writes.
+func StarterYAML(workspace string) []byte {
+	return config.StarterYAML(workspace, kinds.Sections()...)
 }

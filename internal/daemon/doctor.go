@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 )
 
@@ -71,7 +72,7 @@ func (r *Report) Count(v Verdict) int {
 // servers are told the client is.
 func Doctor(ctx context.Context, path, version string) *Report {
 	r := &Report{}
-	cfg, errs, err := config.LoadPartial(path)
+	cfg, errs, err := config.LoadPartial(path, kinds.Sections()...)
 	if err != nil {
 		fix := "correct the file named above; config.example.yaml documents every key"
 		if errors.Is(err, fs.ErrNotExist) {

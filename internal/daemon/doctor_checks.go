@@ -17,6 +17,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/mcp"
@@ -44,11 +45,11 @@ func checkDirs(r *Report, cfg *config.Config, data string) {
 			r.add("workspace", VerdictOK, ws+" is writable", "")
 		}
 	}
-	checkSessionsDir(r, cfg)
+	checkSessionsDir(r, cfg, data)
 	checkWorkspaceFiles(r, ws)
 	if err := writable(data); err != nil {
 		s := VerdictWarn
-		if cfg.Channels.Telegram.Enabled || cfg.Channels.Discord.Enabled {
+		if slices.ContainsFunc(kinds.All, func(k channels.Kind) bool { return k.Enabled(cfg) }) {
 			s = VerdictFail // the update journal and pairing store live there
 		}
 		r.add("data dir", s, err.Error(), ownFix(data))
@@ -59,8 +60,9 @@ func checkDirs(r *Report, cfg *config.Config, data string) {
 
 // checkSessionsDir checks that agents.sessions_dir is (or can be created)
 // writable, and warns about an old <workspace>/sessions/ the gateway has not
-// moved yet, or could not move whole: there the tools can reach it.
-func checkSessionsDir(r *Report, cfg *config.Config) {
+// moved yet, or could not move whole: there the tools can reach it. After
+// the one-time move (SessionsMovedFile in data) one is never imported.
+func checkSessionsDir(r *Report, cfg *config.Config, data string) {
 	dir := cfg.Agents.SessionsDir
 	// The store creates the directory on the first write: what must be
 	// writable is the directory or, before then, its nearest parent.
@@ -81,6 +83,9 @@ func checkSessionsDir(r *Report, cfg *config.Config) {
 		if fi.Mode()&os.ModeSymlink != 0 {
 			r.add("old sessions", VerdictWarn, old+" is a link in the workspace; the gateway never follows it (a command may have planted it)",
 				"remove the link; if it led to real session files, move them into "+dir+" by hand")
+		} else if _, err := os.Stat(sessionsMovedPath(data)); data != "" && err == nil {
+			r.add("old sessions", VerdictWarn, old+" is a directory in the workspace after the one-time move of old sessions; the gateway does not import it (the move left it, or a command planted it)",
+				"move real session files into "+dir+" by hand, then delete "+old)
 		} else {
 			r.add("old sessions", VerdictWarn, old+" is still a directory in the workspace, where tools may reach it",
 				"start the gateway: it moves the session files to "+dir+" at start (its log says what it left; move or delete that by hand)")
@@ -306,42 +311,24 @@ func usedModels(cfg *config.Config) map[string][]string {
 	return used
 }
 
-// tokenChecker is what doctor needs from a channel adapter.
-type tokenChecker interface {
-	Check(ctx context.Context) (string, error)
-}
-
 // checkChannels calls each enabled channel's "who am I" once with its
 // token, on the adapter the gateway would run.
 func checkChannels(ctx context.Context, r *Report, cfg *config.Config, data string) {
 	// The adapters need a bus; nothing is published in a check.
 	parts := channelParts{pub: bus.New(1), pairing: channels.NewPairingStore(filepath.Join(data, PairingFile)), dataDir: data}
-	type entry struct {
-		name    string
-		enabled bool
-		build   func() (tokenChecker, error)
-		fix     string
-	}
-	for _, e := range []entry{
-		{"telegram", cfg.Channels.Telegram.Enabled, func() (tokenChecker, error) {
-			return newTelegram(cfg, parts, zap.NewNop())
-		}, "get the token from @BotFather (/mybots → API Token) and set channels.telegram.token"},
-		{"discord", cfg.Channels.Discord.Enabled, func() (tokenChecker, error) {
-			return newDiscord(cfg, parts, zap.NewNop())
-		}, "reset the bot token in the Discord developer portal (Bot → Reset Token) and set channels.discord.token"},
-	} {
-		label := "channel " + e.name
-		if !e.enabled {
+	for _, k := range kinds.All {
+		label := "channel " + k.Name
+		if !k.Enabled(cfg) {
 			r.add(label, VerdictSkip, "disabled", "")
 			continue
 		}
-		if problem := cfg.ChannelProblem(e.name); problem != "" {
-			r.add(label, VerdictFail, problem, e.fix+" (the gateway starts without it; the channel stays down)")
+		if problem := cfg.ChannelProblem(k.Name); problem != "" {
+			r.add(label, VerdictFail, problem, k.Fix+" (the gateway starts without it; the channel stays down)")
 			continue
 		}
-		c, err := e.build()
+		c, err := newAdapter(cfg, k, parts, zap.NewNop())
 		if err != nil {
-			r.add(label, VerdictFail, err.Error(), "fix channels."+e.name+" in the config")
+			r.add(label, VerdictFail, err.Error(), "fix channels."+k.Name+" in the config")
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
@@ -351,10 +338,10 @@ func checkChannels(ctx context.Context, r *Report, cfg *config.Config, data stri
 		case err == nil:
 			r.add(label, VerdictOK, "token accepted: "+who, "")
 		case errors.Is(err, channels.ErrTokenRefused):
-			r.add(label, VerdictFail, err.Error(), e.fix)
+			r.add(label, VerdictFail, err.Error(), k.Fix)
 		default:
 			r.add(label, VerdictFail, err.Error(),
-				"cannot reach the platform: check channels."+e.name+".api_url, the network and any proxy")
+				"cannot reach the platform: check channels."+k.Name+".api_url, the network and any proxy")
 		}
 	}
 }

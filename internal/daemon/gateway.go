@@ -23,10 +23,9 @@ import (
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/cursorkv"
-	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/channels/draftkv"
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/channels/pairingkv"
-	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/health"
 	"github.com/nanobot-go/nanobot/internal/httpguard"
@@ -94,6 +93,7 @@ func NewGateway(cfg *config.Config, opts Options, log *zap.Logger) (*Gateway, er
 	if opts.Role == "" {
 		opts.Role = RoleAll
 	}
+	addSections(cfg)
 	links := &webLinks{cfg: cfg}
 	budgetCmd := &budgetCommand{links: links}
 	opts.commands = map[string]agent.Command{"web": {Answer: links.answer}, "budget": {Answer: budgetCmd.answer}}
@@ -178,9 +178,12 @@ func (g *Gateway) guardConfig() httpguard.Config {
 	if h, _, err := net.SplitHostPort(cfg.Gateway.Listen); err == nil && h != "" {
 		hosts = append(hosts, h)
 	}
-	for _, raw := range []string{cfg.Channels.Web.PublicURL, cfg.Channels.Telegram.WebhookURL} {
-		if u, err := url.Parse(raw); err == nil && u.Host != "" {
-			hosts = append(hosts, u.Hostname())
+	if u, err := url.Parse(cfg.Channels.Web.PublicURL); err == nil && u.Host != "" {
+		hosts = append(hosts, u.Hostname())
+	}
+	for _, k := range kinds.All {
+		if k.Hosts != nil {
+			hosts = append(hosts, k.Hosts(cfg)...)
 		}
 	}
 	// A page's text and its files in one request (internal/web), or one
@@ -231,8 +234,12 @@ func (g *Gateway) announce(addr string) {
 		zap.String("listen", addr), zap.Strings("channels", names), zap.Strings("http", g.routes),
 		zap.String("model", g.cfg.Agents.Model), zap.String("workspace", g.cfg.Agents.Workspace), zap.String("version", g.opts.Version))
 	if len(names) == 0 && g.runs(RoleChannels) {
+		sections := make([]string, 0, len(kinds.All)+1)
+		for _, k := range kinds.All {
+			sections = append(sections, "channels."+k.Name)
+		}
 		g.log.Warn("no chat channel is enabled: nobody can talk to the agent through this gateway; "+
-			"enable channels.telegram or channels.discord (enabled: true, a token, allow_from) or channels.web, "+
+			"enable "+strings.Join(sections, " or ")+" (enabled: true, a token, allow_from) or channels.web, "+
 			"or use `nanobot agent` in a terminal", zap.String("listen", addr), zap.Strings("http", g.routes))
 	}
 }
@@ -241,58 +248,67 @@ func (g *Gateway) buildChannels() error {
 	pairing := g.newPairing()
 	g.pairing = pairing
 	g.links.pairing = pairing // /web and /usage's owner read it, web page or not
-	parts := channelParts{pub: g.core.Pub, pairing: pairing, dataDir: g.opts.DataDir, meter: g.core.meter()}
-	if tc := g.cfg.Channels.Telegram; tc.Enabled {
-		run, err := g.addChannel("telegram", func() (channels.Channel, error) {
-			tg, err := newTelegram(g.cfg, parts, g.log.Named("telegram"))
+	parts := channelParts{pub: g.core.Pub, pairing: pairing, dataDir: g.opts.DataDir, meter: g.core.meter(), state: g.stateStore}
+	for _, k := range kinds.All {
+		if !k.Enabled(g.cfg) {
+			continue
+		}
+		// An adapter's HTTP routes are mounted at start only: one built
+		// later for a new token (SetToken) must not mount them again.
+		started := false
+		run, err := g.addChannel(k, func(cfg *config.Config) (channels.Channel, error) {
+			a, err := newAdapter(cfg, k, parts, g.log.Named(k.Name))
 			if err != nil {
 				return nil, err
 			}
-			if err := g.manager.Register(tg, telegram.NewRenderer(), tc.OutputConfig); err != nil {
-				return nil, err
+			if r, ok := a.(channels.Router); ok && len(r.Routes()) > 0 {
+				if started {
+					// Its handler is on the listener already (Telegram's
+					// webhook): the new token takes effect at the next start.
+					return nil, errNoLiveToken
+				}
+				for _, rt := range r.Routes() {
+					g.handle(rt.Pattern, rt.What, rt.Handler)
+				}
 			}
-			if tc.Mode == "webhook" {
-				path, h := tg.WebhookHandler()
-				g.handle("POST "+path, "telegram webhook", h)
-			}
-			return tg, nil
+			return a, nil
 		})
 		if err != nil {
 			return err
 		}
-		g.channels = append(g.channels, run)
-	}
-	if dc := g.cfg.Channels.Discord; dc.Enabled {
-		parts.cursors = g.discordCursors()
-		run, err := g.addChannel("discord", func() (channels.Channel, error) {
-			d, err := newDiscord(g.cfg, parts, g.log.Named("discord"))
-			if err != nil {
-				return nil, err
-			}
-			if err := g.manager.Register(d, discord.NewRenderer(0), dc.OutputConfig); err != nil {
-				return nil, err
-			}
-			return d, nil
-		})
-		if err != nil {
-			return err
-		}
+		started = true
 		g.channels = append(g.channels, run)
 	}
 	return nil
 }
 
-// addChannel builds the supervisor of channel name. A token whose variable
-// is unset is no error: the channel is down with that reason, and the rest
-// of the gateway serves.
-func (g *Gateway) addChannel(name string, build func() (channels.Channel, error)) (*channelRun, error) {
-	run := &channelRun{name: name, log: g.log.Named(name), tokenVar: tokenVar(g.cfg, name)}
+// addSections gives cfg every row's section it lacks, at its defaults (a
+// config built without LoadConfig, in a test), before any goroutine reads
+// it: a Kind's reader adds a missing section on first use, which must not
+// happen while others read the config.
+func addSections(cfg *config.Config) {
+	for _, k := range kinds.All {
+		k.Enabled(cfg)
+	}
+}
+
+// addChannel builds the supervisor of row k's channel and routes the
+// channel's messages to it. A token whose variable is unset is no error:
+// the channel is down with that reason, and the rest of the gateway serves.
+// build may run again while the daemon runs, for a new token (SetToken).
+func (g *Gateway) addChannel(k channels.Kind, build func(*config.Config) (channels.Channel, error)) (*channelRun, error) {
+	name := k.Name
+	run := newChannelRun(name, g.log.Named(name), g.cfg.ChannelTokenVar(name))
+	run.build = build
+	if err := g.manager.Register(liveChannel{run}, k.Renderer(), k.Output(g.cfg)); err != nil {
+		return nil, fmt.Errorf("channels.%s: %w", name, err)
+	}
 	if problem := g.cfg.ChannelProblem(name); problem != "" {
 		run.problem = errors.New(problem)
 		g.log.Warn("channel not started: its token is missing", zap.String("channel", name), zap.String("reason", problem))
 		return run, nil
 	}
-	ch, err := build()
+	ch, err := build(g.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("channels.%s: %w", name, err)
 	}
@@ -306,35 +322,20 @@ type channelParts struct {
 	pub     channels.Publisher
 	pairing channels.Pairing
 	dataDir string
-	// cursors is Discord's cursor store; nil: the data dir's file.
-	cursors discord.CursorStore
+	// state is where adapters keep state documents; nil: the data dir's files.
+	state func(key, importFile string) channels.StateStore
 	// meter counts and admits transcriptions; nil counts nothing (doctor).
 	meter channels.Meter
 }
 
-// intakeLimits are the intake's bounds for a channel with access a.
-func intakeLimits(cfg *config.Config, a config.Access) channels.IntakeConfig {
-	return channels.IntakeLimits(cfg.Agents, a)
-}
-
-// newTelegram builds the Telegram adapter of channels.telegram: the one
-// place it is built, for the gateway and for doctor's token check.
-func newTelegram(cfg *config.Config, p channelParts, log *zap.Logger) (*telegram.Channel, error) {
-	tc := cfg.Channels.Telegram
-	return telegram.New(tc, telegram.Deps{
+// newAdapter builds the adapter of row k from its section: the one place
+// adapters are built, for the gateway and for doctor's token check.
+func newAdapter(cfg *config.Config, k channels.Kind, p channelParts, log *zap.Logger) (channels.Adapter, error) {
+	return k.New(cfg, channels.Deps{
 		Bus: p.pub, Pairing: p.pairing, DataDir: p.dataDir, Workspace: cfg.Agents.Workspace,
-		Transcription: cfg.Channels.Transcription, Limits: intakeLimits(cfg, tc.Access), Meter: p.meter,
-	}, log)
-}
-
-// newDiscord builds the Discord adapter of channels.discord: the one place
-// it is built, for the gateway and for doctor's token check.
-func newDiscord(cfg *config.Config, p channelParts, log *zap.Logger) (*discord.Channel, error) {
-	dc := cfg.Channels.Discord
-	return discord.New(dc, discord.Deps{
-		Bus: p.pub, Pairing: p.pairing, Workspace: cfg.Agents.Workspace, DataDir: p.dataDir, Cursors: p.cursors,
-		Transcription: cfg.Channels.Transcription, Limits: intakeLimits(cfg, dc.Access), Meter: p.meter,
-	}, log)
+		Transcription: cfg.Channels.Transcription, Limits: channels.IntakeLimits(cfg.Agents, k.Access(cfg)),
+		Meter: p.meter, State: p.state, Log: log,
+	})
 }
 
 // newPairing builds the pairing store: with the NATS bus, the KV bucket
@@ -351,18 +352,18 @@ func (g *Gateway) newPairing() channels.Pairing {
 	return s
 }
 
-// discordCursors is where Discord keeps its cursors: with the NATS bus, the
-// key "discord" of the KV bucket <PREFIX>_CURSORS, so a channels process
-// restarted on another host still catches up (docs/scale-out.md); it imports
-// the data dir's cursor file once. Otherwise nil: the data dir's file, as
-// always. The store rides on the bus's connection, which outlives the
-// channels, and needs no goroutine.
-func (g *Gateway) discordCursors() discord.CursorStore {
+// stateStore is where an adapter keeps a state document (Discord's
+// cursors): with the NATS bus, the key <key> of the KV bucket
+// <PREFIX>_CURSORS, so a channels process restarted on another host still
+// catches up (docs/scale-out.md); it imports the data dir's importFile once.
+// Otherwise nil: the data dir's file, as always. The store rides on the
+// bus's connection, which outlives the channels, and needs no goroutine.
+func (g *Gateway) stateStore(key, importFile string) channels.StateStore {
 	if g.core.NATS == nil {
 		return nil
 	}
 	return cursorkv.New(g.cfg.Bus.NATS, g.core.NATS, cursorkv.Options{
-		Key: "discord", ImportFile: filepath.Join(g.opts.DataDir, discord.CursorFile),
+		Key: key, ImportFile: filepath.Join(g.opts.DataDir, importFile),
 	}, g.log.Named("cursors"))
 }
 

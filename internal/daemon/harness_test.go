@@ -208,7 +208,7 @@ func (g *gw) writeConfig(s setup, extra string) {
 	if err := os.WriteFile(g.configPath(), []byte(yaml), 0o600); err != nil {
 		g.t.Fatal(err)
 	}
-	cfg, err := config.Load(g.configPath())
+	cfg, err := LoadConfig(g.configPath())
 	if err != nil {
 		g.t.Fatalf("config: %v\n%s", err, yaml)
 	}

@@ -77,7 +77,7 @@ type PartState struct {
 }
 
 // PartStates says how each provider in use ("provider <name>") and each
-// enabled channel ("telegram", "discord") is doing: as the running
+// enabled channel (by its name, from the channel table) is doing: as the running
 // gateway's /readyz reports it, else what the config alone shows (a
 // missing key or token).
 func PartStates(ctx context.Context, cfg *config.Config) map[string]PartState {
@@ -93,7 +93,7 @@ func PartStates(ctx context.Context, cfg *config.Config) map[string]PartState {
 			out["provider "+name] = PartState{Known: true, Reason: p}
 		}
 	}
-	for _, name := range []string{"telegram", "discord"} {
+	for _, name := range ChannelNames() {
 		if p := cfg.ChannelProblem(name); p != "" {
 			out[name] = PartState{Known: true, Reason: p}
 		}

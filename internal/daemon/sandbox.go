@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/logging"
 	"github.com/nanobot-go/nanobot/internal/sandbox"
@@ -134,12 +134,23 @@ func daemonPorts(cfg *config.Config) []int {
 
 // dataFiles are the names the daemon keeps (or may keep) in the data dir;
 // they are protected even before they exist.
-var dataFiles = []string{"config.yaml", WebTokenFile, webConversationsFile, PairingFile, "sessions", "telegram-updates.json",
-	discord.CursorFile, filepath.Dir(CronJobsFile), filepath.Dir(HeartbeatStateFile)}
+// Each channel's own are its row's StateFiles (dataFiles adds them).
+var daemonFiles = []string{"config.yaml", WebTokenFile, webConversationsFile, PairingFile, "sessions",
+	filepath.Dir(CronJobsFile), filepath.Dir(HeartbeatStateFile), SessionsMovedFile}
+
+// dataFiles are daemonFiles and every channel's state files.
+func dataFiles() []string {
+	out := slices.Clone(daemonFiles)
+	for _, k := range kinds.All {
+		out = append(out, k.StateFiles...)
+	}
+	return out
+}
 
 // protectedPaths are what no command may reach, whatever the sandbox grants
 // around them: the data dir (config, web token, pairing, journals,
-// sessions), the sessions wherever they are, and the NATS credentials. When
+// sessions, each channel's StateFiles), the sessions wherever they are, the
+// NATS credentials and what each channel's row adds (Protect). When
 // the data dir holds the workspace (the default, ~/.nanobot/workspace),
 // every other entry of it is protected; when it is the workspace, the
 // daemon's own files in it are.
@@ -149,12 +160,18 @@ func protectedPaths(cfg *config.Config, dataDir string) []string {
 		filepath.Join(cfg.Agents.Workspace, "sessions"),
 		cfg.Bus.NATS.CredsFile, cfg.Bus.NATS.TLS.KeyFile,
 	}
+	// What each channel's row says it keeps outside the data dir.
+	for _, k := range kinds.All {
+		if k.Protect != nil {
+			out = append(out, k.Protect(cfg)...)
+		}
+	}
 	if dataDir == "" {
 		return out
 	}
 	data, _ := filepath.Abs(dataDir)
 	ws, _ := filepath.Abs(cfg.Agents.Workspace)
-	for _, n := range dataFiles {
+	for _, n := range dataFiles() {
 		out = append(out, filepath.Join(data, n))
 	}
 	if !strings.HasPrefix(ws, strings.TrimSuffix(data, "/")+"/") {
@@ -174,8 +191,9 @@ func protectedPaths(cfg *config.Config, dataDir string) []string {
 }
 
 // SecretFiles are the files whose content is a secret the daemon holds:
-// the web login token (when channels.web.token does not set it), the NATS
-// credentials and the NATS TLS key.
+// the web login token (when channels.web.token does not set it), the
+// secrets overlay, each channel's SecretFiles, the NATS credentials and the
+// NATS TLS key.
 func SecretFiles(cfg *config.Config, dataDir string) []string {
 	var out []string
 	if cfg.Channels.Web.Token == "" && dataDir != "" {
@@ -184,6 +202,12 @@ func SecretFiles(cfg *config.Config, dataDir string) []string {
 	if dataDir != "" {
 		// Keys pasted on the setup page while the daemon runs.
 		out = append(out, filepath.Join(dataDir, config.SecretsFile))
+		// A channel's own (a login's token it keeps).
+		for _, k := range kinds.All {
+			for _, n := range k.SecretFiles {
+				out = append(out, filepath.Join(dataDir, n))
+			}
+		}
 	}
 	return append(out, cfg.Bus.NATS.CredsFile, cfg.Bus.NATS.TLS.KeyFile)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/logging"
 )
@@ -42,9 +44,9 @@ func TestEverySecretIsRedacted(t *testing.T) {
 	write(WebTokenFile, "webfile-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2\n")
 	cfg := &config.Config{}
 	cfg.Providers = map[string]config.ProviderConfig{"openai": {APIKey: "sk-provider-key-123456"}}
-	cfg.Channels.Telegram.Token = "123456789:AAtelegram-secret-part"
-	cfg.Channels.Telegram.WebhookSecret = "whsec-webhook-987654"
-	cfg.Channels.Discord.Token = "discord-bot-token-abcdef"
+	telegram.Of(cfg).Token = "123456789:AAtelegram-secret-part"
+	telegram.Of(cfg).WebhookSecret = "whsec-webhook-987654"
+	discord.Of(cfg).Token = "discord-bot-token-abcdef"
 	cfg.API.Keys = map[string]string{"bob": "api-key-of-bob-424242"}
 	cfg.Bus.NATS.URL = "nats://natstoken-1q2w3e4r@nats1:4222,nats://user:natspass-5t6y7u8i@nats2:4222"
 	cfg.Bus.NATS.CredsFile = write("user.creds", natsCreds)

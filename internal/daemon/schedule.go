@@ -14,9 +14,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus/natsbus"
 	"github.com/nanobot-go/nanobot/internal/channels"
-	"github.com/nanobot-go/nanobot/internal/channels/discord"
-	"github.com/nanobot-go/nanobot/internal/channels/telegram"
-	"github.com/nanobot-go/nanobot/internal/config"
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/web"
 )
@@ -103,8 +101,10 @@ func (g *Gateway) jobChat(c schedule.Chat) (schedule.Chat, error) {
 		return c, err
 	}
 	meta := maps.Clone(c.Metadata)
-	for _, k := range []string{telegram.MetaThreadID, "thread_id", "parent_id"} {
-		delete(meta, k)
+	if k, ok := kinds.ByName(c.Channel); ok {
+		for _, key := range k.ThreadMeta {
+			delete(meta, key)
+		}
 	}
 	if meta == nil && len(t.Metadata) > 0 {
 		meta = map[string]string{}
@@ -117,17 +117,14 @@ func (g *Gateway) jobChat(c schedule.Chat) (schedule.Chat, error) {
 // senderAllowed applies the channel's access policy to a job's sender. The
 // web page has no senders: whoever holds its token owns its conversations.
 func (g *Gateway) senderAllowed(channel, sender string) error {
-	var acc config.Access
-	switch channel {
-	case telegram.Name:
-		acc = g.cfg.Channels.Telegram.Access
-	case discord.Name:
-		acc = g.cfg.Channels.Discord.Access
-	case web.Channel:
+	if channel == web.Channel {
 		return nil
-	default:
+	}
+	k, ok := kinds.ByName(channel)
+	if !ok {
 		return fmt.Errorf("channel %q has no access policy to check", channel)
 	}
+	acc := k.Access(g.cfg)
 	pairing := g.pairing
 	if pairing == nil { // an agent worker: the channels process holds the store
 		pairing = channels.NewPairingStore(filepath.Join(g.opts.DataDir, PairingFile))
@@ -136,11 +133,11 @@ func (g *Gateway) senderAllowed(channel, sender string) error {
 	if err != nil {
 		return err
 	}
-	ok, err := a.Allowed(channels.Sender{ID: sender})
+	allowed, err := a.Allowed(channels.Sender{ID: sender})
 	switch {
 	case err != nil:
 		return fmt.Errorf("access of sender %q: %w", sender, err)
-	case !ok || sender == "":
+	case !allowed || sender == "":
 		return fmt.Errorf("sender %q is not let in by channels.%s's access policy", sender, channel)
 	}
 	return nil
@@ -182,16 +179,11 @@ func (g *Gateway) runSchedulers(ctx context.Context) error {
 // channels process, which serves what the configuration enables.
 func (g *Gateway) runsChannel(name string) bool {
 	if !g.runs(RoleChannels) {
-		ch := g.cfg.Channels
-		switch name {
-		case telegram.Name:
-			return ch.Telegram.Enabled
-		case discord.Name:
-			return ch.Discord.Enabled
-		case web.Channel:
-			return ch.Web.Enabled
+		if name == web.Channel {
+			return g.cfg.Channels.Web.Enabled
 		}
-		return false
+		k, ok := kinds.ByName(name)
+		return ok && k.Enabled(g.cfg)
 	}
 	if name == web.Channel {
 		return g.web != nil // the page's conversations take reminders too
@@ -200,27 +192,20 @@ func (g *Gateway) runsChannel(name string) bool {
 }
 
 // chatOfSession turns a session key into the chat the heartbeat delivers
-// to, for the channels running here: "telegram:<chat>" and
-// "telegram:<chat>:topic:<thread>" (forum topics), "discord:<channel>" and
-// "discord:<parent>:thread:<thread>". Other keys (the terminal, system
-// sessions) are never targets.
+// to, for the channels running here: each row of the channel table reads
+// its own keys back (channels.Kind.Target), and the web page's are
+// "web:<conversation>". Other keys (the terminal, system sessions) are
+// never targets.
 func (g *Gateway) chatOfSession(key string) (schedule.Target, bool) {
-	parts := strings.Split(key, ":")
-	if len(parts) < 2 || !g.runsChannel(parts[0]) || parts[1] == "" {
+	if k, chat, ok := kinds.Target(key); ok {
+		if !g.runsChannel(k.Name) {
+			return schedule.Target{}, false
+		}
+		return schedule.Target{Channel: k.Name, ChatID: chat.ID, SessionKey: key, Metadata: chat.Metadata}, true
+	}
+	id, ok := strings.CutPrefix(key, web.Channel+":")
+	if !ok || id == "" || strings.Contains(id, ":") || !g.runsChannel(web.Channel) {
 		return schedule.Target{}, false
 	}
-	t := schedule.Target{Channel: parts[0], ChatID: parts[1], SessionKey: key}
-	switch {
-	case len(parts) == 2:
-		return t, true
-	case len(parts) == 4 && parts[0] == "telegram" && parts[2] == "topic":
-		t.Metadata = map[string]string{telegram.MetaThreadID: parts[3]}
-		return t, true
-	case len(parts) == 4 && parts[0] == "discord" && parts[2] == "thread":
-		// A Discord thread is a channel of its own; replies go to it.
-		t.ChatID = parts[3]
-		t.Metadata = map[string]string{"thread_id": parts[3], "parent_id": parts[1]}
-		return t, true
-	}
-	return schedule.Target{}, false
+	return schedule.Target{Channel: web.Channel, ChatID: id, SessionKey: key}, true
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 )
@@ -53,7 +54,7 @@ func TestChatOfSession(t *testing.T) {
 // the chats of the channels the channels process serves, by configuration.
 func TestRunsChannelInAnAgentWorker(t *testing.T) {
 	cfg := &config.Config{}
-	cfg.Channels.Telegram.Enabled = true
+	telegram.Of(cfg).Enabled = true
 	cfg.Channels.Web.Enabled = true
 	g := &Gateway{cfg: cfg, opts: Options{Role: RoleAgent}}
 	tests := []struct {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,8 +68,30 @@ func TestSetupViewInTheBrowser(t *testing.T) {
 	g.waitReady(true)
 
 	// A later start reads the key from the secrets file: no setup view.
-	cfg, err := config.Load(g.configPath())
+	cfg, err := LoadConfig(g.configPath())
 	if err != nil || cfg.Providers["openai"].APIKey != openaifake.DefaultAPIKey || cfg.ProviderProblem("openai") != "" {
 		t.Errorf("reloaded config: key %q, problem %q, err %v", cfg.Providers["openai"].APIKey, cfg.ProviderProblem("openai"), err)
 	}
+}
+
+// TestSetupViewTokenInTheBrowser: a bot token pasted in the setup view's
+// chat channels part starts the channel at once; the page says so, and
+// Telegram, down with a refused token, comes up without a restart.
+func TestSetupViewTokenInTheBrowser(t *testing.T) {
+	const fresh = "654321:the-token-just-made"
+	g := newGW(t, setup{})
+	g.writeConfig(setup{apiKey: "${NB_TEST_SETUP_KEY_UNSET}"}, "")
+	g.tg.SetToken(fresh) // the configured token is refused
+	g.start()
+	tg := g.gateway.channels[slices.IndexFunc(g.gateway.channels, func(c *channelRun) bool { return c.name == "telegram" })]
+	g.waitUntil("telegram down", func() bool { return tg.Healthy() != nil })
+	b := newBrowser(t)
+	b.do("log in", chromedp.Navigate(g.base+"/"), chromedp.WaitVisible(chromedp.CSS("#login-token")),
+		chromedp.SendKeys(chromedp.CSS("#login-token"), webToken(g)), chromedp.Click(chromedp.CSS("#login-form button")),
+		chromedp.WaitVisible(chromedp.CSS("#setup-key")))
+	b.do("paste the token", chromedp.Click(chromedp.CSS("#setup details summary")),
+		chromedp.WaitVisible(chromedp.CSS("#setup-token")),
+		chromedp.SendKeys(chromedp.CSS("#setup-token"), fresh), chromedp.Click(chromedp.CSS("#setup-token-save")))
+	b.until("the page to say it is used now", `document.querySelector('#setup-token-result').textContent.includes('is starting with it now')`)
+	g.waitUntil("telegram up with the new token", func() bool { return tg.Healthy() == nil })
 }

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/provider/openai"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -31,6 +32,17 @@ type Summary struct {
 	// recently active first; SessionsErr says why they could not be listed.
 	Sessions    []session.Info
 	SessionsErr error
+	// Channels are the chat channels of the channel table, in its order.
+	Channels []ChannelSummary
+}
+
+// ChannelSummary is one chat channel as `nanobot status` shows it.
+type ChannelSummary struct {
+	Name    string
+	Enabled bool
+	// TokenSet says whether its credential (channels.<name>.<token key>) is set.
+	TokenSet bool
+	Access   config.Access
 }
 
 // Summarize builds the Summary of cfg.
@@ -46,6 +58,10 @@ func Summarize(cfg *config.Config) Summary {
 	}
 	if cfg.Bus.Backend == config.BusNATS && cfg.Bus.NATS.Sessions == config.SessionsJetStream {
 		s.SessionsStream = jsstore.StreamName(cfg.Bus.NATS.Prefix)
+	}
+	for _, k := range kinds.All {
+		s.Channels = append(s.Channels, ChannelSummary{Name: k.Name, Enabled: k.Enabled(cfg),
+			TokenSet: cfg.ChannelToken(k.Name) != "", Access: k.Access(cfg)})
 	}
 	store := session.NewStore(cfg.Agents.SessionsDir, session.Options{}, zap.NewNop())
 	defer func() { _ = store.Close() }() // it only listed: nothing loaded, nothing to write

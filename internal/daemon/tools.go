@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/skills"
 	"github.com/nanobot-go/nanobot/internal/skills/builtin"
@@ -54,9 +55,9 @@ func registerBuiltins(reg *tools.Registry, cfg *config.Config, dataDir string, r
 // chat's id is on the channel's allow list (a user's DM chat id is their
 // user id on Telegram) or the list allows everyone.
 func messageTargets(cfg *config.Config) tools.TargetPolicy {
-	allowed := map[string][]string{
-		"telegram": cfg.Channels.Telegram.AllowFrom,
-		"discord":  cfg.Channels.Discord.AllowFrom,
+	allowed := map[string][]string{}
+	for _, k := range kinds.All {
+		allowed[k.Name] = k.Access(cfg).AllowFrom
 	}
 	return func(channel, chatID string) bool {
 		list := allowed[channel]

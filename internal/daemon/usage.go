@@ -11,6 +11,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/metrics"
 	"github.com/nanobot-go/nanobot/internal/usage"
@@ -70,16 +71,21 @@ func budgetPolicy(b config.BudgetConfig) usage.Policy {
 }
 
 // ownerChat is the chat the budget's warnings go to: budget.owner, else
-// the first user of Telegram's allow_from (a private chat's id is its
-// user's); "" when neither says (the warnings are then only logged).
+// the private chat of the first user of allow_from of the first enabled
+// channel that can write to a user by id (channels.Kind.DirectChat: a
+// Telegram user's id is their private chat's); "" when none says (the
+// warnings are then only logged).
 func ownerChat(cfg *config.Config) (channel, chatID string) {
 	if c, id, ok := strings.Cut(cfg.Budget.Owner, ":"); ok {
 		return c, id
 	}
-	if tg := cfg.Channels.Telegram; tg.Enabled {
-		for _, id := range tg.AllowFrom {
+	for _, k := range kinds.All {
+		if k.DirectChat == nil || !k.Enabled(cfg) {
+			continue
+		}
+		for _, id := range k.Access(cfg).AllowFrom {
 			if id != "*" && id != "" {
-				return "telegram", id
+				return k.Name, k.DirectChat(id).ID
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/session"
@@ -207,16 +208,11 @@ func (l *webLinks) answer(m bus.InboundMessage) string {
 // allowed reports whether m's sender is let in by name: listed in the
 // channel's allow_from (not merely by "*") or approved by pairing.
 func (l *webLinks) allowed(m bus.InboundMessage) bool {
-	var list []string
-	switch m.Channel {
-	case "telegram":
-		list = l.cfg.Channels.Telegram.AllowFrom
-	case "discord":
-		list = l.cfg.Channels.Discord.AllowFrom
-	default:
+	k, ok := kinds.ByName(m.Channel)
+	if !ok {
 		return false
 	}
-	if allowedByName(list, m.SenderID) {
+	if allowedByName(k.Access(l.cfg).AllowFrom, m.SenderID) {
 		return true
 	}
 	if l.pairing == nil { // no web page built: only the lists say

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/discord"
+	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/fakellm"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/telegramfake"
@@ -60,8 +62,8 @@ func TestWebCommandGivesOneTimeLink(t *testing.T) {
 // Only senders let in by name get a link: "*" (everyone) is not enough.
 func TestWebLinksAllowed(t *testing.T) {
 	cfg := &config.Config{}
-	cfg.Channels.Telegram.AllowFrom = []string{"100"}
-	cfg.Channels.Discord.AllowFrom = []string{"*"}
+	telegram.Of(cfg).AllowFrom = []string{"100"}
+	discord.Of(cfg).AllowFrom = []string{"*"}
 	pairing := channels.NewPairingStore(filepath.Join(t.TempDir(), "pairing.json"))
 	code, err := pairing.Request("discord", "7", "", "7")
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/nanobot-go/nanobot/internal/atomicfile"
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
+	"github.com/nanobot-go/nanobot/internal/channels/kinds"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/web"
 )
@@ -110,27 +112,22 @@ func testKey(ctx context.Context, cfg *config.Config, name, key string) (string,
 
 func testToken(ctx context.Context, cfg *config.Config, dataDir, channel, token string) (string, error) {
 	token = strings.TrimSpace(token)
-	c := *cfg
-	var build func() (tokenChecker, error)
-	parts := channelParts{pub: bus.New(1), pairing: channels.NewPairingStore(filepath.Join(dataDir, PairingFile)), dataDir: dataDir}
-	switch channel {
-	case "telegram":
-		if !config.ValidTelegramToken(token) {
-			return "", errors.New("that is not a Telegram bot token: it looks like 123456789:AAF… (from @BotFather)")
-		}
-		// Only getMe runs: who may talk to the bot does not matter here,
-		// and an empty allowlist (not set up yet) must not stop the check.
-		c.Channels.Telegram.Token, c.Channels.Telegram.Policy = token, "open"
-		build = func() (tokenChecker, error) { return newTelegram(&c, parts, zap.NewNop()) }
-	case "discord":
-		if !config.ValidDiscordToken(token) {
-			return "", errors.New("that is not a Discord bot token: three parts joined by dots (developer portal → Bot → Reset Token)")
-		}
-		c.Channels.Discord.Token, c.Channels.Discord.Policy = token, "open"
-		build = func() (tokenChecker, error) { return newDiscord(&c, parts, zap.NewNop()) }
-	default:
-		return "", fmt.Errorf("channel %q takes no token here (telegram or discord)", channel)
+	k, ok := kinds.ByName(channel)
+	if !ok {
+		return "", fmt.Errorf("channel %q takes no token here (%s)", channel, strings.Join(ChannelNames(), " or "))
 	}
+	if k.TokenShape != nil {
+		if err := k.TokenShape(token); err != nil {
+			return "", err
+		}
+	}
+	// Only the "who am I" runs, on a copy with the token and policy open.
+	c, ok := cfg.WithChannelToken(channel, token)
+	if !ok {
+		return "", fmt.Errorf("channel %q takes no token here", channel)
+	}
+	parts := channelParts{pub: bus.New(1), pairing: channels.NewPairingStore(filepath.Join(dataDir, PairingFile)), dataDir: dataDir}
+	build := func() (channels.Adapter, error) { return newAdapter(c, k, parts, zap.NewNop()) }
 	ch, err := build()
 	if err != nil {
 		return "", err
@@ -154,15 +151,17 @@ func secretKeys(in SetupInput) map[string]string {
 		set["providers."+in.Provider+".api_key"] = strings.TrimSpace(in.Key)
 	}
 	if in.Channel != "" {
-		set["channels."+in.Channel+".token"] = strings.TrimSpace(in.Token)
+		set[ChannelTokenKey(in.Channel)] = strings.TrimSpace(in.Token)
 	}
 	return set
 }
 
 // webSetup is the gateway's side of the page's setup view: it tests with
 // TestSetup, saves to the secrets overlay and puts a new model key in
-// place at once (the provider's slot); a bot token takes effect at the
-// next start.
+// place at once (the provider's slot), and a bot token too (the channel's
+// supervisor restarts it with the token); a token for a channel that is
+// not enabled, or in Telegram's webhook mode, takes effect at the next
+// start.
 type webSetup struct {
 	g *Gateway
 }
@@ -184,7 +183,7 @@ func (s webSetup) State() web.SetupState {
 		}
 		st.Providers = append(st.Providers, p)
 	}
-	for _, name := range []string{"telegram", "discord"} {
+	for _, name := range ChannelNames() {
 		c := web.SetupChannel{Name: name}
 		for _, run := range g.channels {
 			if run.name == name {
@@ -215,13 +214,55 @@ func (s webSetup) Save(ctx context.Context, in SetupInput) (web.SaveResult, erro
 		}
 		res.Applied = append(res.Applied, "providers."+in.Provider+".api_key")
 	}
-	if in.Channel != "" {
-		res.Restart = append(res.Restart, "channels."+in.Channel+".token")
-	}
+	// Saved before the channel uses it, so the new token is redacted (the
+	// secrets file is among the redacted files) from its first log line.
 	path, err := SaveSecrets(g.opts.DataDir, secretKeys(in))
 	if err != nil {
 		return web.SaveResult{}, err
 	}
 	res.File = path
+	if in.Channel != "" {
+		key := ChannelTokenKey(in.Channel)
+		if err := g.applyToken(in.Channel, strings.TrimSpace(in.Token)); err != nil {
+			g.log.Info("bot token saved for the next start", zap.String("channel", in.Channel), zap.String("reason", err.Error()))
+			res.Restart = append(res.Restart, key)
+		} else {
+			res.Applied = append(res.Applied, key)
+		}
+	}
 	return res, nil
+}
+
+// ChannelNames are the chat channels of the channel table, in its order.
+func ChannelNames() []string {
+	names := make([]string, len(kinds.All))
+	for i, k := range kinds.All {
+		names[i] = k.Name
+	}
+	return names
+}
+
+// ChannelTokenKey is the key of channel's credential
+// (channels.<name>.token), the one the secrets overlay sets.
+func ChannelTokenKey(channel string) string {
+	if k, ok := kinds.ByName(channel); ok && k.Section.TokenKey != "" {
+		return "channels." + channel + "." + k.Section.TokenKey
+	}
+	return "channels." + channel + ".token"
+}
+
+// applyToken gives the running channel name a new token: its supervisor
+// builds the adapter anew from the config with it and restarts it. A
+// channel that is not enabled, or cannot take a token while it runs, takes
+// it at the next start (the error says why).
+func (g *Gateway) applyToken(name, token string) error {
+	i := slices.IndexFunc(g.channels, func(c *channelRun) bool { return c.name == name })
+	if i < 0 {
+		return fmt.Errorf("channels.%s is not enabled", name)
+	}
+	c, ok := g.cfg.WithChannelCredential(name, token)
+	if !ok {
+		return fmt.Errorf("channel %q takes no token here", name)
+	}
+	return g.channels[i].SetToken(c)
 }

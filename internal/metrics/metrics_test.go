@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/nanobot-go/nanobot/internal/llm"
 )
 
@@ -52,14 +50,12 @@ nanobot_tool_calls_total{outcome="ok",tool="read_file"} 1
 nanobot_channel_calls_total{channel="telegram",op="send",outcome="ok"} 2
 nanobot_channel_calls_total{channel="telegram",op="send",outcome="rate_limited"} 1
 `
-	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want),
+	compareFamilies(t, scrape(t, m), want,
 		"nanobot_turns_total", "nanobot_llm_calls_total", "nanobot_llm_tokens_total",
-		"nanobot_tool_calls_total", "nanobot_channel_calls_total"); err != nil {
-		t.Error(err)
-	}
+		"nanobot_tool_calls_total", "nanobot_channel_calls_total")
 
 	// Histograms: each observation lands in the right bucket.
-	if got := testutil.ToFloat64(m.turns.WithLabelValues("answered")); got != 2 {
+	if got := m.turns.with("answered").Get(); got != 2 {
 		t.Errorf("answered turns = %v", got)
 	}
 	hist := scrape(t, m)
@@ -132,7 +128,7 @@ func TestAPIRequestsByKeyAndOutcome(t *testing.T) {
 	m.APIRequest("webui", "ok", 300*time.Millisecond)
 	m.APIRequest("webui", "ok", 3*time.Second)
 	m.APIRequest("unknown", "unauthorized", time.Millisecond)
-	if got := testutil.ToFloat64(m.apiCalls.WithLabelValues("webui", "ok")); got != 2 {
+	if got := m.apiCalls.with("webui", "ok").Get(); got != 2 {
 		t.Errorf("webui ok = %v", got)
 	}
 	hist := scrape(t, m)
@@ -144,5 +140,69 @@ func TestAPIRequestsByKeyAndOutcome(t *testing.T) {
 		if !strings.Contains(hist, line+"\n") {
 			t.Errorf("/metrics lacks %s", line)
 		}
+	}
+}
+
+// TestUsageRecorded: the ledger's counters by model and origin, counted
+// through the series UsageRecorded keeps; a kind or outcome never counted
+// has no series.
+func TestUsageRecorded(t *testing.T) {
+	m := New(BuildInfo{})
+	m.UsageRecorded("openai/gpt-4o", "turn", "ok", llm.Usage{InputTokens: 100, OutputTokens: 20}, 0.5, true)
+	m.UsageRecorded("openai/gpt-4o", "turn", "retried", llm.Usage{InputTokens: 50, ReasoningTokens: 3}, 0.25, true)
+	m.UsageRecorded("local/llama", "cron", "ok", llm.Usage{OutputTokens: 7}, 0, false)
+	want := `
+# HELP nanobot_usage_calls_total Model call attempts in the usage ledger (docs/usage.md), by provider/model, origin (turn, api, heartbeat, cron, consolidation, subagent, transcription) and outcome (ok, retried, failed).
+# TYPE nanobot_usage_calls_total counter
+nanobot_usage_calls_total{model="local/llama",origin="cron",outcome="ok"} 1
+nanobot_usage_calls_total{model="openai/gpt-4o",origin="turn",outcome="ok"} 1
+nanobot_usage_calls_total{model="openai/gpt-4o",origin="turn",outcome="retried"} 1
+# HELP nanobot_usage_tokens_total Tokens in the usage ledger, every attempt, by provider/model, origin and kind: input (not from the cache), output, cache_read, cache_write or reasoning (the part of output spent thinking).
+# TYPE nanobot_usage_tokens_total counter
+nanobot_usage_tokens_total{kind="input",model="openai/gpt-4o",origin="turn"} 150
+nanobot_usage_tokens_total{kind="output",model="local/llama",origin="cron"} 7
+nanobot_usage_tokens_total{kind="output",model="openai/gpt-4o",origin="turn"} 20
+nanobot_usage_tokens_total{kind="reasoning",model="openai/gpt-4o",origin="turn"} 3
+# HELP nanobot_usage_cost_usd_total What the priced attempts in the usage ledger cost, in USD, by provider/model and origin; unpriced models count in nanobot_usage_unpriced_calls_total instead.
+# TYPE nanobot_usage_cost_usd_total counter
+nanobot_usage_cost_usd_total{model="openai/gpt-4o",origin="turn"} 0.75
+# HELP nanobot_usage_unpriced_calls_total Attempts of models without a price (prices:), by provider/model and origin.
+# TYPE nanobot_usage_unpriced_calls_total counter
+nanobot_usage_unpriced_calls_total{model="local/llama",origin="cron"} 1
+`
+	compareFamilies(t, scrape(t, m), want, "nanobot_usage_calls_total", "nanobot_usage_tokens_total",
+		"nanobot_usage_cost_usd_total", "nanobot_usage_unpriced_calls_total")
+}
+
+// compareFamilies checks that each family's lines on /metrics (HELP, TYPE,
+// samples) are the ones want gives for it, in the same order.
+func compareFamilies(t *testing.T, body, want string, families ...string) {
+	t.Helper()
+	for _, f := range families {
+		if got, w := familyLines(body, f), familyLines(want, f); got != w {
+			t.Errorf("%s:\n got %s\nwant %s", f, got, w)
+		}
+	}
+}
+
+func familyLines(text, family string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "# HELP "+family+" ") || strings.HasPrefix(line, "# TYPE "+family+" ") ||
+			strings.HasPrefix(line, family+"{") || strings.HasPrefix(line, family+" ") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestLabelValuesEscaped: a label value with a quote, a backslash or a
+// line break (a tool or route name is the user's) is escaped, not a
+// broken line or a panic.
+func TestLabelValuesEscaped(t *testing.T) {
+	m := New(BuildInfo{})
+	m.ToolCall("we\"ird\\na\nme", false, time.Millisecond)
+	if body := scrape(t, m); !strings.Contains(body, `nanobot_tool_calls_total{outcome="ok",tool="we\"ird\\na\nme"} 1`+"\n") {
+		t.Errorf("escaped label missing:\n%s", familyLines(body, "nanobot_tool_calls_total"))
 	}
 }

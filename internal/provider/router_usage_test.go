@@ -164,6 +164,33 @@ func TestRouterRecordsEveryAttempt(t *testing.T) {
 	}
 }
 
+// TestRouterRecordsBrokenGeminiStream: a Gemini stream that breaks after
+// its chunks reported usage (an error object mid-stream, or the connection
+// dropped) is billed, so its attempt counts those tokens, as Anthropic's
+// does.
+func TestRouterRecordsBrokenGeminiStream(t *testing.T) {
+	tests := []struct {
+		name   string
+		broken fakellm.Reply
+	}{
+		{"error mid-stream", fakellm.Reply{Text: "half an answ", InputTokens: 300, OutputTokens: 5, MidStreamError: "UNAVAILABLE"}},
+		{"connection dropped", fakellm.Reply{Text: "half an answ", InputTokens: 300, OutputTokens: 5, Truncate: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rig := newUsageRig(t, nil)
+			rig.geminiS.Push(tt.broken, fakellm.Reply{Text: "the retry's answer", InputTokens: 40, OutputTokens: 8})
+			if msg, err := ask(rig, "gemini/gemini-2.5-flash"); err != nil || msg.Text() != "the retry's answer" {
+				t.Fatalf("answer %q, err %v", msg.Text(), err)
+			}
+			got := rig.records(t).Total
+			if got.Calls != 2 || got.Failed != 1 || got.Input != 340 || got.Output != 13 || !got.Cost.Known() {
+				t.Errorf("recorded %+v: want the broken attempt's 300 in and 5 out beside the retry's 40 and 8", got)
+			}
+		})
+	}
+}
+
 // TestRouterEstimatesMissingUsage: a server that reports no usage gets an
 // estimate, marked.
 func TestRouterEstimatesMissingUsage(t *testing.T) {

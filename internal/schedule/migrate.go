@@ -14,16 +14,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
-// LegacyJobsFile is where older versions kept the jobs, relative to
-// the workspace. Every confined command may write there, so its entries are
-// hostile input: Migrate reads it once, checks each entry like the cron
-// tool checks what the model asks for, and removes it.
-const LegacyJobsFile = "cron/jobs.json"
-
-// maxLegacyJobsFile caps the read of the workspace's jobs file: 20 jobs of
-// every chat fit many times; a command's 64 GB file does not crash the start.
-const maxLegacyJobsFile = 4 << 20
-
 // ChatCheck is the daemon's half of the cron tool's checks, for a job that
 // did not come through the tool: its chat must be one a turn could have
 // created it in (a channel that takes runs, a sender the channel's access
@@ -32,10 +22,12 @@ const maxLegacyJobsFile = 4 << 20
 // from the file, or why the job is refused.
 type ChatCheck func(Chat) (Chat, error)
 
-// Migrate moves the jobs of the workspace's old jobs file (LegacyJobsFile
-// in the workspace ws, read through its confined layer) into the scheduler's own file, once: only while that file
-// does not exist yet, under its lock, so one process of a split gateway
-// does it. Every entry passes the checks the cron tool makes (a valid
+// Migrate moves the jobs of the workspace's old jobs file
+// (workspace.LegacyJobsFile, a row of workspace.DaemonFiles: every confined
+// command may write there, so its entries are hostile input), read through
+// the workspace's confined layer under workspace.MaxLegacyJobsBytes, into
+// the scheduler's own file, once: only while that file does not exist yet,
+// under its lock, so one process of a split gateway does it. Every entry passes the checks the cron tool makes (a valid
 // schedule, the minimum interval, the message's size, the per-chat limit)
 // and check; entries that fail are dropped with a log line. Then the old
 // file is removed, and it is never read again, whatever a command writes
@@ -50,10 +42,10 @@ func (c *Cron) Migrate(ws *workspace.Files, check ChatCheck) (int, error) {
 		return 0, nil // the scheduler's file exists: migrated before, or never needed
 	}
 	root := ws
-	legacy := filepath.Join(ws.Dir(), LegacyJobsFile)
+	legacy := filepath.Join(ws.Dir(), workspace.LegacyJobsFile)
 	// Hostile input: no link out, a regular file only (opened without
-	// blocking, so a FIFO cannot hang the start), at most maxLegacyJobsFile.
-	data, err := ws.ReadFile(LegacyJobsFile, maxLegacyJobsFile)
+	// blocking, so a FIFO cannot hang the start), at most workspace.MaxLegacyJobsBytes.
+	data, err := ws.ReadFile(workspace.LegacyJobsFile, workspace.MaxLegacyJobsBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, c.markMigratedLocked()
 	}
@@ -132,7 +124,7 @@ func (c *Cron) finishMigrationLocked(root *workspace.Files, legacy string) error
 		return err
 	}
 	// Remove unlinks what is at the path, a link included, never its target.
-	if err := root.Remove(LegacyJobsFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := root.Remove(workspace.LegacyJobsFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 		c.log.Warn("cannot remove the old workspace jobs file; it is not read again", zap.String("file", legacy), zap.Error(err))
 	}
 	return nil

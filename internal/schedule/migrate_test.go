@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nanobot-go/nanobot/internal/testkit/wstest"
+	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // The workspace's old jobs file is hostile: whatever a command made of it
@@ -48,7 +49,7 @@ func TestMigrateTreatsTheWorkspaceFileAsHostile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws, state := t.TempDir(), t.TempDir()
-			file := filepath.Join(ws, LegacyJobsFile)
+			file := filepath.Join(ws, workspace.LegacyJobsFile)
 			if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +97,7 @@ func TestMigrateChecksEachEntryLikeTheTool(t *testing.T) {
 		entry("refused", hourly, "hi"),
 	}
 	ws, state := t.TempDir(), t.TempDir()
-	write(t, filepath.Join(ws, LegacyJobsFile), `{"version": 1, "jobs": [`+strings.Join(jobs, ",")+`]}`)
+	write(t, filepath.Join(ws, workspace.LegacyJobsFile), `{"version": 1, "jobs": [`+strings.Join(jobs, ",")+`]}`)
 	c := NewCron(CronConfig{Path: filepath.Join(state, "cron", "jobs.json")}, CronDeps{}, zaptest.NewLogger(t))
 	n, err := c.Migrate(wstest.Files(t, ws), func(ch Chat) (Chat, error) {
 		if ch.ChatID == "42" && len(c.jobs) > 0 {

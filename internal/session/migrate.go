@@ -2,15 +2,18 @@ package session
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/nanobot-go/nanobot/internal/atomicfile"
 	"github.com/nanobot-go/nanobot/internal/filelock"
 )
 
@@ -43,7 +46,16 @@ type MoveResult struct {
 // MoveDir moves the files of the old sessions directory from (the
 // workspace's sessions/, docs/sessions.md) into to, the sessions directory
 // now, once at start, before any store opens either; it does nothing when from
-// does not exist. It is safe against a crash at any point: each file is
+// does not exist.
+//
+// Once means once ever, not once per start: when the move has run to its
+// end (also when there was nothing to move, as on a fresh install), MoveDir
+// writes the file done, which lies outside the workspace (the data dir),
+// and while done exists it moves nothing, only logs that a sessions/ found
+// in the workspace is not imported. New versions never write sessions
+// there, so one found after the move was left by it or planted by a
+// command, and a command's regular files must not become chats' logs. An
+// empty done keeps the old behaviour (every start moves), for tests. It is safe against a crash at any point: each file is
 // moved on its own by rename(2), or across file systems copied to a temporary
 // file, fsync'd, renamed into place, and only then removed from from, so a
 // file is always whole in one place or the other (or both, identical). A
@@ -59,8 +71,8 @@ type MoveResult struct {
 // link swapped in meanwhile leads nowhere; only regular files with one
 // link are moved, never a link, a FIFO or a second name of a file kept
 // elsewhere.
-func MoveDir(from, to string, log *zap.Logger) (MoveResult, error) {
-	m := mover{from: from, to: to, log: log, rename: renameNoReplace}
+func MoveDir(from, to, done string, log *zap.Logger) (MoveResult, error) {
+	m := mover{from: from, to: to, done: done, log: log, rename: renameNoReplace}
 	return m.run()
 }
 
@@ -74,6 +86,7 @@ var errCrashed = errors.New("crash injected")
 // step whether to stop there.
 type mover struct {
 	from, to string
+	done     string // the marker that the move ran once; "" for none
 	log      *zap.Logger
 	rename   func(oldpath, newpath string) error
 	crash    func(step, name string) bool
@@ -81,9 +94,15 @@ type mover struct {
 }
 
 func (m *mover) run() (MoveResult, error) {
+	if m.ranBefore() {
+		return m.res, nil
+	}
 	src, closeSrc, err := m.source()
-	if err != nil || src == "" {
+	if err != nil {
 		return m.res, err
+	}
+	if src == "" {
+		return m.res, m.markDone()
 	}
 	defer closeSrc()
 	if err := os.MkdirAll(m.to, 0o700); err != nil {
@@ -94,9 +113,13 @@ func (m *mover) run() (MoveResult, error) {
 		return m.res, fmt.Errorf("move sessions: %w", err)
 	}
 	defer release()
+	if m.ranBefore() { // another process finished it while this one waited
+		return m.res, nil
+	}
 	if same, err := sameDir(src, m.to); err != nil || same {
 		if same { // a bind mount of the sessions directory: nothing to move
 			m.log.Warn("old sessions directory is the sessions directory itself; left alone", zap.String("dir", m.from))
+			return m.res, m.markDone()
 		}
 		return m.res, wrap(err)
 	}
@@ -124,7 +147,55 @@ func (m *mover) run() (MoveResult, error) {
 		return m.res, fmt.Errorf("move sessions: %w", err)
 	}
 	_ = os.Remove(filepath.Join(m.to, moveTmp))
-	return m.res, m.finish()
+	if err := m.finish(); err != nil {
+		return m.res, err
+	}
+	return m.res, m.markDone()
+}
+
+// doneRecord is what the marker file holds, for a person who looks: the
+// daemon reads only whether it exists.
+type doneRecord struct {
+	MovedAt time.Time `json:"moved_at"`
+	From    string    `json:"from"`
+	To      string    `json:"to"`
+	Files   int       `json:"files"`
+	Left    []string  `json:"left,omitempty"`
+}
+
+// ranBefore reports whether the marker says the move ran to its end
+// before; then a sessions/ in the workspace is logged, not imported.
+func (m *mover) ranBefore() bool {
+	if m.done == "" {
+		return false
+	}
+	if _, err := os.Stat(m.done); err != nil {
+		return false
+	}
+	if _, err := os.Lstat(m.from); err == nil {
+		m.log.Warn("a sessions/ in the workspace after the one-time move of old sessions: not imported (the move left it, or a command planted it)",
+			zap.String("dir", m.from), zap.String("moved_once", m.done),
+			zap.String("fix", "move real session files into "+m.to+" by hand, then delete "+m.from))
+	}
+	return true
+}
+
+// markDone writes the marker that the move ran to its end.
+func (m *mover) markDone() error {
+	if m.done == "" {
+		return nil
+	}
+	data, err := json.Marshal(doneRecord{MovedAt: time.Now().UTC(), From: m.from, To: m.to, Files: m.res.Moved, Left: m.res.Left})
+	if err != nil {
+		return fmt.Errorf("move sessions: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(m.done), 0o700); err != nil {
+		return fmt.Errorf("move sessions: marking it done: %w", err)
+	}
+	if err := atomicfile.Write(m.done, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("move sessions: marking it done: %w", err)
+	}
+	return nil
 }
 
 // source opens the directory to move files from: from itself, never

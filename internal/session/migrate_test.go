@@ -173,7 +173,7 @@ func TestMoveDirCrashAnywhere(t *testing.T) {
 				if c.step == "" && (res.Moved != len(old) || res.Duplicates != 1) {
 					t.Errorf("result %+v, want %d moved, 1 duplicate", res, len(old))
 				}
-				if res, err := MoveDir(from, to, zap.NewNop()); err != nil || res.Moved != 0 {
+				if res, err := MoveDir(from, to, "", zap.NewNop()); err != nil || res.Moved != 0 {
 					t.Errorf("third start: %+v, %v; want nothing to do", res, err)
 				}
 			})
@@ -219,7 +219,7 @@ func TestMoveDirThenStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := newLogs(t)
-	res, err := MoveDir(from, to, l.Logger)
+	res, err := MoveDir(from, to, "", l.Logger)
 	if err != nil || res.Moved != 2 || len(res.Left) != 1 {
 		t.Fatalf("MoveDir = %+v, %v; want 2 moved, notes/ left", res, err)
 	}
@@ -257,7 +257,7 @@ func TestMoveDirNeverFollowsALink(t *testing.T) {
 				t.Fatal(err)
 			}
 			core, logs := observer.New(zapcore.WarnLevel)
-			res, err := MoveDir(from, to, zap.New(core))
+			res, err := MoveDir(from, to, "", zap.New(core))
 			if err != nil || res.Moved != 0 {
 				t.Fatalf("MoveDir = %+v, %v", res, err)
 			}
@@ -293,7 +293,7 @@ func TestMoveDirLeavesHardLinksAndFIFOs(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(from, "telegram_3.jsonl"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res, err := MoveDir(from, to, zap.NewNop())
+	res, err := MoveDir(from, to, "", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,10 +309,81 @@ func TestMoveDirLeavesHardLinksAndFIFOs(t *testing.T) {
 func TestMoveDirNothingToDo(t *testing.T) {
 	base := t.TempDir()
 	to := filepath.Join(base, "sessions")
-	if res, err := MoveDir(filepath.Join(base, "workspace", "sessions"), to, zap.NewNop()); err != nil || res.Moved != 0 {
+	if res, err := MoveDir(filepath.Join(base, "workspace", "sessions"), to, "", zap.NewNop()); err != nil || res.Moved != 0 {
 		t.Fatalf("MoveDir = %+v, %v", res, err)
 	}
 	if _, err := os.Lstat(to); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("created %s for nothing: %v", to, err)
+	}
+}
+
+// TestMoveDirOnceEver: the move runs once, ever, not at every start. After
+// it ran to its end (a real move, or nothing to move on a fresh install),
+// a sessions/ of regular files a command plants in the workspace is not
+// imported at any later start, and the start logs it; a move cut short by
+// a crash is not marked done and the restart finishes it.
+func TestMoveDirOnceEver(t *testing.T) {
+	for _, first := range []string{"real move", "fresh install", "crash then restart"} {
+		t.Run(first, func(t *testing.T) {
+			base := t.TempDir()
+			from, to := filepath.Join(base, "workspace", "sessions"), filepath.Join(base, "sessions")
+			done := filepath.Join(base, "data", "sessions-moved.json")
+			switch first {
+			case "real move":
+				old, existing := oldSessions(t, from, to)
+				if _, err := MoveDir(from, to, done, zap.NewNop()); err != nil {
+					t.Fatal(err)
+				}
+				moved(t, from, to, old, existing)
+			case "fresh install":
+				if _, err := MoveDir(from, to, done, zap.NewNop()); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, filepath.Join(to, "telegram_1.jsonl"), []byte("a real chat\n"))
+			case "crash then restart":
+				old, existing := oldSessions(t, from, to)
+				m := mover{from: from, to: to, done: done, log: zap.NewNop(), rename: renameNoReplace,
+					crash: func(step, _ string) bool { return step == "renamed" }}
+				if _, err := m.run(); !errors.Is(err, errCrashed) {
+					t.Fatalf("run = %v, want the injected crash", err)
+				}
+				if _, err := os.Stat(done); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("a move cut short was marked done: %v", err)
+				}
+				if _, err := MoveDir(from, to, done, zap.NewNop()); err != nil {
+					t.Fatal(err)
+				}
+				moved(t, from, to, old, existing)
+			}
+			if _, err := os.Stat(done); err != nil {
+				t.Fatalf("the move ran to its end but is not marked done: %v", err)
+			}
+			// A command plants a real directory of regular files, named as
+			// session files, and the daemon restarts (twice).
+			writeFile(t, filepath.Join(from, "telegram_99.jsonl"), []byte(`{"type":"message","planted":true}`+"\n"))
+			writeFile(t, filepath.Join(from, "id_ed25519"), []byte("PRIVATE KEY\n"))
+			before := readDir(t, to)
+			for range 2 {
+				core, logs := observer.New(zapcore.WarnLevel)
+				res, err := MoveDir(from, to, done, zap.New(core))
+				if err != nil || res.Moved != 0 {
+					t.Fatalf("MoveDir after the one-time move = %+v, %v; want nothing moved", res, err)
+				}
+				if logs.FilterMessageSnippet("not imported").Len() != 1 {
+					t.Errorf("the planted directory was not logged: %v", logs.All())
+				}
+			}
+			if got := readDir(t, to); len(got) != len(before) {
+				t.Errorf("the sessions dir changed: %d files, had %d", len(got), len(before))
+			}
+			for _, name := range []string{"telegram_99.jsonl", "id_ed25519"} {
+				if _, err := os.Lstat(filepath.Join(to, name)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("planted %s reached the sessions dir: %v", name, err)
+				}
+				if _, err := os.Lstat(filepath.Join(from, name)); err != nil {
+					t.Errorf("planted %s was touched: %v", name, err)
+				}
+			}
+		})
 	}
 }

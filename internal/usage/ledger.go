@@ -92,9 +92,17 @@ type Ledger struct {
 	seqs    map[uint64]bool
 	cur     *os.File // today's detail file, opened on the first record
 	curDate string
-	dirty   bool
-	closed  bool
-	hooks   []func(Record)
+	// curFrom and curTo bound curDate's day, so that a record of today is
+	// dated without formatting its time.
+	curFrom, curTo time.Time
+	// line is the buffer each detail line is encoded into.
+	line []byte
+	// modelKeys interns "provider/model", the key of the day's groups, so
+	// that counting a record allocates nothing once its group exists.
+	modelKeys map[[2]string]string
+	dirty     bool
+	closed    bool
+	hooks     []func(Record)
 }
 
 var (
@@ -176,11 +184,14 @@ func (l *Ledger) Prepare(r Record) Record { return l.prepare(r) }
 // Apply writes and counts r as it is, priced already (Prepare): a record
 // another process of the NATS bus made (usagejs).
 func (l *Ledger) Apply(_ context.Context, r Record) error {
-	date := l.date(r.Time)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return ErrClosed
+	}
+	date := l.curDate
+	if r.Time.Before(l.curFrom) || !r.Time.Before(l.curTo) {
+		date = l.date(r.Time)
 	}
 	err := l.writeLocked(date, r)
 	l.addLocked(date, r)
@@ -218,11 +229,12 @@ func (l *Ledger) writeLocked(date string, r Record) error {
 			return err
 		}
 	}
-	line, err := json.Marshal(r)
+	line, err := appendRecord(l.line[:0], r)
 	if err != nil {
 		return fmt.Errorf("usage ledger: encode record: %w", err)
 	}
-	if _, err := l.cur.Write(append(line, '\n')); err != nil {
+	l.line = append(line, '\n')
+	if _, err := l.cur.Write(l.line); err != nil {
 		return fmt.Errorf("usage ledger: write %s: %w", l.cur.Name(), err)
 	}
 	if l.opts.SyncEvery <= 0 {
@@ -251,6 +263,7 @@ func (l *Ledger) rollLocked(date string) error {
 		return fmt.Errorf("usage ledger: %w", err)
 	}
 	l.cur, l.curDate = f, date
+	l.curFrom, l.curTo = dayBounds(date, l.opts.Location)
 	l.pruneLocked(date)
 	return nil
 }
@@ -261,13 +274,42 @@ func (l *Ledger) addLocked(date string, r Record) {
 		agg = dayAgg{}
 		l.days[date] = agg
 	}
-	k := keyOf(r)
+	k := groupKey{Chat: r.Chat, Origin: r.Origin, Model: l.modelKeyLocked(r)}
 	t := agg[k]
 	if t == nil {
 		t = &Totals{}
 		agg[k] = t
 	}
 	t.add(r)
+}
+
+// modelKeyLocked is r.ModelKey(), interned.
+func (l *Ledger) modelKeyLocked(r Record) string {
+	pm := [2]string{r.Provider, r.Model}
+	if k, ok := l.modelKeys[pm]; ok {
+		return k
+	}
+	if l.modelKeys == nil || len(l.modelKeys) >= maxModelKeys {
+		l.modelKeys = map[[2]string]string{}
+	}
+	k := r.ModelKey()
+	l.modelKeys[pm] = k
+	return k
+}
+
+// maxModelKeys bounds the interned model keys (a worker's records carry
+// whatever models it called).
+const maxModelKeys = 256
+
+// dayBounds is the local day date in loc: [its 00:00, the next day's).
+// The zero times, which bound no record, if date does not parse.
+func dayBounds(date string, loc *time.Location) (from, to time.Time) {
+	d, err := time.ParseInLocation(time.DateOnly, date, loc)
+	if err != nil {
+		return time.Time{}, time.Time{}
+	}
+	y, m, day := d.Date()
+	return d, time.Date(y, m, day+1, 0, 0, 0, 0, loc)
 }
 
 func keyOf(r Record) groupKey {

@@ -58,15 +58,16 @@ type SetupChannel struct {
 type SetupInput struct {
 	Provider string `json:"provider,omitempty"`
 	Key      string `json:"key,omitempty"`
-	// Channel is telegram or discord, with Token its bot token.
+	// Channel is a chat channel of Status.Channels, with Token its bot token.
 	Channel string `json:"channel,omitempty"`
 	Token   string `json:"token,omitempty"`
 }
 
 // SaveResult says what a save did.
 type SaveResult struct {
-	// Applied: the daemon uses it now. A bot token is applied at the next
-	// start (Restart says so).
+	// Applied: the daemon uses it now. Restart: it is used from the next
+	// start (a bot token of a channel that is not enabled, or in
+	// Telegram's webhook mode).
 	Applied []string `json:"applied"`
 	Restart []string `json:"restart,omitempty"`
 	// File is where the secrets were written.

@@ -34,6 +34,13 @@ const (
 	SkillFile = "SKILL.md"
 	// InboxDir receives the files users send (internal/inbox).
 	InboxDir = "inbox"
+	// LegacyJobsFile is where older versions kept the cron jobs. The
+	// scheduler reads it once to migrate it (internal/schedule, Migrate),
+	// checks each entry as the cron tool checks a new job, and removes it.
+	LegacyJobsFile = "cron/jobs.json"
+	// MaxLegacyJobsBytes caps that read: 20 jobs of every chat fit many
+	// times; a command's 64 GB file does not crash the start.
+	MaxLegacyJobsBytes = 4 << 20
 )
 
 // BootstrapFiles go into the system prompt in this order
@@ -66,6 +73,9 @@ const (
 	AccessLock Access = "locked"
 	// AccessMoveOut: an old directory moved out of the workspace at start.
 	AccessMoveOut Access = "moved out at start"
+	// AccessMigrate: an old version's state file, read once at start under
+	// its cap, each entry checked as hostile input, then removed.
+	AccessMigrate Access = "migrated once, then removed"
 )
 
 // DaemonFile is one path the daemon itself reaches in the workspace.
@@ -123,5 +133,7 @@ var DaemonFiles = func() []DaemonFile {
 		DaemonFile{Path: BootstrapLock, Access: []Access{AccessLock}, Use: "the lock of the bootstrap files and HEARTBEAT.md"},
 		DaemonFile{Path: SessionsDir + "/", Access: []Access{AccessMoveOut},
 			Use: "chat logs of old versions, moved to agents.sessions_dir at start; a link is never followed"},
+		DaemonFile{Path: LegacyJobsFile, Access: []Access{AccessMigrate}, Max: MaxLegacyJobsBytes,
+			Use: "cron jobs of old versions, migrated into the data dir once (each entry checked like the cron tool's input), then removed"},
 	)
 }()

@@ -24,6 +24,7 @@ import (
 
 	"github.com/nanobot-go/nanobot"
 	"github.com/nanobot-go/nanobot/internal/agent"
+	"github.com/nanobot-go/nanobot/internal/channels/telegram"
 	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/schedule"
 	"github.com/nanobot-go/nanobot/internal/skills"
@@ -70,7 +71,7 @@ var (
 type messagesKey struct{}
 
 func newFloor(cfgPath string) (*floor, error) {
-	cfg, err := config.Load(cfgPath)
+	cfg, err := config.Load(cfgPath, telegram.Section)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func newFloor(cfgPath string) (*floor, error) {
 		return nil, err
 	}
 	prov := cfg.Providers[route.Provider]
-	tc := cfg.Channels.Telegram
+	tc := telegram.Of(cfg)
 	f := &floor{
 		cfg: cfg, model: route.Model, poll: tc.PollTimeout,
 		tgURL: strings.TrimRight(tc.APIURL, "/") + "/bot" + tc.Token,

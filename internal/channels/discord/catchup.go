@@ -88,52 +88,110 @@ func run(held []func()) {
 	}
 }
 
-// catchUpChat fetches one chat's missed messages and queues them; it
-// returns how many were new.
+// catchUpChat fetches one chat's missed messages and edits and queues them,
+// in the order they were made; it returns how many it queued.
+//
+// A message posted while the bot was away is taken as it reads now (an edit
+// of it made meanwhile is just its text). An edit made while the bot was
+// away of a message it had handled — one at or before the cursor, in the
+// newest page up to it, or one handled after it — with an edited_timestamp
+// after the chat's last seen edit (job.edits) becomes a correction, as a
+// live MESSAGE_UPDATE does (docs/channels.md#edited-messages).
 func (c *Channel) catchUpChat(ctx context.Context, job catchUpJob) (int, error) {
-	after := max(job.after, snowflakeAt(c.deps.Clock.Now().Add(-c.cfg.CatchUp)))
-	queued := 0
+	since := c.deps.Clock.Now().Add(-c.cfg.CatchUp)
+	after := max(job.after, snowflakeAt(since))
+	editsAfter := maxTime(job.edits, since)
+	var todo []missed
+	add := func(m *discordgo.Message) {
+		// Messages over REST carry no guild.
+		m.ChannelID = cmp.Or(m.ChannelID, job.chat)
+		m.GuildID = cmp.Or(m.GuildID, job.guild)
+		id, err := strconv.ParseUint(m.ID, 10, 64)
+		if err != nil || !fromHuman(m, c.state.bot()) {
+			return
+		}
+		switch {
+		case m.EditedTimestamp == nil:
+		case !job.edits.IsZero() && m.EditedTimestamp.After(editsAfter) && c.cursors.settled(job.chat, id):
+			todo = append(todo, missed{at: *m.EditedTimestamp, id: id, m: m, edit: true})
+			return
+		case c.cursors.settled(job.chat, id):
+			return // an edit seen before, or older than the window
+		default:
+			m.EditedTimestamp = nil // never seen: its text now is the message
+		}
+		if id > job.after {
+			todo = append(todo, missed{at: m.Timestamp, id: id, m: m})
+		}
+	}
+	if !job.edits.IsZero() && job.after > 0 {
+		page, err := c.sess.ChannelMessages(job.chat, catchUpPage, strconv.FormatUint(job.after+1, 10), "", "", discordgo.WithContext(ctx))
+		if err != nil {
+			return 0, err
+		}
+		for _, m := range page {
+			if m != nil {
+				add(m)
+			}
+		}
+		if err := clock.Sleep(ctx, c.deps.Clock, catchUpGap); err != nil {
+			return 0, err
+		}
+	}
 	for range catchUpPages {
 		page, err := c.sess.ChannelMessages(job.chat, catchUpPage, "", strconv.FormatUint(after, 10), "", discordgo.WithContext(ctx))
 		if err != nil {
-			return queued, err
+			return 0, err
 		}
-		// Discord sends a page newest first; take it oldest first.
-		type fetched struct {
-			id uint64
-			m  *discordgo.Message
-		}
-		msgs := make([]fetched, 0, len(page))
 		for _, m := range page {
 			if m == nil {
 				continue
 			}
 			if id, err := strconv.ParseUint(m.ID, 10, 64); err == nil {
-				msgs = append(msgs, fetched{id, m})
-			}
-		}
-		slices.SortFunc(msgs, func(a, b fetched) int { return cmp.Compare(a.id, b.id) })
-		for _, f := range msgs {
-			m := f.m
-			after = max(after, f.id)
-			// Messages over REST carry neither the guild nor the author's
-			// membership; the gates need both.
-			m.ChannelID = cmp.Or(m.ChannelID, job.chat)
-			m.GuildID = cmp.Or(m.GuildID, job.guild)
-			if m.GuildID != "" && m.Member == nil && len(c.cfg.AllowRoles) > 0 && m.Author != nil && fromHuman(m, c.state.bot()) {
-				if member, err := c.sess.GuildMember(m.GuildID, m.Author.ID, discordgo.WithContext(ctx)); err == nil {
-					m.Member = member
-				}
-			}
-			if c.receive(m) {
-				queued++
+				after = max(after, id)
+				add(m)
 			}
 		}
 		if len(page) < catchUpPage {
 			break
 		}
 	}
+	// In the order they were made: a message by its id, an edit by its
+	// time, so a correction lands between the messages around it.
+	slices.SortStableFunc(todo, func(a, b missed) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	queued := 0
+	for _, f := range todo {
+		m := f.m
+		// The gates need the author's membership, which REST leaves out.
+		if m.GuildID != "" && m.Member == nil && len(c.cfg.AllowRoles) > 0 && m.Author != nil {
+			if member, err := c.sess.GuildMember(m.GuildID, m.Author.ID, discordgo.WithContext(ctx)); err == nil {
+				m.Member = member
+			}
+		}
+		if f.edit {
+			if c.queueEdit(m) {
+				queued++
+			}
+			continue
+		}
+		if c.receive(m) {
+			queued++
+		}
+	}
 	return queued, nil
+}
+
+// missed is a message or an edit a catch-up found.
+type missed struct {
+	at   time.Time
+	id   uint64
+	m    *discordgo.Message
+	edit bool
 }
 
 // gone reports an error that will not pass: the channel was deleted or the

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
 )
 
@@ -112,7 +111,7 @@ func TestCatchUpDoesNotRepeatAnswersAcrossRestarts(t *testing.T) {
 func TestCatchUpLooksBackOnlyAsFarAsConfigured(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	window := func(c *config.DiscordConfig) { c.CatchUp = 200 * time.Millisecond }
+	window := func(c *discord.Config) { c.CatchUp = 200 * time.Millisecond }
 	e := start(t, setup{dataDir: dir, agent: echo, cfg: window})
 	alice := e.fake.NewUser("alice")
 	dm := e.fake.AddDM(alice)
@@ -176,7 +175,7 @@ func TestCaughtUpMessagesPassTheSameGates(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	var owner discordfake.User
-	allow := func(c *config.DiscordConfig) { c.AllowFrom = []string{owner.ID} }
+	allow := func(c *discord.Config) { c.AllowFrom = []string{owner.ID} }
 	s := setup{dataDir: dir, agent: echo, cfg: allow, before: func(f *discordfake.Server) { owner = f.NewUser("owner") }}
 	e := start(t, s)
 	_, general, stranger := e.guild()
@@ -243,7 +242,9 @@ func (c *recordingClock) count(d time.Duration) int {
 }
 
 // The fetches of a catch-up are paced, to stay under Discord's global rate
-// limit: one pause between two chats.
+// limit: two per chat (the newest page up to the cursor, for missed edits,
+// and what was posted after it) with a pause between them, and one pause
+// between two chats.
 func TestCatchUpIsPaced(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -266,11 +267,11 @@ func TestCatchUpIsPaced(t *testing.T) {
 	if len(got[dmA]) != 1 || len(got[dmB]) != 1 {
 		t.Fatalf("caught up %v, want one message in each DM", got)
 	}
-	if n := clk.count(50 * time.Millisecond); n != 1 {
-		t.Errorf("%d pauses of 50 ms between fetches, want 1 (two chats)", n)
+	if n := clk.count(50 * time.Millisecond); n != 3 {
+		t.Errorf("%d pauses of 50 ms between fetches, want 3 (two chats of two fetches)", n)
 	}
-	if n := countRequests(e.fake, discordfake.RouteListMessages); n != 2 {
-		t.Errorf("%d history fetches, want 2", n)
+	if n := countRequests(e.fake, discordfake.RouteListMessages); n != 4 {
+		t.Errorf("%d history fetches, want 4", n)
 	}
 }
 
@@ -282,3 +283,43 @@ type frozenClock struct {
 }
 
 func (c frozenClock) Now() time.Time { return c.at }
+
+// Edits made while the bot was away are caught up like live MESSAGE_UPDATEs
+// (docs/channels.md#edited-messages): an edit of a message it had answered
+// becomes a correction, in the order it was made among the new messages; a
+// message posted and edited while it was away is one message, as it reads
+// now; an edit handled live is not taken up again after a restart.
+func TestCatchUpTakesUpEditsMadeWhileTheBotWasDown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := start(t, setup{dataDir: dir, agent: echo})
+	alice := e.fake.NewUser("alice")
+	dm := e.fake.AddDM(alice)
+	first := e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "meet at 5"})
+	e.receivedIs("meet at 5")
+	live := e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "bring tea"})
+	e.receivedIs("bring tea")
+	e.fake.SendMessageUpdate(live, "bring coffee")
+	e.receivedIs("[edited an earlier message; it now reads:]\nbring coffee")
+	e.fake.WaitMessages(t, dm, 3)
+
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.SendMessageUpdate(first, "meet at 6")
+	posted := e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "whats the adress"})
+	e.fake.SendMessageUpdate(posted, "what's the address?")
+
+	e2 := start(t, setup{server: e.fake, dataDir: dir, agent: echo})
+	if got, want := e2.receivedBy(2)[dm], []string{"[edited an earlier message; it now reads:]\nmeet at 6", "what's the address?"}; !slices.Equal(got, want) {
+		t.Errorf("caught up as %q, want %q", got, want)
+	}
+	assertNoMore(t, e2)
+	e.fake.WaitMessages(t, dm, 5)
+
+	// Settled: a restart takes up neither edit again, nor the live one.
+	e3 := restart(t, e2, dir, setup{agent: echo})
+	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: alice, Content: "see you"})
+	e3.receivedIs("see you")
+	assertNoMore(t, e3)
+}

@@ -53,6 +53,10 @@ type cursor struct {
 	done    uint64   // every message up to this id was handled
 	handled []uint64 // handled ids above done, sorted
 	active  time.Time
+	// edits: every edit in the chat up to this time was handled (live, or
+	// by a catch-up); a catch-up takes up the edits made after it. It moves
+	// with each edit handled and, while the chat is live, with each save.
+	edits time.Time
 	// tracked: a message of this chat reached the agent, so it is kept on
 	// disk and caught up; other chats are only followed while a message is
 	// pending.
@@ -74,6 +78,9 @@ type cursorFileEntry struct {
 	Done    string    `json:"done"`
 	Handled []string  `json:"handled,omitempty"`
 	Active  time.Time `json:"active"`
+	// Edits is cursor.edits; absent in a document of an older version,
+	// whose chats then have no edits caught up until their next save.
+	Edits time.Time `json:"edits,omitzero"`
 }
 
 // cursors is safe for concurrent use.
@@ -117,7 +124,7 @@ func (cs *cursors) load(ctx context.Context) error {
 			cs.log.Warn("discord cursor ignored", zap.String("chat", id), zap.String("done", e.Done))
 			continue
 		}
-		c := &cursor{guild: e.Guild, done: done, active: e.Active, tracked: true, frozen: true, pending: map[uint64]struct{}{}}
+		c := &cursor{guild: e.Guild, done: done, active: e.Active, edits: e.Edits, tracked: true, frozen: true, pending: map[uint64]struct{}{}}
 		for _, h := range e.Handled {
 			if v, err := strconv.ParseUint(h, 10, 64); err == nil && v > done {
 				c.handled = append(c.handled, v)
@@ -244,10 +251,12 @@ func (cs *cursors) freeze() {
 	}
 }
 
-// catchUpJob is a chat to fetch missed messages of, after id after.
+// catchUpJob is a chat to fetch missed messages of, after id after, and
+// missed edits of, made after edits (zero: none are taken up).
 type catchUpJob struct {
 	chat, guild string
 	after       uint64
+	edits       time.Time
 }
 
 // due lists the chats waiting for a catch-up, most recently active first,
@@ -259,7 +268,7 @@ func (cs *cursors) due() []catchUpJob {
 	var jobs []catchUpJob
 	for id, c := range cs.chats {
 		if c.frozen {
-			jobs = append(jobs, catchUpJob{chat: id, guild: c.guild, after: c.done})
+			jobs = append(jobs, catchUpJob{chat: id, guild: c.guild, after: c.done, edits: c.edits})
 		}
 	}
 	slices.SortFunc(jobs, func(a, b catchUpJob) int { return cs.chats[b.chat].active.Compare(cs.chats[a.chat].active) })
@@ -386,7 +395,11 @@ func (cs *cursors) save() error {
 		if !c.tracked {
 			continue
 		}
-		e := cursorFileEntry{Guild: c.guild, Done: strconv.FormatUint(c.done, 10), Active: c.active}
+		if !c.frozen {
+			// Live: every edit until now reached the gateway handler.
+			c.edits = maxTime(c.edits, cs.now())
+		}
+		e := cursorFileEntry{Guild: c.guild, Done: strconv.FormatUint(c.done, 10), Active: c.active, Edits: c.edits}
 		for _, h := range c.handled {
 			e.Handled = append(e.Handled, strconv.FormatUint(h, 10))
 		}
@@ -409,6 +422,42 @@ func (cs *cursors) save() error {
 		return fmt.Errorf("save discord cursors %v: %w", cs.store, err)
 	}
 	return nil
+}
+
+// edited records that an edit of chat made at t was handled, so a
+// catch-up does not take it up again.
+func (cs *cursors) edited(chat string, t time.Time) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	c := cs.chats[chat]
+	if c == nil || !c.tracked || !t.After(c.edits) {
+		return
+	}
+	c.edits = t
+	cs.markDirty()
+}
+
+// settled reports whether the message id of chat was handled before: a
+// catch-up finding it edited takes the edit as a correction.
+func (cs *cursors) settled(chat string, id uint64) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	c := cs.chats[chat]
+	if c == nil {
+		return false
+	}
+	if id <= c.done {
+		return true
+	}
+	_, ok := slices.BinarySearch(c.handled, id)
+	return ok
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // discordEpoch is the start of Discord's snowflake clock (2015-01-01 UTC).

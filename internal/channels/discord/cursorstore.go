@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nanobot-go/nanobot/internal/atomicfile"
+	"github.com/nanobot-go/nanobot/internal/channels"
 )
 
 // CursorStore keeps the cursors' document (cursors.go): the JSON of every
@@ -17,16 +18,7 @@ import (
 // dir (FileCursorStore); a channels process scaled out over NATS keeps them
 // in a JetStream KV bucket (internal/channels/cursorkv), so it catches up
 // on another host too.
-type CursorStore interface {
-	// Load returns the document last saved, found false when there is
-	// none. It is called once, when the adapter starts, and may wait for
-	// its backend until ctx ends.
-	Load(ctx context.Context) (data []byte, found bool, err error)
-	// Save replaces the document, durably once it returns nil. A failed
-	// save is logged and retried with the next change; it must give up
-	// when ctx ends.
-	Save(ctx context.Context, data []byte) error
-}
+type CursorStore = channels.StateStore
 
 // saveTimeout bounds one save, so a store whose backend is down (NATS)
 // delays a first tracking or a shutdown ack by at most this, never blocks

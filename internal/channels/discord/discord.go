@@ -90,7 +90,7 @@ type Deps struct {
 // Channel is the Discord adapter. Create it with New, then Run it; Send,
 // Edit, Delete and Typing may be called concurrently at any time.
 type Channel struct {
-	cfg   config.DiscordConfig
+	cfg   Config
 	deps  Deps
 	log   *zap.Logger
 	sess  *discordgo.Session
@@ -128,7 +128,7 @@ var (
 // New builds the channel from its config, which must come from config.Load
 // (or config.Defaults) and pass Validate: New defaults none of its values.
 // It does no I/O.
-func New(cfg config.DiscordConfig, deps Deps, log *zap.Logger) (*Channel, error) {
+func New(cfg Config, deps Deps, log *zap.Logger) (*Channel, error) {
 	token := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cfg.Token), "Bot "))
 	if token == "" {
 		return nil, errors.New("discord: token is empty")

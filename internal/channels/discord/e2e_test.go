@@ -14,7 +14,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
 	"github.com/nanobot-go/nanobot/internal/commands"
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/llm"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
 )
@@ -91,7 +90,7 @@ func TestE2EGuildMentionGatingAndThreads(t *testing.T) {
 
 func TestE2EGroupPolicyOpen(t *testing.T) {
 	t.Parallel()
-	e := start(t, setup{agent: echo, cfg: func(c *config.DiscordConfig) { c.GroupPolicy = "open" }})
+	e := start(t, setup{agent: echo, cfg: func(c *discord.Config) { c.GroupPolicy = "open" }})
 	_, ch, carol := e.guild()
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: ch, Author: carol, Content: "no mention needed"})
 	e.receivedIs("no mention needed")
@@ -111,7 +110,7 @@ func TestE2EGuildAllowLists(t *testing.T) {
 			f.AddMember(g, member, role)
 			f.AddMember(g, outsider)
 		},
-		cfg: func(c *config.DiscordConfig) {
+		cfg: func(c *discord.Config) {
 			c.GroupPolicy = "open"
 			c.AllowGuilds = []string{g}
 			c.AllowChannels = []string{inCh}
@@ -187,7 +186,7 @@ func TestE2EStreamingEditsOneMessage(t *testing.T) {
 	t.Parallel()
 	draftShown := make(chan struct{})
 	e := start(t, setup{
-		cfg: func(c *config.DiscordConfig) { c.Streaming = true },
+		cfg: func(c *discord.Config) { c.Streaming = true },
 		agent: func(bus.InboundMessage) reply {
 			return reply{drafts: []string{"Thinking"}, gate: draftShown, final: "The **answer** is 42."}
 		},
@@ -301,7 +300,7 @@ func TestE2EDeniedSenderCostsNothing(t *testing.T) {
 	e := start(t, setup{
 		agent:  echo,
 		before: func(f *discordfake.Server) { alice = f.NewUser("alice") },
-		cfg:    func(c *config.DiscordConfig) { c.AllowFrom = []string{alice.ID} },
+		cfg:    func(c *discord.Config) { c.AllowFrom = []string{alice.ID} },
 	})
 	mallory := e.fake.NewUser("mallory")
 	mdm := e.fake.AddDM(mallory)
@@ -328,7 +327,7 @@ func TestE2EWhoAmIAndPairing(t *testing.T) {
 	store := channels.NewPairingStore(filepath.Join(t.TempDir(), "pairing.json"))
 	e := start(t, setup{
 		agent: echo,
-		cfg:   func(c *config.DiscordConfig) { c.Policy = "pairing"; c.AllowFrom = nil },
+		cfg:   func(c *discord.Config) { c.Policy = "pairing"; c.AllowFrom = nil },
 		deps:  func(d *discord.Deps) { d.Pairing = store },
 	})
 	bob := e.fake.NewUser("bob")
@@ -415,7 +414,7 @@ func TestE2EAttachmentsInAndOut(t *testing.T) {
 func TestE2EAllowedMentionsOnEverySend(t *testing.T) {
 	t.Parallel()
 	e := start(t, setup{
-		cfg: func(c *config.DiscordConfig) { c.Streaming = true; c.GroupPolicy = "open" },
+		cfg: func(c *discord.Config) { c.Streaming = true; c.GroupPolicy = "open" },
 		agent: func(bus.InboundMessage) reply {
 			return reply{drafts: []string{"@everyone look"}, final: "@everyone <@&1> <@2> hi " + strings.Repeat("word ", 500)}
 		},
@@ -456,7 +455,7 @@ func TestE2ESlashCommands(t *testing.T) {
 	e := start(t, setup{
 		agent:  func(m bus.InboundMessage) reply { return reply{final: "ran " + m.Content} },
 		before: func(f *discordfake.Server) { alice = f.NewUser("alice") },
-		cfg:    func(c *config.DiscordConfig) { c.AllowFrom = []string{alice.ID} },
+		cfg:    func(c *discord.Config) { c.AllowFrom = []string{alice.ID} },
 	})
 	// The slash commands are the command table's menu rows, in order, word
 	// for word, with the argument as a string option.

@@ -10,7 +10,6 @@ import (
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/channels/clock"
 	"github.com/nanobot-go/nanobot/internal/channels/discord"
-	"github.com/nanobot-go/nanobot/internal/config"
 	"github.com/nanobot-go/nanobot/internal/testkit/fakes/discordfake"
 )
 
@@ -137,7 +136,7 @@ func TestDisallowedIntentStopsWithAClearError(t *testing.T) {
 
 func TestBadTokenStops(t *testing.T) {
 	t.Parallel()
-	e := start(t, setup{noWait: true, cfg: func(c *config.DiscordConfig) { c.Token = "wrong" }})
+	e := start(t, setup{noWait: true, cfg: func(c *discord.Config) { c.Token = "wrong" }})
 	if err := e.runEnds(); err == nil || !strings.Contains(err.Error(), "token") {
 		t.Fatalf("Run = %v, want an authentication error naming the token", err)
 	}

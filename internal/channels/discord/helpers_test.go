@@ -44,7 +44,7 @@ type setup struct {
 	// before populates the fake before the adapter is configured, so cfg
 	// can refer to the ids it created.
 	before func(*discordfake.Server)
-	cfg    func(*config.DiscordConfig)
+	cfg    func(*discord.Config)
 	deps   func(*discord.Deps)
 	// agent, when set, starts the channel manager and a stand-in agent
 	// answering every inbound message with agent(m).
@@ -75,7 +75,7 @@ type env struct {
 	fake *discordfake.Server
 	bus  *bus.Bus
 	ch   *discord.Channel
-	cfg  config.DiscordConfig
+	cfg  discord.Config
 	// got receives what the stand-in agent was given.
 	got  chan bus.InboundMessage
 	done chan error // Run's result
@@ -92,7 +92,7 @@ func start(t testing.TB, s setup) *env {
 		s.before(fake)
 	}
 	defaults := config.Defaults()
-	cfg := defaults.Channels.Discord
+	cfg := *discord.Of(&defaults)
 	cfg.Enabled, cfg.Token, cfg.APIURL = true, fake.Token(), fake.URL()
 	cfg.AllowFrom, cfg.MaxMediaBytes = []string{"*"}, 1<<20
 	// Output as before: no streaming or tool hints unless a test asks.

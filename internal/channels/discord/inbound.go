@@ -31,22 +31,33 @@ func (c *Channel) onMessageCreate(_ *discordgo.Session, e *discordgo.MessageCrea
 
 // onMessageUpdate runs on discordgo's gateway reader for MESSAGE_UPDATE.
 // Only an edit the author made (edited_timestamp set) is a message; Discord
-// also sends updates that merely add link previews. Edits are not caught up
-// after a restart, and go to the chat's lane behind what it already holds
-// (docs/channels.md#edited-messages).
+// also sends updates that merely add link previews. An edit goes to the
+// chat's lane behind what it already holds; in a chat waiting for its
+// catch-up, after what that finds. Edits made while the bot was away are
+// caught up (catchUpChat; docs/channels.md#edited-messages).
 func (c *Channel) onMessageUpdate(_ *discordgo.Session, e *discordgo.MessageUpdate) {
 	m := e.Message
 	if m == nil || m.EditedTimestamp == nil || !fromHuman(m, c.state.bot()) {
 		return
 	}
+	if c.cursors != nil && c.cursors.hold(m.ChannelID, func() { c.queueEdit(m) }) {
+		return
+	}
+	c.queueEdit(m)
+}
+
+// queueEdit queues an edit on its chat's lane; it reports whether it did.
+func (c *Channel) queueEdit(m *discordgo.Message) bool {
 	ctxp, lanes := c.runCtx.Load(), c.lanes.Load()
 	if ctxp == nil || lanes == nil {
-		return
+		return false
 	}
 	ctx := *ctxp
 	if err := lanes.Go(ctx, m.ChannelID, func() { c.handle(ctx, m) }); err != nil {
 		c.log.Info("edited message not handled: shutting down", zap.String("message", m.ID))
+		return false
 	}
+	return true
 }
 
 // receive queues a live or caught-up message on its chat's lane, waiting
@@ -99,6 +110,9 @@ func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 		// messages, not versions.
 		in.MessageID = channels.EditID(m.ID, strconv.FormatInt(m.EditedTimestamp.UnixMilli(), 10))
 		in.Time = *m.EditedTimestamp
+		if c.cursors != nil {
+			c.cursors.edited(m.ChannelID, *m.EditedTimestamp)
+		}
 	}
 	a := channels.Arrival{Msg: in, Username: m.Author.Username}
 	id, err := strconv.ParseUint(m.ID, 10, 64)
@@ -195,9 +209,9 @@ func (c *Channel) guildGate(ctx context.Context, guildID, channelID, sender stri
 	}
 	if ci.thread && ci.parentID != "" {
 		parent = ci.parentID
-		a.Msg.SessionKey = Name + ":" + parent + ":thread:" + channelID
-		a.Msg.Metadata["thread_id"] = channelID
-		a.Msg.Metadata["parent_id"] = parent
+		a.Msg.Metadata[MetaThreadID] = channelID
+		a.Msg.Metadata[MetaParentID] = parent
+		a.Msg.SessionKey = SessionKey(channels.Chat{ID: channelID, Metadata: a.Msg.Metadata})
 	}
 	if len(c.cfg.AllowChannels) > 0 && !slices.Contains(c.cfg.AllowChannels, channelID) &&
 		!slices.Contains(c.cfg.AllowChannels, parent) {

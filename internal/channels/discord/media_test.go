@@ -34,7 +34,7 @@ func TestOutboundFilesStayInTheWorkspace(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(ws, "link.txt")); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(config.DiscordConfig{Token: "t", MaxMediaBytes: 100, Access: config.Access{Policy: "open"}},
+	c, err := New(Config{Token: "t", MaxMediaBytes: 100, Access: config.Access{Policy: "open"}},
 		Deps{Bus: bus.New(1), Workspace: ws}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -75,17 +75,17 @@ func TestOutboundFilesStayInTheWorkspace(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	good := config.DiscordConfig{Token: "t", Access: config.Access{Policy: "allowlist", AllowFrom: []string{"1"}}}
+	good := Config{Token: "t", Access: config.Access{Policy: "allowlist", AllowFrom: []string{"1"}}}
 	tests := []struct {
 		name   string
-		mod    func(*config.DiscordConfig)
+		mod    func(*Config)
 		errHas string
 	}{
-		{"empty token", func(c *config.DiscordConfig) { c.Token = " " }, "token"},
-		{"empty allowlist", func(c *config.DiscordConfig) { c.AllowFrom = nil }, "allow_from"},
-		{"bad policy", func(c *config.DiscordConfig) { c.Policy = "maybe" }, "policy"},
-		{"bad api_url", func(c *config.DiscordConfig) { c.APIURL = "ftp://x" }, "api_url"},
-		{"pairing without a store", func(c *config.DiscordConfig) { c.Policy = "pairing" }, "pairing"},
+		{"empty token", func(c *Config) { c.Token = " " }, "token"},
+		{"empty allowlist", func(c *Config) { c.AllowFrom = nil }, "allow_from"},
+		{"bad policy", func(c *Config) { c.Policy = "maybe" }, "policy"},
+		{"bad api_url", func(c *Config) { c.APIURL = "ftp://x" }, "api_url"},
+		{"pairing without a store", func(c *Config) { c.Policy = "pairing" }, "pairing"},
 	}
 	for _, tt := range tests {
 		cfg := good
@@ -101,7 +101,7 @@ func TestNewValidates(t *testing.T) {
 	if c.token != "t" || c.sess.Token != "Bot t" || c.sess.Identify.Token != "t" {
 		t.Errorf("token handling: %q %q %q", c.token, c.sess.Token, c.sess.Identify.Token)
 	}
-	if c2, _ := New(config.DiscordConfig{Token: "Bot t", Access: good.Access}, Deps{Bus: bus.New(1)}, zaptest.NewLogger(t)); c2.token != "t" {
+	if c2, _ := New(Config{Token: "Bot t", Access: good.Access}, Deps{Bus: bus.New(1)}, zaptest.NewLogger(t)); c2.token != "t" {
 		t.Errorf("a token given with its Bot prefix kept it: %q", c2.token)
 	}
 }

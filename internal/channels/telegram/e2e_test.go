@@ -107,7 +107,7 @@ type opts struct {
 	srv     *telegramfake.Server
 	data    string
 	work    string
-	cfg     func(*config.TelegramConfig)
+	cfg     func(*telegram.Config)
 	deps    func(*telegram.Deps)
 	reply   func(bus.InboundMessage) []bus.OutboundMessage
 	noAck   bool
@@ -135,7 +135,7 @@ func start(t testing.TB, o opts) *env {
 		log = zaptest.NewLogger(t)
 	}
 	defaults := config.Defaults()
-	cfg := defaults.Channels.Telegram
+	cfg := *telegram.Of(&defaults)
 	cfg.Enabled, cfg.Token, cfg.APIURL = true, telegramfake.Token, e.srv.URL()
 	cfg.AllowFrom = []string{strconv.Itoa(owner)}
 	cfg.PollTimeout, cfg.StallGrace, cfg.MaxMediaBytes = time.Second, 300*time.Millisecond, 1<<20
@@ -305,7 +305,7 @@ func TestDeniedSenderCostsNothing(t *testing.T) {
 }
 
 func TestPairingFlow(t *testing.T) {
-	e := start(t, opts{cfg: func(c *config.TelegramConfig) { c.Policy, c.AllowFrom = "pairing", nil }})
+	e := start(t, opts{cfg: func(c *telegram.Config) { c.Policy, c.AllowFrom = "pairing", nil }})
 	e.srv.PushMessage(telegramfake.DM(777, "hi"))
 	e.srv.Wait(t, "pairing code", func() bool { return len(e.srv.Visible(777)) == 1 })
 	code := regexp.MustCompile(`approve ([A-Z0-9]{8})`).FindStringSubmatch(e.srv.Visible(777)[0])
@@ -506,7 +506,7 @@ func TestPollingStallRecovered(t *testing.T) {
 // ready as soon as Telegram accepts polling, while that first long poll is
 // still pending, not when it returns.
 func TestReadyWhileTheFirstLongPollIsPending(t *testing.T) {
-	e := start(t, opts{cfg: func(c *config.TelegramConfig) { c.PollTimeout = 30 * time.Second }})
+	e := start(t, opts{cfg: func(c *telegram.Config) { c.PollTimeout = 30 * time.Second }})
 	e.srv.Wait(t, "a long poll in flight", func() bool { return e.srv.LongPolls() == 1 })
 	if err := e.ch.Healthy(); err != nil {
 		t.Fatalf("Healthy() = %v while polling, want ready", err)
@@ -524,7 +524,7 @@ func TestReadyWhileTheFirstLongPollIsPending(t *testing.T) {
 // A failed poll makes the channel not ready; the next short poll that
 // answers makes it ready again, without waiting for a long poll to end.
 func TestNotReadyAfterAFailedPollUntilTelegramAnswers(t *testing.T) {
-	e := start(t, opts{cfg: func(c *config.TelegramConfig) { c.PollTimeout = 30 * time.Second }})
+	e := start(t, opts{cfg: func(c *telegram.Config) { c.PollTimeout = 30 * time.Second }})
 	e.srv.Wait(t, "a long poll in flight", func() bool { return e.srv.LongPolls() == 1 })
 	// Two failures in a row: the channel is not ready through both backoffs.
 	e.srv.Inject("getUpdates", telegramfake.Fault{Kind: telegramfake.ServerError, Times: 2})
@@ -767,7 +767,7 @@ func TestRestartNeitherLosesNorRepeats(t *testing.T) {
 }
 
 func TestWebhookMode(t *testing.T) {
-	e := start(t, opts{cfg: func(c *config.TelegramConfig) {
+	e := start(t, opts{cfg: func(c *telegram.Config) {
 		c.Mode, c.WebhookURL, c.WebhookSecret = "webhook", "https://bot.example.com/tg/hook", "s3cret"
 	}})
 	path, h := e.ch.WebhookHandler()
@@ -820,7 +820,7 @@ func BenchmarkFirstVisibleText(b *testing.B) {
 			name = "no-journal"
 		}
 		b.Run(name, func(b *testing.B) {
-			e := start(b, opts{log: zap.NewNop(), cfg: func(c *config.TelegramConfig) { c.PollTimeout = 10 * time.Second },
+			e := start(b, opts{log: zap.NewNop(), cfg: func(c *telegram.Config) { c.PollTimeout = 10 * time.Second },
 				deps: func(d *telegram.Deps) {
 					d.Limits.RatePerMinute = 1 << 30
 					if !journal {
@@ -862,5 +862,55 @@ func BenchmarkStreamingEdits(b *testing.B) {
 		}
 		b.ReportMetric(float64(n)/elapsed.Seconds(), "edits/s")
 		e.stop()
+	}
+}
+
+// A model takes images, not video: a video, an animation or a video
+// message reaches it described, with Telegram's thumbnail (one still frame)
+// as an image part and a line saying what the picture is; without a
+// thumbnail it is only described.
+func TestVideoThumbnailReachesTheAgentAsImage(t *testing.T) {
+	for _, tc := range []struct {
+		name, what string
+		set        func(m *models.Message, thumb *models.PhotoSize)
+	}{
+		{"video", "video", func(m *models.Message, th *models.PhotoSize) {
+			m.Video = &models.Video{FileID: "v", FileName: "clip.mp4", Duration: 12, Width: 1280, Height: 720, Thumbnail: th}
+		}},
+		{"animation", "animation", func(m *models.Message, th *models.PhotoSize) {
+			m.Animation = &models.Animation{FileID: "a", FileName: "cat.gif.mp4", Duration: 3, Thumbnail: th}
+		}},
+		{"video note", "video message", func(m *models.Message, th *models.PhotoSize) {
+			m.VideoNote = &models.VideoNote{FileID: "n", Duration: 7, Length: 240, Thumbnail: th}
+		}},
+	} {
+		for _, withThumb := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/thumbnail=%v", tc.name, withThumb), func(t *testing.T) {
+				e := start(t, opts{})
+				m := telegramfake.DM(owner, "")
+				var th *models.PhotoSize
+				if withThumb {
+					th = &models.PhotoSize{FileID: e.srv.AddFile("thumbs/t.jpg", jpeg), Width: 320, Height: 180, FileSize: len(jpeg)}
+				}
+				tc.set(&m, th)
+				e.srv.PushMessage(m)
+				e.srv.Wait(t, "answer", func() bool { return len(e.srv.Visible(owner)) == 1 })
+				got := e.agent.received()[0]
+				if !strings.Contains(got.Content, tc.what) {
+					t.Errorf("content %q does not describe the %s", got.Content, tc.what)
+				}
+				note := "the " + tc.what + "'s thumbnail: one still frame"
+				if !withThumb {
+					if len(got.Media) != 0 || strings.Contains(got.Content, note) {
+						t.Errorf("without a thumbnail: content %q, media %+v", got.Content, got.Media)
+					}
+					return
+				}
+				if len(got.Media) != 1 || got.Media[0].Kind != llm.PartImage || !bytes.Equal(got.Media[0].Image.Data, jpeg) ||
+					!strings.Contains(got.Content, note) {
+					t.Fatalf("agent got content %q media %+v; want the thumbnail as an image and the note", got.Content, got.Media)
+				}
+			})
+		}
 	}
 }

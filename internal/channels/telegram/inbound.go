@@ -86,7 +86,7 @@ func (c *Channel) arrival(m *models.Message, me *models.User) channels.Arrival {
 	if m.IsTopicMessage && m.MessageThreadID != 0 {
 		thread := strconv.Itoa(m.MessageThreadID)
 		meta[MetaThreadID] = thread
-		in.SessionKey = Name + ":" + chat + ":topic:" + thread
+		in.SessionKey = SessionKey(channels.Chat{ID: chat, Metadata: meta})
 	}
 	return channels.Arrival{Msg: in, Username: m.From.Username, Group: group, Addressed: !group || addressed(m, me)}
 }
@@ -94,7 +94,7 @@ func (c *Channel) arrival(m *models.Message, me *models.User) channels.Arrival {
 // hasMedia reports whether one of msgs carries what Prepare fetches.
 func hasMedia(msgs []*models.Message) bool {
 	for _, m := range msgs {
-		if len(m.Photo) > 0 || m.Document != nil || m.Voice != nil || m.Audio != nil {
+		if thumb, _ := thumbnail(m); thumb != nil || len(m.Photo) > 0 || m.Document != nil || m.Voice != nil || m.Audio != nil {
 			return true
 		}
 	}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/channels"
-	"github.com/nanobot-go/nanobot/internal/config"
 )
 
 type nopBus struct{}
@@ -255,24 +254,24 @@ func TestAddressedAndMessageText(t *testing.T) {
 func TestNewValidatesConfig(t *testing.T) {
 	tests := []struct {
 		name    string
-		mutate  func(*config.TelegramConfig)
+		mutate  func(*Config)
 		wantErr string
 	}{
-		{"no token", func(c *config.TelegramConfig) { c.Token = "" }, "token: must not be empty"},
-		{"bad mode", func(c *config.TelegramConfig) { c.Mode = "push" }, "mode"},
+		{"no token", func(c *Config) { c.Token = "" }, "token: must not be empty"},
+		{"bad mode", func(c *Config) { c.Mode = "push" }, "mode"},
 		// A zero value is a caller that skipped config.Defaults: an error,
 		// never a silent default of New's own.
-		{"no mode", func(c *config.TelegramConfig) { c.Mode = "" }, "mode"},
-		{"no api_url", func(c *config.TelegramConfig) { c.APIURL = "" }, "api_url"},
-		{"webhook without https", func(c *config.TelegramConfig) { c.Mode, c.WebhookURL, c.WebhookSecret = "webhook", "http://x/y", "s" }, "webhook_url"},
-		{"webhook without secret", func(c *config.TelegramConfig) { c.Mode, c.WebhookURL = "webhook", "https://x/y" }, "webhook_secret"},
-		{"bad proxy", func(c *config.TelegramConfig) { c.Proxy = "ftp://p:1" }, "proxy"},
-		{"empty allowlist", func(c *config.TelegramConfig) { c.AllowFrom = nil }, "allow_from"},
-		{"ok", func(c *config.TelegramConfig) {}, ""},
+		{"no mode", func(c *Config) { c.Mode = "" }, "mode"},
+		{"no api_url", func(c *Config) { c.APIURL = "" }, "api_url"},
+		{"webhook without https", func(c *Config) { c.Mode, c.WebhookURL, c.WebhookSecret = "webhook", "http://x/y", "s" }, "webhook_url"},
+		{"webhook without secret", func(c *Config) { c.Mode, c.WebhookURL = "webhook", "https://x/y" }, "webhook_secret"},
+		{"bad proxy", func(c *Config) { c.Proxy = "ftp://p:1" }, "proxy"},
+		{"empty allowlist", func(c *Config) { c.AllowFrom = nil }, "allow_from"},
+		{"ok", func(c *Config) {}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := config.Defaults().Channels.Telegram
+			cfg := Defaults()
 			cfg.Token, cfg.AllowFrom = "1:x", []string{"1"}
 			tt.mutate(&cfg)
 			_, err := New(cfg, Deps{Bus: nopBus{}}, zap.NewNop())

@@ -24,7 +24,8 @@ import (
 var errTooLarge = errors.New("file too large")
 
 // prepareMedia fetches what the agent needs from msgs' attachments: photos
-// as image parts, documents saved under <workspace>/inbox/ as file_ref
+// as image parts, the thumbnail of a video, animation or video message as
+// an image part (the media itself is described), documents saved under <workspace>/inbox/ as file_ref
 // parts, voice and audio transcribed into the text. It runs only for
 // senders the gate let in.
 func (c *Channel) prepareMedia(ctx context.Context, msgs []*models.Message, in *bus.InboundMessage) error {
@@ -37,6 +38,16 @@ func (c *Channel) prepareMedia(ctx context.Context, msgs []*models.Message, in *
 				notes = append(notes, c.mediaNote("photo", err))
 			} else {
 				in.Media = append(in.Media, part)
+			}
+		}
+		if thumb, what := thumbnail(m); thumb != nil {
+			// A model takes images, not video: the still frame Telegram made
+			// is what it can see of one (docs/channels.md).
+			if part, err := c.photo(ctx, []models.PhotoSize{*thumb}); err != nil {
+				c.log.Info("thumbnail not downloaded; the "+what+" is only described", zap.String("error", c.scrub(err.Error())))
+			} else {
+				in.Media = append(in.Media, part)
+				notes = append(notes, "[the picture is the "+what+"'s thumbnail: one still frame, not the "+what+" itself]")
 			}
 		}
 		if d := m.Document; d != nil {
@@ -88,6 +99,20 @@ func (c *Channel) tell(ctx context.Context, in *bus.InboundMessage, text string)
 	if err != nil {
 		c.log.Warn("notice not queued", zap.Error(err))
 	}
+}
+
+// thumbnail is the still frame of m's video, animation or video message,
+// and what it is a frame of; nil when m has none.
+func thumbnail(m *models.Message) (*models.PhotoSize, string) {
+	switch {
+	case m.Video != nil && m.Video.Thumbnail != nil:
+		return m.Video.Thumbnail, "video"
+	case m.Animation != nil && m.Animation.Thumbnail != nil:
+		return m.Animation.Thumbnail, "animation"
+	case m.VideoNote != nil && m.VideoNote.Thumbnail != nil:
+		return m.VideoNote.Thumbnail, "video message"
+	}
+	return nil, ""
 }
 
 // photo downloads the largest size of a photo that fits the cap.

@@ -85,7 +85,7 @@ const DefaultCallTimeout = 30 * time.Second
 // Channel is the Telegram adapter. Create it with New, run it with Run, and
 // register it (with NewRenderer) on a channels.Manager.
 type Channel struct {
-	cfg    config.TelegramConfig
+	cfg    Config
 	deps   Deps
 	log    *zap.Logger
 	token  string
@@ -121,7 +121,7 @@ var (
 // New builds the channel from its config, which must come from config.Load
 // (or config.Defaults) and pass Validate: New takes its values as they are
 // and defaults none of them. It does no I/O.
-func New(cfg config.TelegramConfig, deps Deps, log *zap.Logger) (*Channel, error) {
+func New(cfg Config, deps Deps, log *zap.Logger) (*Channel, error) {
 	if strings.TrimSpace(cfg.Token) == "" {
 		return nil, errors.New("channels.telegram.token: must not be empty")
 	}
@@ -185,7 +185,7 @@ func New(cfg config.TelegramConfig, deps Deps, log *zap.Logger) (*Channel, error
 	c.tx = channels.NewTranscriber(deps.Transcription, deps.TranscriptionClient, deps.Meter)
 	jpath := ""
 	if deps.DataDir != "" {
-		jpath = filepath.Join(deps.DataDir, "telegram-updates.json")
+		jpath = filepath.Join(deps.DataDir, JournalFile)
 	}
 	c.journal = newJournal(jpath, log)
 	unstarted := errors.New("telegram: not started")

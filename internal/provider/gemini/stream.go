@@ -67,10 +67,10 @@ func (d *decoder) read(ctx, callCtx context.Context, body io.Reader) {
 			d.end(ctx, callCtx)
 			return
 		case errors.Is(err, sse.ErrEventTooLarge):
-			d.e.Fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream", Message: "server-sent event too large"})
+			d.fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream", Message: "server-sent event too large"})
 			return
 		default:
-			d.e.Fail(d.p.transportError(ctx, callCtx, err, true))
+			d.fail(d.p.transportError(ctx, callCtx, err, true))
 			return
 		}
 	}
@@ -81,19 +81,19 @@ func (d *decoder) event(data []byte) bool {
 	var c wireResponse
 	if err := json.Unmarshal(data, &c); err != nil {
 		d.p.log.Warn("unreadable stream chunk", zap.String("provider", d.p.name), zap.ByteString("chunk", httpcall.Clip(data, 200)), zap.Error(err))
-		d.e.Fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream",
+		d.fail(&llm.APIError{Provider: d.p.name, Type: "invalid_stream",
 			Message: "server sent an event that is not valid JSON", Err: err})
-		return false
-	}
-	if c.Error != nil {
-		d.e.Fail(d.p.bodyError(c.Error))
 		return false
 	}
 	if c.UsageMetadata != nil {
 		d.usage = c.UsageMetadata // running totals: the last one counts
 	}
+	if c.Error != nil {
+		d.fail(d.p.bodyError(c.Error))
+		return false
+	}
 	if f := c.PromptFeedback; f != nil && f.BlockReason != "" {
-		d.e.Fail(&llm.APIError{Provider: d.p.name, Status: 400, Type: "PROMPT_BLOCKED",
+		d.fail(&llm.APIError{Provider: d.p.name, Status: 400, Type: "PROMPT_BLOCKED",
 			Message: "Gemini refused the prompt (" + f.BlockReason + ")"})
 		return false
 	}
@@ -163,15 +163,26 @@ func (d *decoder) call(fc *wireFunctionCall, sig string) bool {
 		d.e.Emit(llm.Delta{Kind: llm.DeltaToolCallEnd, CallID: id})
 }
 
+// fail ends the stream with err. The usage the chunks reported so far
+// goes out first: Gemini counted the prompt (and what it streamed) when it
+// sent them, and bills a stream that breaks afterwards, so the usage
+// ledger records it as Anthropic's is (internal/provider/anthropic).
+func (d *decoder) fail(err error) {
+	if d.usage != nil {
+		d.e.Emit(llm.Delta{Kind: llm.DeltaUsage, Usage: d.usage.llm()})
+	}
+	d.e.Fail(err)
+}
+
 // end handles the end of the body: done when the server gave a finish
 // reason, otherwise the stream was cut short.
 func (d *decoder) end(ctx, callCtx context.Context) {
 	if d.finish == "" {
 		switch {
 		case ctx.Err() != nil, callCtx.Err() != nil:
-			d.e.Fail(d.p.transportError(ctx, callCtx, io.ErrUnexpectedEOF, true))
+			d.fail(d.p.transportError(ctx, callCtx, io.ErrUnexpectedEOF, true))
 		default:
-			d.e.Fail(fmt.Errorf("gemini %s: stream ended without a finish reason: %w", d.p.name, llm.ErrTruncated))
+			d.fail(fmt.Errorf("gemini %s: stream ended without a finish reason: %w", d.p.name, llm.ErrTruncated))
 		}
 		return
 	}

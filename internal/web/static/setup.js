@@ -1,6 +1,6 @@
 // The first-run setup view (docs/web.md#setup): shown instead of the chat
 // while the model provider in use has no key. Pick a provider, paste its key,
-// test it live, save it; optionally the same for a Telegram or Discord bot
+// test it live, save it; optionally the same for a chat channel's bot
 // token. Keys go to the server and never come back: the view learns only
 // what is missing. It imports only api.js; app.js loads it on demand.
 import { api } from './api.js';
@@ -58,8 +58,9 @@ export async function showSetup() {
   const save = el('button', { id: 'setup-save', type: 'submit', text: 'Save and start chatting' });
   const out = el('p', { id: 'setup-result', role: 'status' });
 
+  // One option per chat channel the daemon has (its channel table).
   const channel = el('select', { id: 'setup-channel', 'aria-label': 'channel' },
-    el('option', { value: 'telegram', text: 'Telegram' }), el('option', { value: 'discord', text: 'Discord' }));
+    ...(state.channels || []).map((c) => el('option', { value: c.name, text: c.name.charAt(0).toUpperCase() + c.name.slice(1) })));
   const token = el('input', { id: 'setup-token', type: 'password', autocomplete: 'off', placeholder: 'bot token (optional)', 'aria-label': 'bot token' });
   const tokenTest = el('button', { id: 'setup-token-test', type: 'button', text: 'Test' });
   const tokenSave = el('button', { id: 'setup-token-save', type: 'button', text: 'Save' });
@@ -74,7 +75,7 @@ export async function showSetup() {
     el('div', { class: 'setup-row' }, test, save), out,
     el('details', {}, el('summary', { text: 'Chat channels (optional)' }),
       ...channelNotes,
-      el('p', { class: 'setup-hint', text: 'A bot token is tested and saved now, and used from the next start of the gateway.' }),
+      el('p', { class: 'setup-hint', text: 'A bot token is tested, saved, and used at once by an enabled channel (a disabled one takes it at the next start).' }),
       el('label', { text: 'Channel ' }, channel), token,
       el('div', { class: 'setup-row' }, tokenTest, tokenSave), tokenOut),
     later);
@@ -96,9 +97,11 @@ export async function showSetup() {
     result(tokenOut, r.ok, r.ok ? r.detail : r.error);
   }));
   tokenSave.addEventListener('click', () => run(tokenSave, tokenOut, async () => {
-    await api('POST', '/api/setup/save', tokenInput());
+    const r = await api('POST', '/api/setup/save', tokenInput());
     token.value = '';
-    result(tokenOut, true, `Saved. ${channel.value} starts with it at the next start of the gateway.`);
+    const now = r && (r.restart || []).length === 0;
+    result(tokenOut, true, now ? `Saved. ${channel.value} is starting with it now — no restart.`
+      : `Saved. ${channel.value} starts with it at the next start of the gateway (enable it in the config first if it is off).`);
   }));
 
   await new Promise((resolve) => {

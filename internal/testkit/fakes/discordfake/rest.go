@@ -266,10 +266,11 @@ func (s *Server) getChannel(w http.ResponseWriter, r *http.Request, _ []byte) {
 	writeJSON(w, 200, cp)
 }
 
-// listMessages is Get Channel Messages with after and limit (1–100, default
-// 50): the messages directly after the id, newest first, as Discord sends
-// them, and without guild_id and member, which only gateway events carry.
-// Deleted messages are gone.
+// listMessages is Get Channel Messages with after or before and limit
+// (1–100, default 50): the messages directly after (or before) the id, or
+// the newest without either, newest first, as Discord sends them, and
+// without guild_id and member, which only gateway events carry. Deleted
+// messages are gone.
 func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, _ []byte) {
 	q := r.URL.Query()
 	limit := 50
@@ -290,8 +291,17 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, _ []byte) 
 		}
 		after = n
 	}
-	if q.Get("before") != "" || q.Get("around") != "" {
-		writeJSON(w, 400, apiError{Message: "discordfake: only after is supported", Code: 50035})
+	var before uint64
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || after != 0 {
+			writeJSON(w, 400, apiError{Message: "Invalid Form Body", Code: 50035})
+			return
+		}
+		before = n
+	}
+	if q.Get("around") != "" {
+		writeJSON(w, 400, apiError{Message: "discordfake: around is not supported", Code: 50035})
 		return
 	}
 	s.mu.Lock()
@@ -306,9 +316,15 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, _ []byte) 
 		return
 	}
 	page := []MessageObject{}
-	for _, m := range s.messages[id] { // oldest first
+	msgs := s.messages[id] // oldest first
+	if after == 0 {
+		// before, or the newest: walk from the newest back.
+		msgs = slices.Clone(msgs)
+		slices.Reverse(msgs)
+	}
+	for _, m := range msgs {
 		n, _ := strconv.ParseUint(m.obj.ID, 10, 64)
-		if m.deleted || n <= after {
+		if m.deleted || n <= after || before != 0 && n >= before {
 			continue
 		}
 		obj := m.obj
@@ -318,7 +334,9 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, _ []byte) 
 			break
 		}
 	}
-	slices.Reverse(page)
+	if after != 0 {
+		slices.Reverse(page)
+	}
 	writeJSON(w, 200, page)
 }
 
