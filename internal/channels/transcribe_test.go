@@ -121,7 +121,7 @@ func TestTranscriptionHeldToChatLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ledger.Close()
+	defer func() { _ = ledger.Close() }()
 	budget, err := usage.NewBudget(usage.Policy{Chats: map[string]usage.Limits{"test:7": {Daily: 0.001}}}, ledger, usage.BudgetOptions{})
 	if err != nil {
 		t.Fatal(err)
