@@ -1,6 +1,6 @@
 // Package nanobot holds what must be embedded from the repository root: the
 // workspace template that `nanobot onboard` copies into a new workspace.
-// go:embed cannot reach "..", so the embedding lives here, next to the
+// A go:embed pattern cannot reach "..", so the embedding lives here, next to the
 // directory, and the rest of the program asks for it through WorkspaceTemplate.
 package nanobot
 

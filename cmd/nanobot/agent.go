@@ -55,12 +55,14 @@ func newAgentCmd(g *globalFlags, ints *interrupts) *cobra.Command {
 				_ = logFile.Close()
 			}
 		}()
-		return hardenedLogTo(g, logTo, func(cmd *cobra.Command, cfg *config.Config, log *zap.Logger) error {
+		return hardenedLogTo(g, logTo, func(cmd *cobra.Command, cfg *config.Config, log *zap.Logger) (err error) {
 			core, err := daemon.Build(cfg, daemon.Options{Version: buildVersion(), DataDir: dataDir(g)}, log)
 			if err != nil {
 				return err
 			}
-			defer core.Close()
+			// Closing writes the session files out: a failure there is the
+			// command's failure too.
+			defer func() { err = errors.Join(err, core.Close()) }()
 			// The configured MCP servers serve the terminal too; their
 			// first message waits for them, within mcpWait.
 			notReady, stopMCP := core.StartMCP(cmd.Context(), mcpWait)

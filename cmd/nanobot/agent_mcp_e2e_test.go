@@ -22,7 +22,7 @@ func (e *env) appendConfig(yaml string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if _, err := f.WriteString(yaml); err != nil {
 		e.t.Fatal(err)
 	}

@@ -257,7 +257,7 @@ func (e *gatewayEnv) sessionRoles(chat int64) string {
 func (e *gatewayEnv) roles(key string) string {
 	e.t.Helper()
 	store := session.NewStore(filepath.Join(e.home, ".nanobot", "sessions"), session.Options{}, zap.NewNop())
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	snap, err := store.Get(key)
 	if err != nil {
 		e.t.Fatal(err)
@@ -475,7 +475,7 @@ func TestKill9WithATornJournalAppend(t *testing.T) {
 	if _, err := f.WriteString(torn); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+	_ = f.Close()
 	stale := filepath.Join(filepath.Dir(path), ".telegram-updates.json.tmp-1")
 	if err := os.WriteFile(stale, []byte(`{"next_offset":`), 0o600); err != nil {
 		t.Fatal(err)

@@ -55,7 +55,7 @@ func freeAddr(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	return ln.Addr().String()
 }
 
@@ -157,7 +157,7 @@ func TestDoctorReportsEachProblemWithAFix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer busy.Close()
+	defer func() { _ = busy.Close() }()
 	vars = append(vars, "NANOBOT_GATEWAY_LISTEN="+busy.Addr().String())
 	notADir := filepath.Join(e.home, "workspace-file")
 	if err := os.WriteFile(notADir, []byte("x"), 0o600); err != nil {
@@ -267,7 +267,7 @@ tools:
 	if _, err := f.WriteString(mcpYAML); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+	_ = f.Close()
 
 	out, code := e.doctor(doctorEnv(t, e))
 	if code != 1 {

@@ -101,7 +101,7 @@ func (e *env) sessionLines() []map[string]any {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var lines []map[string]any
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<24)

@@ -46,7 +46,7 @@ func TestUnreachableProviderIsNamedInTheTerminalAndStatus(t *testing.T) {
 
 			out, stderr, err := e.runWith("", vars, "agent", "-m", "hello")
 			if err == nil {
-				t.Fatalf("agent -m succeeded against an unreachable provider:\n%s", out)
+				t.Fatalf("agent -m succeeded against an unreachable provider:\n%s%s", out, stderr)
 			}
 			if !strings.Contains(out, "The model provider did not answer: "+tt.reason+". ") {
 				t.Errorf("agent -m printed %q, want the reason %q", out, tt.reason)

@@ -402,7 +402,7 @@ func TestCommands(t *testing.T) {
 		t.Errorf("/new forgot the chat's model: route %q, want smart", snap.Route)
 	}
 	restarted := session.NewStore(filepath.Join(h.ws, "sessions"), session.Options{}, zaptest.NewLogger(t))
-	defer restarted.Close()
+	defer func() { _ = restarted.Close() }()
 	if snap, err := restarted.Get("test:c1"); err != nil || snap.Route != "smart" {
 		t.Errorf("after a restart: route %q (%v), want smart", snap.Route, err)
 	}

@@ -47,7 +47,7 @@ func benchTurn(b *testing.B, prior int) {
 	ws := b.TempDir()
 	log := zap.NewNop()
 	store := session.NewStore(filepath.Join(ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, log)
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	history := benchHistory(prior)
 	root, err := workspace.OpenRoot(ws, workspace.Options{Restrict: true})
 	if err != nil {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,7 +118,7 @@ func TestTurnSlotsWaitAndCancel(t *testing.T) {
 		cancelled <- err
 	}()
 	cancel()
-	if err := <-cancelled; err != context.Canceled {
+	if err := <-cancelled; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled waiter: %v", err)
 	}
 	release()

@@ -64,7 +64,7 @@ func TestStreamedToolTurnShowsTextOnceAndHintsAsReasoning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	var content, reasoning strings.Builder
 	var finish openai.FinishReason
 	var use *openai.Usage
@@ -268,7 +268,7 @@ func TestClientGoneMidStreamTurnFinishesAndIsSavedOnce(t *testing.T) {
 		}
 	}
 	cancel()
-	stream.Close()
+	_ = stream.Close()
 	h.waitUntil("the turn saved", func() bool { return len(h.session("api:webui:gone")) == 2 })
 	if msgs := h.session("api:webui:gone"); msgs[1].Text() != strings.Repeat("word ", 60) {
 		t.Fatalf("saved answer = %q", msgs[1].Text())
@@ -325,7 +325,7 @@ func TestGoOpenAIClientSeesErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	for {
 		_, err = stream.Recv()
 		if err != nil {

@@ -181,7 +181,7 @@ func (h *harness) client(token string) *openai.Client {
 func (h *harness) session(key string) []llm.Message {
 	h.t.Helper()
 	store := session.NewStore(filepath.Join(h.ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(h.t))
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	snap, err := store.Get(key)
 	if err != nil {
 		h.t.Fatalf("session %s: %v", key, err)

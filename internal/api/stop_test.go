@@ -59,7 +59,7 @@ func TestFinishReasonSaysHowTheModelStopped(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer stream.Close()
+			defer func() { _ = stream.Close() }()
 			var content strings.Builder
 			var finish openai.FinishReason
 			for {

@@ -25,17 +25,17 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op after a successful rename
+	defer func() { _ = os.Remove(tmp) }() // a no-op after a successful rename
 	if err := f.Chmod(perm); err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("write %s: sync: %w", path, err)
 	}
 	if err := f.Close(); err != nil {

@@ -594,7 +594,10 @@ func TestShutdownOnContextGivesUpAfterDrainTimeout(t *testing.T) {
 	h.clock.WaitForTimers(ctx, 2) // the retry backoff and the drain timer
 	h.clock.Advance(3 * time.Second)
 	select {
-	case <-h.done:
+	case err := <-h.done:
+		if err != nil {
+			t.Fatal(err)
+		}
 		h.done <- nil
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after the drain timeout")

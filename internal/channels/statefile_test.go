@@ -30,7 +30,7 @@ func TestStateFileRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			os.Remove(path)
+			_ = os.Remove(path)
 			if tt.content != nil {
 				if err := atomicfile.Write(path, []byte(*tt.content), 0o600); err != nil {
 					t.Fatal(err)

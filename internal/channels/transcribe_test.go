@@ -65,7 +65,7 @@ func TestTranscriberRecordsUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ledger.Close()
+	defer func() { _ = ledger.Close() }()
 	budget, _ := usage.NewBudget(usage.Policy{Origins: map[usage.Origin]usage.Limits{usage.OriginTranscription: {Daily: 0.01}}}, ledger, usage.BudgetOptions{})
 	meter := testMeter{ledger, budget}
 	audio := make([]byte, 16000*60) // a minute, as the fake counts it
@@ -121,7 +121,7 @@ func TestTranscriptionHeldToChatLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ledger.Close()
+	defer func() { _ = ledger.Close() }()
 	budget, err := usage.NewBudget(usage.Policy{Chats: map[string]usage.Limits{"test:7": {Daily: 0.001}}}, ledger, usage.BudgetOptions{})
 	if err != nil {
 		t.Fatal(err)

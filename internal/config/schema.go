@@ -348,6 +348,7 @@ func decodeInto(settings map[string]any, result any) error {
 // with the key written the way the file writes it (providers.ollama.timeout,
 // not providers[ollama].timeout).
 func decodeProblems(err error, lines lineIndex) []error {
+	//lint:ignore errorlint it flattens the tree itself, one node at a time
 	switch e := err.(type) {
 	case *mapstructure.DecodeError:
 		path := mapstructurePath(e.Name())

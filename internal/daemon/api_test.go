@@ -57,7 +57,7 @@ func TestAPIToolTurnThroughTheGateway(t *testing.T) {
 			content.WriteString(c.Delta.Content)
 		}
 	}
-	stream.Close()
+	_ = stream.Close()
 	if got := content.String(); got != "Checking.\n\nYour note says: buy milk." {
 		t.Errorf("streamed = %q", got)
 	}

@@ -238,7 +238,7 @@ func (g *gw) start() {
 	g.base = "http://" + ln.Addr().String()
 	gateway, err := NewGateway(g.cfg, Options{Version: "test", DataDir: g.home, Listener: ln, Role: g.role}, g.log)
 	if err != nil {
-		ln.Close()
+		_ = ln.Close()
 		g.t.Fatal(err)
 	}
 	g.gateway = gateway
@@ -319,7 +319,7 @@ func (g *gw) sessionValid() {
 				g.t.Errorf("%s: invalid line %q", f, sc.Text())
 			}
 		}
-		fh.Close()
+		_ = fh.Close()
 	}
 }
 
@@ -329,7 +329,7 @@ func (g *gw) sessionMessages(key string) []llm.Message {
 	g.t.Helper()
 	g.sessionValid()
 	store := session.NewStore(g.cfg.Agents.SessionsDir, session.Options{}, zaptest.NewLogger(g.t))
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	snap, err := store.Get(key)
 	if err != nil {
 		g.t.Fatalf("session %s: %v", key, err)

@@ -79,7 +79,8 @@ func TestReadinessFollowsTelegramAndMetricsCountATurn(t *testing.T) {
 	if err := g.stop(); err != nil {
 		t.Errorf("gateway: %v", err)
 	}
-	if _, err := g.client.Get(g.base + "/healthz"); err == nil {
+	if resp, err := g.client.Get(g.base + "/healthz"); err == nil {
+		resp.Body.Close()
 		t.Error("the listener still answers after Run returned")
 	}
 }

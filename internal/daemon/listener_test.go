@@ -35,11 +35,13 @@ func (g *gw) dialRaw() *rawConn {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	g.t.Cleanup(func() { c.Close() })
+	g.t.Cleanup(func() { _ = c.Close() })
 	return &rawConn{c: c, br: bufio.NewReader(c)}
 }
 
 // send writes raw and, when read, returns the response (body read).
+//
+//bodyclose:handled
 func (rc *rawConn) send(t testing.TB, raw string, read bool) *http.Response {
 	t.Helper()
 	_ = rc.c.SetDeadline(time.Now().Add(patience))
@@ -68,6 +70,8 @@ func (rc *rawConn) closed() bool {
 
 // fetch asks the gateway on a fresh connection, with host as the Host
 // header ("" for the listener's address) and an optional bearer key.
+//
+//bodyclose:handled
 func (g *gw) fetch(method, path, host, key string) *http.Response {
 	g.t.Helper()
 	tr := &http.Transport{DisableKeepAlives: true}

@@ -64,7 +64,7 @@ func Summarize(cfg *config.Config) Summary {
 			TokenSet: cfg.ChannelToken(k.Name) != "", Access: k.Access(cfg)})
 	}
 	store := session.NewStore(cfg.Agents.SessionsDir, session.Options{}, zap.NewNop())
-	defer store.Close()
+	defer func() { _ = store.Close() }() // it only listed: nothing loaded, nothing to write
 	s.Sessions, s.SessionsErr = store.List()
 	slices.SortFunc(s.Sessions, func(a, b session.Info) int { return b.ModTime.Compare(a.ModTime) })
 	return s

@@ -65,11 +65,13 @@ func (s *server) dial() net.Conn {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.t.Cleanup(func() { c.Close() })
+	s.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
 // roundTrip sends raw on c and reads one response.
+//
+//bodyclose:handled
 func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, raw string) *http.Response {
 	t.Helper()
 	_ = c.SetDeadline(time.Now().Add(patience))
@@ -86,10 +88,12 @@ func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, raw string) *http.Res
 }
 
 // get answers path on a fresh connection.
+//
+//bodyclose:handled
 func (s *server) get(path string, hdr ...string) *http.Response {
 	s.t.Helper()
 	c := s.dial()
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	req := "GET " + path + " HTTP/1.1\r\nHost: " + s.addr + "\r\n"
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req += hdr[i] + ": " + hdr[i+1] + "\r\n"
@@ -305,7 +309,7 @@ func TestStreamsOutliveTheReadTimeout(t *testing.T) {
 					return
 				case <-time.After(60 * time.Millisecond):
 				}
-				fmt.Fprintf(w, "data: %d\n\n", i)
+				_, _ = fmt.Fprintf(w, "data: %d\n\n", i)
 				fl.Flush()
 			}
 		}))
@@ -352,7 +356,7 @@ func TestHostCheck(t *testing.T) {
 	for _, tt := range tests {
 		c := s.dial()
 		resp := roundTrip(t, c, bufio.NewReader(c), "GET /metrics HTTP/1.1\r\nHost: "+tt.host+"\r\n\r\n")
-		c.Close()
+		_ = c.Close()
 		if resp.StatusCode != tt.want {
 			t.Errorf("Host %q: %d, want %d", tt.host, resp.StatusCode, tt.want)
 		}

@@ -348,6 +348,7 @@ func firstClassified(err error) (Failure, bool) {
 	if f, ok := classifyOne(err); ok {
 		return f, true
 	}
+	//lint:ignore errorlint this is the walk: each error of the tree is looked at itself
 	switch u := err.(type) {
 	case interface{ Unwrap() error }:
 		if next := u.Unwrap(); next != nil {
@@ -365,6 +366,7 @@ func firstClassified(err error) (Failure, bool) {
 
 // classifyOne classifies err itself, not what it wraps.
 func classifyOne(err error) (Failure, bool) {
+	//lint:ignore errorlint err itself, not what it wraps (firstClassified walks the tree)
 	switch e := err.(type) {
 	case *APIError:
 		return classifyAPI(e), true
@@ -376,8 +378,10 @@ func classifyOne(err error) (Failure, bool) {
 		return Failure{Policy: PolicyOf(KindBudget), message: e.Text}, true
 	}
 	switch {
+	//lint:ignore errorlint err itself, as above
 	case err == ErrTruncated, err == ErrIncomplete:
 		return Failure{Policy: PolicyOf(KindTruncated)}, true
+	//lint:ignore errorlint err itself, as above
 	case err == context.DeadlineExceeded:
 		return Failure{Policy: PolicyOf(KindDeadline)}, true
 	case networkError(err):
@@ -392,6 +396,7 @@ func classifyOne(err error) (Failure, bool) {
 // so that a plain wrapper around one is not taken for it before what it
 // wraps is looked at.
 func networkError(err error) bool {
+	//lint:ignore errorlint err itself: that is the question asked
 	switch err.(type) {
 	case *url.Error, *net.OpError, *net.DNSError, syscall.Errno, x509.UnknownAuthorityError,
 		x509.HostnameError, x509.CertificateInvalidError, *tls.CertificateVerificationError:

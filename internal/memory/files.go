@@ -118,7 +118,8 @@ func (f *Files) appendHistory(entry string) error {
 	if err != nil {
 		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)
 	}
-	defer file.Close()
+	// The write is checked at Sync: after it Close has nothing left to lose.
+	defer func() { _ = file.Close() }()
 	size, err := file.Seek(0, io.SeekEnd)
 	if err != nil {
 		return fmt.Errorf("memory: append %s: %w", HistoryFile, err)

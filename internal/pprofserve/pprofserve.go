@@ -19,7 +19,7 @@ func init() {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		os.Stderr.WriteString("nanobot_pprof: " + err.Error() + "\n")
+		_, _ = os.Stderr.WriteString("nanobot_pprof: " + err.Error() + "\n")
 		return
 	}
 	runtime.SetBlockProfileRate(int(1e6)) // one sample per ms blocked

@@ -80,7 +80,7 @@ func readJobs(path string) (loaded, error) {
 	if err != nil {
 		return loaded{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	defer fh.Close()
+	defer func() { _ = fh.Close() }()
 	// The file's identity is taken from the open file, not the path: the
 	// path may be replaced meanwhile, and that must read as a change.
 	info, err := fh.Stat()

@@ -56,7 +56,7 @@ func benchAppendTurn(b *testing.B, sync func(*os.File) error) {
 			dir := filepath.Join(b.TempDir(), "sessions")
 			fresh := func() {
 				if s != nil {
-					s.Close()
+					_ = s.Close()
 				}
 				// Reuse one directory so long runs do not fill the disk.
 				if err := os.RemoveAll(dir); err != nil {
@@ -97,7 +97,7 @@ func benchAppendTurn(b *testing.B, sync func(*os.File) error) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(syncs)/float64(b.N), "fsyncs/op")
-			s.Close()
+			_ = s.Close()
 		})
 	}
 }
@@ -109,7 +109,7 @@ func priorSession(b testing.TB, n int) []byte {
 	dir := b.TempDir()
 	s := NewStore(dir, withCache(Options{}), zap.NewNop())
 	s.sync = func(*os.File) error { return nil }
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	var msgs []llm.Message
 	for i := 0; len(msgs) < n; i++ {
 		msgs = append(msgs, benchTurn(i)...)

@@ -118,7 +118,7 @@ func TestCacheClose(t *testing.T) {
 		return &fakeLoaded{}
 	}, zaptest.NewLogger(t))
 	mine := errors.New("mine")
-	if err := c.Use("ok", func(*fakeLoaded) error { return mine }); err != mine {
+	if err := c.Use("ok", func(*fakeLoaded) error { return mine }); !errors.Is(err, mine) {
 		t.Errorf("Use returned %v, want fn's error as is", err)
 	}
 	var bad *fakeLoaded

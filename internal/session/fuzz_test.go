@@ -24,7 +24,7 @@ func FuzzLoad(f *testing.F) {
 		open := func() *Store {
 			s := NewStore(dir, withCache(Options{Clock: clock.Func(func() time.Time { return t0 })}), zap.NewNop())
 			s.sync = func(*os.File) error { return nil } // speed; durability is not under test
-			t.Cleanup(func() { s.Close() })
+			t.Cleanup(func() { _ = s.Close() })
 			return s
 		}
 		s := open()

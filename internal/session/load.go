@@ -71,7 +71,7 @@ func (l *loader) read(r io.Reader) error {
 		} else if n > 0 {
 			l.tail = bytes.Clone(line)
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
@@ -85,14 +85,14 @@ func (l *loader) read(r io.Reader) error {
 // than the reader's buffer.
 func readLine(r *bufio.Reader, long *[]byte) ([]byte, error) {
 	line, err := r.ReadSlice('\n')
-	if err != bufio.ErrBufferFull {
+	if !errors.Is(err, bufio.ErrBufferFull) {
 		return line, err
 	}
 	*long = append((*long)[:0], line...)
 	for {
 		line, err = r.ReadSlice('\n')
 		*long = append(*long, line...)
-		if err != bufio.ErrBufferFull {
+		if !errors.Is(err, bufio.ErrBufferFull) {
 			return *long, err
 		}
 	}

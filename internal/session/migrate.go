@@ -222,10 +222,10 @@ func (m *mover) source() (src string, closeSrc func(), err error) {
 		return "", nil, fmt.Errorf("move sessions: %w", err)
 	}
 	if opened, err := d.Stat(); err != nil || !os.SameFile(fi, opened) {
-		d.Close()
+		_ = d.Close()
 		return "", nil, fmt.Errorf("move sessions: %s changed while it was opened", m.from)
 	}
-	return dirPath(d, m.from), func() { d.Close() }, nil
+	return dirPath(d, m.from), func() { _ = d.Close() }, nil
 }
 
 // singleLink reports whether the file p is not also known by another name:
@@ -341,7 +341,7 @@ func copyFile(old, tmp string) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }()
 	if err := os.MkdirAll(filepath.Dir(tmp), 0o700); err != nil {
 		return err
 	}
@@ -363,12 +363,12 @@ func sameContent(a, b string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer fb.Close()
+	defer func() { _ = fb.Close() }()
 	fa, err := os.OpenFile(a, os.O_RDONLY|oNoFollow, 0)
 	if err != nil {
 		return false, err
 	}
-	defer fa.Close()
+	defer func() { _ = fa.Close() }()
 	ia, err := fa.Stat()
 	if err != nil {
 		return false, err

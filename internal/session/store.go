@@ -332,7 +332,7 @@ func headerKey(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	// A header is one short line: the key is at most maxKeyBytes, escaped.
 	line, err := bufio.NewReaderSize(io.LimitReader(f, 16<<10), 16<<10).ReadSlice('\n')
 	if err != nil {

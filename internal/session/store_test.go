@@ -344,7 +344,7 @@ func TestLRUEviction(t *testing.T) {
 	if _, err := f.WriteString(extra); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+	_ = f.Close()
 	snap := mustAppend(t, s, "k:a", userText("again"))
 	if got := texts(snap.Messages); got != "k:a,added on disk,again" {
 		t.Errorf("reloaded a = %s", got)
@@ -557,7 +557,7 @@ func TestKeysDoNotBlockEachOther(t *testing.T) {
 	case <-time.After(10 * time.Second): // a failure guard, not a timing assertion
 		t.Error("append to b waited for a")
 		close(release)
-		<-done
+		_ = <-done // already failed above
 		return
 	}
 	close(release)
@@ -655,7 +655,7 @@ func TestStageIsMadeDurableByTheNextSync(t *testing.T) {
 // is kept with the new one.
 func TestMemoLivesAsLongAsTheLoadedSession(t *testing.T) {
 	s := NewStore(t.TempDir(), withCache(Options{CacheSize: 1}), zaptest.NewLogger(t))
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	first := mustAppend(t, s, key, userText("x"))
 	if first.Memo == nil {
 		t.Fatal("a snapshot has no Memo")

@@ -35,7 +35,7 @@ func TestLoadedSessionWeight(t *testing.T) {
 	_ = w.Close()
 
 	r := NewStore(dir, withCache(Options{}), zap.NewNop())
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)

@@ -181,10 +181,10 @@ func (e *Exec) run(ctx context.Context, command, dir string) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("exec: pipe: %w", err)
 	}
-	defer pr.Close()
+	defer func() { _ = pr.Close() }()
 	cmd, cleanup, err := e.command(dir, "/bin/sh", "-c", command)
 	if err != nil {
-		pw.Close()
+		_ = pw.Close()
 		return Result{}, fmt.Errorf("exec: %w", err)
 	}
 	defer cleanup()                 // after the process group is killed, below
@@ -192,10 +192,10 @@ func (e *Exec) run(ctx context.Context, command, dir string) (Result, error) {
 	setProcessGroup(cmd)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		pw.Close()
+		_ = pw.Close()
 		return Result{}, fmt.Errorf("exec: start: %w", err)
 	}
-	pw.Close() // the children hold the only write ends now
+	_ = pw.Close() // the children hold the only write ends now
 
 	out := newHeadTail(e.maxOutput)
 	readDone := make(chan struct{})
@@ -203,8 +203,10 @@ func (e *Exec) run(ctx context.Context, command, dir string) (Result, error) {
 		defer close(readDone)
 		_, _ = io.Copy(out, pr) // ends at EOF or the read deadline set below
 	}()
-	waitDone := make(chan error, 1)
-	go func() { waitDone <- cmd.Wait() }()
+	// Wait's error is the exit status, which the result reads from
+	// cmd.ProcessState below.
+	waitDone := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(waitDone) }()
 
 	timer := time.NewTimer(e.timeout)
 	defer timer.Stop()

@@ -145,7 +145,7 @@ func TestConfinedCommandGetsOnlyItsThreeDescriptors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	res := runTool(t, e, args{"command": "ls /proc/self/fd | tr '\\n' ' '"})
 	// ls lists the directory through one more descriptor of its own (3).
 	check(t, res, false, "0 1 2 3 \n", "[exit code 0]")

@@ -174,19 +174,19 @@ func TestExecOutputCap(t *testing.T) {
 func TestHeadTail(t *testing.T) {
 	h := newHeadTail(10)
 	for _, s := range []string{"0123", "4567", "89ab", "cdef"} {
-		h.Write([]byte(s))
+		_, _ = h.Write([]byte(s))
 	}
 	if got := h.String(); got != "01234\n\n[... 6 bytes of output cut ...]\n\nbcdef" {
 		t.Fatalf("%q", got)
 	}
 	h = newHeadTail(10)
-	h.Write([]byte("short"))
+	_, _ = h.Write([]byte("short"))
 	if got := h.String(); got != "short" {
 		t.Fatalf("%q", got)
 	}
 	// Cuts inside multi-byte characters drop the partial characters.
 	h = newHeadTail(6)
-	h.Write([]byte("ééééééééé"))
+	_, _ = h.Write([]byte("ééééééééé"))
 	if got := h.String(); !utf8.ValidString(got) || !strings.HasPrefix(got, "é\n\n") || !strings.HasSuffix(got, "cut ...]\n\né") {
 		t.Fatalf("%q", got)
 	}

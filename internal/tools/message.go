@@ -152,7 +152,7 @@ func (t *Message) mediaPart(p string) (llm.Part, error) {
 	if err != nil {
 		return llm.Part{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	fi, err := f.Stat()
 	if err != nil {
 		return llm.Part{}, err

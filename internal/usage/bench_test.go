@@ -18,7 +18,7 @@ func BenchmarkRecord(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	r := Record{Session: "telegram:42", Chat: "telegram:42", Origin: OriginTurn, Route: "openai/gpt-4o-mini", Provider: "openai",
 		Model: "gpt-4o-mini", Tokens: llm.Usage{InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 4000}, Outcome: OutcomeOK}
 	ctx := context.Background()
@@ -83,7 +83,7 @@ func BenchmarkQueryYear(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	b.Run("year-by-chat", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := l.Query(Query{Period: LastDays(end, time.UTC, 365), By: ByChat}); err != nil {

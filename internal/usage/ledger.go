@@ -740,7 +740,7 @@ func readSpans(path string, log *zap.Logger, fn func([]byte, span) error) error 
 	if err != nil {
 		return fmt.Errorf("usage ledger: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	r := bufio.NewReaderSize(f, 64<<10)
 	var off int64
 	for n := 1; ; n++ {
@@ -770,11 +770,11 @@ func openAppend(path string) (*os.File, error) {
 		return nil, err
 	}
 	if err := cutTornTail(f); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil

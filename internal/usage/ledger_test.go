@@ -184,7 +184,7 @@ func TestLedgerDayBoundaryInTimezone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l2.Close()
+	defer func() { _ = l2.Close() }()
 	if _, err := os.Stat(filepath.Join(dir, "detail-2026-03-31.jsonl")); !os.IsNotExist(err) {
 		t.Errorf("old detail still there: %v", err)
 	}

@@ -104,7 +104,7 @@ func EnsureTokenFile(path string) (bool, error) {
 		return false, fmt.Errorf("create web token: %w", err)
 	}
 	if _, err := f.WriteString(t + "\n"); err != nil {
-		f.Close()
+		_ = f.Close()
 		return false, fmt.Errorf("create web token: %w", err)
 	}
 	return true, f.Close()

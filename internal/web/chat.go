@@ -358,7 +358,7 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (msgID, text
 		writeError(w, http.StatusBadRequest, "malformed upload: "+err.Error())
 		return "", "", nil, false
 	}
-	defer r.MultipartForm.RemoveAll()
+	defer func() { _ = r.MultipartForm.RemoveAll() }()
 	msgID, text = r.FormValue("id"), r.FormValue("text")
 	var total int64
 	for _, fh := range r.MultipartForm.File["file"] {
@@ -386,7 +386,7 @@ func (s *Server) attach(fh *multipart.FileHeader) (llm.Part, error) {
 	if err != nil {
 		return llm.Part{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	data, err := io.ReadAll(f)
 	if err != nil {
 		return llm.Part{}, err

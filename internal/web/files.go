@@ -244,7 +244,7 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "the file cannot be served")
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if fi.Size() > workspace.MaxSentFileBytes {
 		writeError(w, http.StatusNotFound, "the file is larger than the "+bytesize.Format(workspace.MaxSentFileBytes)+" a sent file may be")
 		return

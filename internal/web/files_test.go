@@ -176,6 +176,7 @@ func TestSentFilesServedOnlyFromTheWorkspace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			//lint:ignore bodyclose get is e.do, which closes the body when the test ends
 			resp := get(tt.c, tt.chat, tt.path)
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, body(resp))

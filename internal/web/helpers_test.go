@@ -63,7 +63,7 @@ func newEnv(t *testing.T, mutate ...func(*config.WebChannelConfig, *Deps)) *env 
 		t.Fatal(err)
 	}
 	e.store = session.NewStore(filepath.Join(e.ws, "sessions"), session.Options{CacheSize: config.Defaults().Agents.SessionCache, CacheBytes: config.Defaults().Agents.SessionCacheBytes}, zaptest.NewLogger(t))
-	t.Cleanup(func() { e.store.Close() })
+	t.Cleanup(func() { _ = e.store.Close() })
 	cfg := config.WebChannelConfig{Enabled: true, Token: testToken, SessionTTL: time.Hour, MaxUploadBytes: 1 << 20}
 	deps := Deps{Bus: e.bus, Sessions: e.store, Workspace: e.ws, StateFile: filepath.Join(dir, "web-conversations.json"),
 		TokenFile: filepath.Join(dir, "web-token"), Clock: clock.Func(e.clock.Now)}
@@ -104,7 +104,10 @@ func (e *env) login() *client {
 }
 
 // do sends a request as c (nil: logged out) with a JSON body (or a
-// *multipartBody, or a string sent as is).
+// *multipartBody, or a string sent as is). The body is closed when the
+// test ends, so that it can be read after the call.
+//
+//bodyclose:handled
 func (e *env) do(c *client, method, path string, in any, hdr ...string) *http.Response {
 	e.t.Helper()
 	var rd io.Reader
@@ -210,6 +213,7 @@ func (c *client) stream(id string) (<-chan map[string]any, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", c.e.http.URL+"/api/chats/"+id+"/events", nil)
 	req.AddCookie(c.cookie)
+	//lint:ignore bodyclose stop, below, closes it
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()
@@ -217,7 +221,9 @@ func (c *client) stream(id string) (<-chan map[string]any, func()) {
 	}
 	if resp.StatusCode != http.StatusOK {
 		cancel()
-		c.e.t.Fatalf("events: %d %s", resp.StatusCode, body(resp))
+		b := body(resp)
+		resp.Body.Close()
+		c.e.t.Fatalf("events: %d %s", resp.StatusCode, b)
 	}
 	out := make(chan map[string]any, 64)
 	done := make(chan struct{})

@@ -132,7 +132,7 @@ func (f *Files) open(rel string, flag int, perm fs.FileMode, want kind) (*os.Fil
 		err = file.Truncate(0)
 	}
 	if err != nil {
-		file.Close()
+		_ = file.Close()
 		return nil, nil, err
 	}
 	return file, fi, nil
@@ -179,7 +179,7 @@ func (f *Files) ReadFile(rel string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	if fi.Size() > max {
 		return nil, tooLarge(rel, fi.Size(), max)
 	}
@@ -264,7 +264,7 @@ func (f *Files) ReadDir(rel string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }()
 	entries, err := d.ReadDir(-1)
 	if err != nil {
 		return nil, f.root.fsError(rel, err)
@@ -289,7 +289,7 @@ func (f *Files) OpenDir(rel string) (*os.File, error) {
 		err = checkKind(rel, fi, directory)
 	}
 	if err != nil {
-		d.Close()
+		_ = d.Close()
 		return nil, err
 	}
 	return d, nil

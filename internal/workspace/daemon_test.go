@@ -53,7 +53,7 @@ func hostiles() []hostile {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer f.Close()
+			defer func() { _ = f.Close() }()
 			if err := f.Truncate(64 << 30); err != nil {
 				t.Skip("no sparse files here:", err)
 			}

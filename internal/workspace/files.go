@@ -46,16 +46,16 @@ func (r *Root) OpenFile(p string, flag int, perm fs.FileMode) (*os.File, error) 
 		return nil, r.fsError(p, err)
 	}
 	if err := r.checkOpen(p, f); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	if fi, err := f.Stat(); err == nil && fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice) != 0 {
-		f.Close()
+		_ = f.Close()
 		return nil, &PathError{Path: p, Detail: kindOf(fi.Mode()), Err: ErrNotRegular}
 	}
 	if trunc {
 		if err := f.Truncate(0); err != nil {
-			f.Close()
+			_ = f.Close()
 			return nil, r.fsError(p, err)
 		}
 	}
@@ -69,7 +69,7 @@ func (r *Root) ReadFile(p string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, r.fsError(p, err)
@@ -128,7 +128,7 @@ func (r *Root) writeAtomicAt(p, where string, data []byte, perm fs.FileMode) err
 	if err != nil {
 		return r.fsError(p, err)
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }()
 	if err := r.checkOpen(p, d); err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	entries, err := f.ReadDir(-1)
 	if err != nil {
 		return nil, r.fsError(p, err)

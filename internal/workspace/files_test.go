@@ -106,7 +106,7 @@ func TestOperationsRefuse(t *testing.T) {
 		"Open": func(r *Root, p string) error {
 			fh, err := r.Open(p)
 			if err == nil {
-				fh.Close()
+				_ = fh.Close()
 			}
 			return err
 		},
@@ -179,7 +179,7 @@ func TestSwapBetweenCheckAndOpen(t *testing.T) {
 	fh, err := r.Open("notes/a.md")
 	if err == nil {
 		b, _ := io.ReadAll(fh)
-		fh.Close()
+		_ = fh.Close()
 		t.Fatalf("open after the swap succeeded and read %q", b)
 	}
 	if !errors.Is(err, ErrOutside) {

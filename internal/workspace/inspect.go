@@ -78,7 +78,7 @@ func (f *Files) inspect(d DaemonFile, p string) error {
 		var file interface{ Close() error }
 		file, _, err = f.Open(p)
 		if err == nil {
-			file.Close()
+			_ = file.Close()
 		}
 	}
 	if errors.Is(err, fs.ErrNotExist) {

@@ -176,7 +176,7 @@ func TestResolve(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				got, err := r.Resolve(c.path)
-				if c.err == errLoop {
+				if errors.Is(c.err, errLoop) {
 					if err == nil || !strings.Contains(err.Error(), "too many levels") {
 						t.Fatalf("Resolve(%q) = %q, %v; want a symlink loop error", c.path, got, err)
 					}

@@ -206,7 +206,7 @@ func freeAddr() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("free port: %w", err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	return ln.Addr().String(), nil
 }
 

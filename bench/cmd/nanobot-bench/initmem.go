@@ -6,6 +6,7 @@ import (
 	"context"
 	"debug/elf"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -331,13 +332,13 @@ func faultAround(file string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	const size = 1 << 20
 	m, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_PRIVATE)
 	if err != nil {
 		return 0, fmt.Errorf("mmap %s: %w", file, err)
 	}
-	defer syscall.Munmap(m)
+	defer func() { _ = syscall.Munmap(m) }()
 	// An atomic load, so that the compiler keeps the read.
 	_ = atomic.LoadUint32((*uint32)(unsafe.Pointer(&m[0])))
 	smaps, err := os.ReadFile("/proc/self/smaps")
@@ -556,7 +557,7 @@ func loadSegments(bin string) (code, ro segments, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", bin, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_LOAD {
 			continue
@@ -587,18 +588,18 @@ func countPages(r io.Reader, pages map[uint64]bool) error {
 			pages[(a+n-1)>>12] = true
 		}
 		switch {
-		case err == bufio.ErrBufferFull:
+		case errors.Is(err, bufio.ErrBufferFull):
 			// A line longer than the buffer is not an access; skip its rest.
-			for err == bufio.ErrBufferFull {
+			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = br.ReadSlice('\n')
 			}
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			if err != nil {
 				return err
 			}
-		case err == io.EOF:
+		case errors.Is(err, io.EOF):
 			return nil
 		case err != nil:
 			return err

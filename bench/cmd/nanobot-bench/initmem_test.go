@@ -209,7 +209,7 @@ func TestPageTracerSortsPagesIntoCodeAndReadOnlyData(t *testing.T) {
 
 func TestAwaitCue(t *testing.T) {
 	blocked, w := io.Pipe()
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	tests := []struct {
 		name   string
 		stdout io.Reader

@@ -63,7 +63,7 @@ func runInstructions(ctx context.Context, o options) (instructionsResult, error)
 	if err != nil {
 		return instructionsResult{}, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	var res instructionsResult
 	for i, run := range []*instructionsRun{&res.Short, &res.Long} {
 		run.Window = o.window * time.Duration(1+2*i)
@@ -112,7 +112,7 @@ func cachegrindTotal(path string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cachegrind output: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	return parseCachegrindSummary(f)
 }
 

@@ -69,7 +69,7 @@ func (p profiler) fetch(ctx context.Context, path, file string) error {
 		return err
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("pprof %s: %w", path, err)
 	}
 	return f.Close()

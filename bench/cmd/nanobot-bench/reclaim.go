@@ -36,7 +36,7 @@ func reclaimFilePages(pid int) error {
 	if err != nil {
 		return fmt.Errorf("pidfd of %d: %w", pid, err)
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	// process_madvise takes at most IOV_MAX (1024) ranges per call.
 	for len(vecs) > 0 {
 		n := min(len(vecs), 1024)

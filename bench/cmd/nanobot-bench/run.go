@@ -152,7 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		o.bin = filepath.Join(dir, "nanobot")
 		args := []string{"-o", o.bin}
 		if o.profileDir != "" {
@@ -183,7 +183,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		if o.probes, err = buildProbes(ctx, dir, release, progress); err != nil {
 			return err
 		}

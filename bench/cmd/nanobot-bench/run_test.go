@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 	_ = os.RemoveAll(dir)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goroutines leaked: " + err.Error() + "\n")
+			_, _ = os.Stderr.WriteString("goroutines leaked: " + err.Error() + "\n")
 			code = 1
 		}
 	}

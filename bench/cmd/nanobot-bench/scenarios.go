@@ -312,8 +312,8 @@ func drive(ctx context.Context, o options, s setup, chats int, name string) (loa
 		d.think = o.think
 		res, err = d.run(ctx, o.warmup, o.window)
 		if err != nil {
-			cancel() // the profiler stops; wait for it before the gateway goes
-			<-profiled
+			cancel()       // the profiler stops; wait for it before the gateway goes
+			_ = <-profiled // the run's error is the one to report
 			return err
 		}
 		return <-profiled

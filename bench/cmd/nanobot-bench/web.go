@@ -140,6 +140,10 @@ func login(ctx context.Context, base string) (*webClient, error) {
 	return c, nil
 }
 
+// do sends in as JSON and decodes the answer into out; the response it
+// returns has its body read and closed.
+//
+//bodyclose:handled
 func (c *webClient) do(ctx context.Context, method, path string, in, out any) (*http.Response, error) {
 	body, _ := json.Marshal(in)
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
@@ -173,6 +177,7 @@ func (c *webClient) do(ctx context.Context, method, path string, in, out any) (*
 func (c *webClient) stream(ctx context.Context, chat string, types chan<- string) (func(), error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/chats/"+chat+"/events", nil)
 	req.Header.Set("Cookie", c.cookie)
+	//lint:ignore bodyclose the reader goroutine closes it, and the stop func returned
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
@@ -427,7 +432,7 @@ func firstVisible(ctx context.Context, h *harness, base string, n int) (latencie
 	if err != nil {
 		return latencies{}, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Headless,
 		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.UserDataDir(dir))

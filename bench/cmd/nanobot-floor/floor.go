@@ -188,7 +188,7 @@ func (f *floor) serve(ctx context.Context) error {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })}
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	defer func() { _ = srv.Close() }()
 
 	err = f.pollLoop(ctx)
 	// pollLoop has returned: nothing delivers any more. The chats stay in
@@ -330,6 +330,7 @@ func (f *floor) turn(ctx context.Context, c *chat, text string) error {
 		Messages: []goopenai.ChatCompletionMessage{{Role: "floor-messages"}},
 		Tools:    []goopenai.Tool{{Type: "floor-tools"}},
 		// nanobot sends these two as well.
+		//lint:ignore SA1019 as nanobot does for a model that is not a reasoning one (internal/provider/openai)
 		MaxTokens:     8192,
 		StreamOptions: &goopenai.StreamOptions{IncludeUsage: true},
 	})
@@ -343,14 +344,14 @@ func (f *floor) turn(ctx context.Context, c *chat, text string) error {
 			break
 		}
 		if err != nil {
-			stream.Close()
+			_ = stream.Close()
 			return fmt.Errorf("model stream: %w", err)
 		}
 		if len(resp.Choices) > 0 {
 			answer.WriteString(resp.Choices[0].Delta.Content)
 		}
 	}
-	stream.Close()
+	_ = stream.Close()
 
 	reply, err := json.Marshal(goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleAssistant, Content: answer.String()})
 	if err != nil {

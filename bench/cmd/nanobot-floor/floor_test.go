@@ -32,7 +32,7 @@ func TestFloorDoesATurnsWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	listen := ln.Addr().String()
-	ln.Close()
+	_ = ln.Close()
 	cfg, err := yaml.Marshal(map[string]any{
 		"agents":    map[string]any{"workspace": ws, "model": "openai/gpt-4o-mini"},
 		"providers": map[string]any{"openai": map[string]any{"api_key": openaifake.DefaultAPIKey, "base_url": llm.URL()}},
@@ -114,7 +114,7 @@ func lines(t *testing.T, path string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	n := 0
 	for sc := bufio.NewScanner(f); sc.Scan(); {
 		n++

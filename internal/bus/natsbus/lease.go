@@ -251,8 +251,8 @@ func (l *Lease) hold(ctx context.Context, kv jetstream.KeyValue, rev uint64, lea
 			continue
 		}
 		stopLead()
-		<-ended
-		l.log.Warn(l.key+" lease lost; stopped what it runs", zap.NamedError("reason", err))
+		stopped := <-ended // what it returned once stopped, if anything
+		l.log.Warn(l.key+" lease lost; stopped what it runs", zap.NamedError("reason", err), zap.NamedError("stopped", stopped))
 		return false, nil
 	}
 }

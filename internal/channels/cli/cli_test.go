@@ -206,7 +206,7 @@ func TestREPLInterrupts(t *testing.T) {
 		return []bus.OutboundMessage{{Kind: bus.KindFinal, Content: "echo " + m.Content}}
 	})
 	inR, inW := io.Pipe()
-	defer inW.Close()
+	defer func() { _ = inW.Close() }()
 	var out syncBuffer
 	c := New(b, &out)
 	c.Stream = true

@@ -285,7 +285,7 @@ func TestE2ERateLimitHonouredAndBounded(t *testing.T) {
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: bdm, Author: bob, Content: "b"})
 	e.receivedIs("a")
 	e.receivedIs("b")
-	e.stop() // drains the manager: every attempt it will make has been made
+	_ = e.stop() // drains the manager: every attempt it will make has been made
 	if n := posts(bdm); n < 2 || n > 9 {
 		t.Errorf("%d POSTs for an always limited answer, want 2-9 (20 ms waits within MaxWait 150 ms)", n)
 	}
@@ -422,7 +422,7 @@ func TestE2EAllowedMentionsOnEverySend(t *testing.T) {
 	_, ch, carol := e.guild()
 	e.fake.SendMessageCreate(discordfake.Incoming{ChannelID: ch, Author: carol, Content: "go"})
 	e.fake.WaitFor(t, "the answer", func() bool { return strings.Contains(joined(e.fake.Messages(ch)), "hi word") })
-	e.stop()
+	_ = e.stop()
 	var n int
 	for _, r := range e.fake.Requests() {
 		if r.Route != discordfake.RouteCreateMessage && r.Route != discordfake.RouteEditMessage {

@@ -172,7 +172,10 @@ func TestTransportUnknownOutcome(t *testing.T) {
 		unknown bool
 	}{{"POST", true}, {"PATCH", false}, {"DELETE", false}} {
 		req, _ := http.NewRequest(tt.method, "https://discord.com/api/v9/channels/1/messages", strings.NewReader("{}"))
-		_, err := tr.RoundTrip(req)
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
 		var uo *channels.UnknownOutcomeError
 		if err == nil || errors.As(err, &uo) != tt.unknown {
 			t.Errorf("%s hung up after sending: %v, unknown outcome %v", tt.method, err, tt.unknown)
@@ -181,7 +184,10 @@ func TestTransportUnknownOutcome(t *testing.T) {
 	// A refused connection never reached Discord: safe to retry.
 	srv.Close()
 	req, _ := http.NewRequest("POST", "https://discord.com/api/v9/channels/1/messages", strings.NewReader("{}"))
-	if _, err := tr.RoundTrip(req); err == nil || errors.As(err, new(*channels.UnknownOutcomeError)) {
+	if resp, err := tr.RoundTrip(req); err == nil || errors.As(err, new(*channels.UnknownOutcomeError)) {
+		if err == nil {
+			resp.Body.Close()
+		}
 		t.Errorf("refused connection: %v, want a plain (retryable) error", err)
 	}
 }

@@ -21,6 +21,7 @@ func TestClassify(t *testing.T) {
 	}
 	matrixErr := func(code int, errcode string, extra map[string]any) error {
 		re := &mautrix.RespError{ErrCode: errcode, StatusCode: code, ExtraData: extra}
+		//lint:ignore bodyclose a made-up response, with no body to close
 		return mautrix.HTTPError{Response: resp(code, http.Header{}), RespError: re}
 	}
 	for _, tc := range []struct {
@@ -35,6 +36,7 @@ func TestClassify(t *testing.T) {
 				return errors.As(err, &rl) && rl.RetryAfter == 1500*time.Millisecond
 			}},
 		{"a bare 429 with Retry-After",
+			//lint:ignore bodyclose a made-up response, with no body to close
 			mautrix.HTTPError{Response: resp(429, http.Header{"Retry-After": {"3"}})},
 			func(err error) bool {
 				var rl *channels.RateLimitError
@@ -53,6 +55,7 @@ func TestClassify(t *testing.T) {
 				return errors.As(err, &pe) && !errors.Is(err, errFatal)
 			}},
 		{"a 502 is transient",
+			//lint:ignore bodyclose a made-up response, with no body to close
 			mautrix.HTTPError{Response: resp(502, http.Header{})},
 			func(err error) bool {
 				var pe *channels.PermanentError

@@ -77,22 +77,28 @@ func TestTraceClientTellsWrittenFromNot(t *testing.T) {
 		_, _ = io.ReadAll(r.Body)
 		conn, _, err := w.(http.Hijacker).Hijack()
 		if err == nil {
-			conn.Close()
+			_ = conn.Close()
 		}
 	}))
 	defer drop.Close()
 	tc := traceClient{&http.Client{}}
 	req, _ := http.NewRequest(http.MethodPost, drop.URL, strings.NewReader("text=hi"))
-	_, err := tc.Do(req)
+	resp, err := tc.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
 	var aw *errAfterWrite
 	if !errors.As(err, &aw) {
 		t.Fatalf("dropped after write: %v, want errAfterWrite", err)
 	}
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
-	l.Close()
+	_ = l.Close()
 	req, _ = http.NewRequest(http.MethodPost, "http://"+addr, strings.NewReader("text=hi"))
-	if _, err := tc.Do(req); err == nil || errors.As(err, &aw) {
+	if resp, err := tc.Do(req); err == nil || errors.As(err, &aw) {
+		if err == nil {
+			resp.Body.Close()
+		}
 		t.Fatalf("refused connection: %v, want a plain (retryable) error", err)
 	}
 }
@@ -434,7 +440,7 @@ func TestJournalWriteAfterAFailedAppendCompacts(t *testing.T) {
 	if _, err := j.f.WriteString(`{"next_offset":99,"add":[{"upd`); err != nil {
 		t.Fatal(err)
 	}
-	j.f.Close()
+	_ = j.f.Close()
 	j.f = nil
 	if _, err := receive(j, []json.RawMessage{upd(11, "b")}, true); err != nil {
 		t.Fatal(err)
@@ -653,7 +659,7 @@ func TestFixLengthSendsSmallFormsWhole(t *testing.T) {
 				for i := 0; i < len(want); i += 1000 {
 					_, _ = pw.Write([]byte(want[i:min(i+1000, len(want))]))
 				}
-				pw.Close()
+				_ = pw.Close()
 			}()
 			req, _ := http.NewRequest(http.MethodPost, srv.URL, pr)
 			resp, err := traceClient{srv.Client()}.Do(req)
@@ -671,7 +677,10 @@ func TestFixLengthSendsSmallFormsWhole(t *testing.T) {
 		pw.CloseWithError(errors.New("bad form"))
 		req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/", pr)
 		var ae *errAfterWrite
-		if _, err := (traceClient{http.DefaultClient}).Do(req); err == nil || errors.As(err, &ae) {
+		if resp, err := (traceClient{http.DefaultClient}).Do(req); err == nil || errors.As(err, &ae) {
+			if err == nil {
+				resp.Body.Close()
+			}
 			t.Fatalf("err = %v, want a plain error (nothing sent)", err)
 		}
 	})

@@ -268,12 +268,12 @@ func TestTransportFailures(t *testing.T) {
 				t.Errorf("hijack: %v", err)
 				return
 			}
-			defer conn.Close()
+			defer func() { _ = conn.Close() }()
 			// A chunked response cut inside a chunk: the client sees an
 			// unexpected EOF, not a clean end.
 			event := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n"
-			fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n400\r\nevent: content_bl", len(event), event)
-			buf.Flush()
+			_, _ = fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n400\r\nevent: content_bl", len(event), event)
+			_ = buf.Flush()
 		}))
 		t.Cleanup(srv.Close)
 		client := &http.Client{Transport: &http.Transport{}}
@@ -363,7 +363,7 @@ func TestRawEvents(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "text/event-stream")
 				w.Header().Set("request-id", "req_raw")
-				fmt.Fprint(w, tt.body)
+				_, _ = fmt.Fprint(w, tt.body)
 			}))
 			t.Cleanup(srv.Close)
 			client := &http.Client{Transport: &http.Transport{}}

@@ -20,7 +20,7 @@ func TestUnreachableEndpointIsNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed := ln.Addr().String()
-	ln.Close()
+	_ = ln.Close()
 	hc := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(hc.CloseIdleConnections)
 	p := New("claude", config.ProviderConfig{Kind: "anthropic", APIKey: "sk-ant-test-0123456789", BaseURL: "http://" + closed},

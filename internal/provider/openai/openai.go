@@ -186,7 +186,7 @@ func (s *stream) run(parent context.Context, req llm.Request) {
 		if d.ended {
 			d.drain(cancel, p.drainWait)
 		}
-		cs.Close()
+		_ = cs.Close()
 		sp.release() // after Close: net/http may still hold the request until then
 	}()
 	s.read(parent, ctx, cs, d)

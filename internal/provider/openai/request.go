@@ -49,6 +49,7 @@ func (p *Provider) chatRequest(req llm.Request) goopenai.ChatCompletionRequest {
 		out.MaxCompletionTokens = req.MaxTokens
 		out.ReasoningEffort = req.ReasoningEffort
 	} else {
+		//lint:ignore SA1019 the OpenAI-compatible servers (vLLM, Ollama, OpenRouter's others) read max_tokens
 		out.MaxTokens = req.MaxTokens
 		if t := req.Temperature; t != nil {
 			out.Temperature = float32(*t)

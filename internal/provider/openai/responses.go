@@ -71,7 +71,7 @@ func (s *rstream) run(parent context.Context, req llm.Request) {
 		s.fail(p.callError(parent, ctx, d, err))
 		return
 	}
-	defer rs.Close()
+	defer func() { _ = rs.Close() }()
 	s.open = map[string]string{}
 	for {
 		ev, err := rs.Recv()

@@ -109,7 +109,10 @@ func TestResponsesHistory(t *testing.T) {
 	var raw struct {
 		Store *bool `json:"store"`
 	}
-	if json.Unmarshal(sent.Raw, &raw); raw.Store == nil || !*raw.Store {
+	if err := json.Unmarshal(sent.Raw, &raw); err != nil {
+		t.Fatalf("request body: %v: %s", err, sent.Raw)
+	}
+	if raw.Store == nil || !*raw.Store {
 		t.Errorf("store not sent as true: %s", sent.Raw)
 	}
 }

@@ -369,6 +369,9 @@ func TestFakeRejectsMaxTokensForReasoningModels(t *testing.T) {
 	}
 }
 
+// postJSON posts body to the fake and returns its answer, body closed.
+//
+//bodyclose:handled
 func postJSON(t *testing.T, fake *openaifake.Server, body string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, fake.URL()+"/chat/completions", strings.NewReader(body))

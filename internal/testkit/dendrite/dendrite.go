@@ -192,11 +192,11 @@ func (s *Server) start() error {
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		logf.Close()
+		_ = logf.Close()
 		return fmt.Errorf("start %s: %w", s.bin, err)
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(done) }()
 	s.mu.Lock()
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
@@ -332,7 +332,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

@@ -59,7 +59,7 @@ func (o *Outage) serve(ln net.Listener) {
 func (o *Outage) pipe(c net.Conn) {
 	up, err := net.Dial("tcp", o.target)
 	if err != nil {
-		c.Close()
+		_ = c.Close()
 		return
 	}
 	o.mu.Lock()
@@ -69,8 +69,8 @@ func (o *Outage) pipe(c net.Conn) {
 	copyAndClose := func(dst, src net.Conn) {
 		defer o.wg.Done()
 		_, _ = io.Copy(dst, src)
-		dst.Close()
-		src.Close()
+		_ = dst.Close()
+		_ = src.Close()
 	}
 	go copyAndClose(up, c)
 	go copyAndClose(c, up)
@@ -80,11 +80,11 @@ func (o *Outage) pipe(c net.Conn) {
 func (o *Outage) Down() {
 	o.mu.Lock()
 	if o.ln != nil {
-		o.ln.Close()
+		_ = o.ln.Close()
 		o.ln = nil
 	}
 	for c := range o.conns {
-		c.Close()
+		_ = c.Close()
 		delete(o.conns, c)
 	}
 	o.mu.Unlock()

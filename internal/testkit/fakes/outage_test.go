@@ -10,7 +10,7 @@ import (
 )
 
 func TestOutageCutsTheLinkAndRestoresItOnTheSameAddress(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "pong") }))
 	defer srv.Close()
 	link := fakes.NewOutage(t, srv.URL)
 	client := &http.Client{Transport: &http.Transport{}}

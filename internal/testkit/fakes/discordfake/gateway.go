@@ -2,6 +2,7 @@ package discordfake
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -113,7 +114,7 @@ func (s *Server) readLoop(c *conn) {
 	for {
 		_, data, err := c.ws.ReadMessage()
 		if err != nil {
-			if ce, ok := err.(*websocket.CloseError); ok {
+			if ce := (*websocket.CloseError)(nil); errors.As(err, &ce) {
 				s.clientClosed(c, ce.Code)
 			}
 			return

@@ -26,10 +26,11 @@ type client struct {
 func dial(t *testing.T, s *Server, path string) *client {
 	t.Helper()
 	url := "ws" + strings.TrimPrefix(s.URL(), "http") + path + "?v=10&encoding=json"
-	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+	ws, resp, err := websocket.DefaultDialer.Dial(url, nil)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
+	resp.Body.Close() // the handshake's, empty
 	t.Cleanup(func() { _ = ws.Close() })
 	c := &client{t: t, ws: ws}
 	if p := c.read(); p.Op != opHello {
@@ -274,6 +275,10 @@ func TestReconnectAndInvalidSession(t *testing.T) {
 	}
 }
 
+// do sends a request and returns the response with its body, read and
+// closed.
+//
+//bodyclose:handled
 func do(t *testing.T, s *Server, method, path, contentType string, body io.Reader, auth bool) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, s.URL()+path, body)

@@ -52,7 +52,7 @@ func (s *Server) transcriptionsHandler(w http.ResponseWriter, r *http.Request) {
 		bad("'file' is a required property", "file")
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	audio, err := io.ReadAll(f)
 	if err != nil {
 		bad("Could not read the uploaded file", "file")

@@ -693,6 +693,7 @@ func TestHoldAfterFirst(t *testing.T) {
 	}
 	req.Header.Set("Authorization", "Bearer "+fake.APIKey())
 	req.Header.Set("Content-Type", "application/json")
+	//lint:ignore bodyclose closed by the defer below; the reader goroutine hides it from the check
 	resp, err := testClient(t).Do(req)
 	if err != nil {
 		t.Fatal(err)

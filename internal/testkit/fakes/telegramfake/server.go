@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -567,7 +568,7 @@ func parseParams(r *http.Request) (map[string]string, map[string][]byte, error) 
 		mr := multipart.NewReader(bytes.NewReader(body), ctParams["boundary"])
 		for {
 			p, err := mr.NextPart()
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {

@@ -162,7 +162,8 @@ func TestSendEditDeleteAndErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/bot"+Token+"/getMe", nil)
-	if _, err := http.DefaultClient.Do(req); err == nil {
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
 		t.Fatal("a stalled call answered")
 	}
 	resp, _ := http.Post(s.URL()+"/botWRONG/getMe", "application/json", nil)
