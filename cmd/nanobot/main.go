@@ -1,5 +1,5 @@
-// Command nanobot is a personal AI assistant daemon for Telegram, Discord and
-// the command line. See README.md.
+// Command nanobot is a personal AI assistant daemon for chat apps (the channel
+// table, internal/channels/kinds), the browser and the command line. See README.md.
 package main
 
 import (

@@ -20,7 +20,7 @@ func newRootCmd(ints *interrupts) *cobra.Command {
 	g := &globalFlags{}
 	root := &cobra.Command{
 		Use:           "nanobot",
-		Short:         "A small, fast personal AI assistant for Telegram, Discord and the terminal",
+		Short:         "A small, fast personal AI assistant for your chat apps, the browser and the terminal",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
