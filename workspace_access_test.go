@@ -69,7 +69,7 @@ var fileAccessAllowed = map[string]struct{ calls, why string }{
 	"internal/usage/ledger.go":                 {"os.MkdirAll os.Open os.OpenFile os.ReadDir os.Remove os.Stat", "the usage ledger in usage.dir, outside the workspace"},
 	"internal/usage/readonly.go":               {"os.Stat", "the usage ledger in usage.dir, outside the workspace"},
 	"internal/usage/usagejs/usagejs.go":        {"os.ReadFile", "the ledger's stream cursor in usage.dir, outside the workspace"},
-	"internal/web/auth.go":                     {"os.Chmod os.OpenFile os.ReadFile os.Stat os.WriteFile", "the web token file in the data dir"},
+	"internal/web/auth.go":                     {"os.Chmod os.CreateTemp os.Link os.ReadFile os.Remove os.Stat os.WriteFile", "the web token file in the data dir"},
 }
 
 // TestDaemonFileAccess fails when product code outside the workspace layer

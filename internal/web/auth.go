@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -87,7 +88,10 @@ func WriteTokenFile(path, token string) error {
 }
 
 // EnsureTokenFile creates the token file when it is missing and reports
-// whether it did.
+// whether it did. The token is written to a file of its own first and then
+// linked into place, which fails if path exists: a reader (the login, or
+// `nanobot web token` run at the same moment) sees no file or the whole
+// token, never an empty file, and a token another process made is kept.
 func EnsureTokenFile(path string) (bool, error) {
 	if _, err := os.Stat(path); err == nil {
 		return false, nil
@@ -96,18 +100,25 @@ func EnsureTokenFile(path string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return false, nil
-	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
 	if err != nil {
 		return false, fmt.Errorf("create web token: %w", err)
 	}
+	tmp := f.Name()
+	defer func() { _ = os.Remove(tmp) }()
 	if _, err := f.WriteString(t + "\n"); err != nil {
 		_ = f.Close()
 		return false, fmt.Errorf("create web token: %w", err)
 	}
-	return true, f.Close()
+	if err := f.Close(); err != nil {
+		return false, fmt.Errorf("create web token: %w", err)
+	}
+	if err := os.Link(tmp, path); errors.Is(err, os.ErrExist) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("create web token: %w", err)
+	}
+	return true, nil
 }
 
 // login is a logged-in browser.
