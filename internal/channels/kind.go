@@ -3,6 +3,7 @@ package channels
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -90,6 +91,26 @@ type Chat struct {
 	// Metadata is what the adapter needs beside ID to send to the right
 	// place (a topic's thread id), as the outbound message's metadata.
 	Metadata map[string]string
+}
+
+// SplitKey reads a session key of the form "<name>:<chat>" or
+// "<name>:<chat><sep><sub>" (a topic, a thread), the shape SessionKey of
+// Telegram and Discord write: the chat, the part after sep, and whether
+// there was one. ok is false for another channel's key, an empty part, or a
+// part that holds a colon (which neither platform's ids do).
+func SplitKey(key, name, sep string) (chat, sub string, hasSub, ok bool) {
+	rest, found := strings.CutPrefix(key, name+":")
+	if !found || rest == "" {
+		return "", "", false, false
+	}
+	chat, sub, hasSub = strings.Cut(rest, sep)
+	switch {
+	case chat == "" || strings.Contains(chat, ":"):
+		return "", "", false, false
+	case hasSub && (sub == "" || strings.Contains(sub, ":")):
+		return "", "", false, false
+	}
+	return chat, sub, hasSub, true
 }
 
 // Adapter is what a Kind builds: the channel itself, its credential check

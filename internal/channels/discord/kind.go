@@ -2,7 +2,6 @@ package discord
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -62,18 +61,12 @@ func SessionKey(c channels.Chat) string {
 // Target reads a session key of SessionKey back into its chat: a thread's
 // replies go to the thread's channel.
 func Target(key string) (channels.Chat, bool) {
-	rest, ok := strings.CutPrefix(key, Name+":")
-	if !ok || rest == "" {
-		return channels.Chat{}, false
-	}
-	parent, thread, isThread := strings.Cut(rest, threadPart)
+	parent, thread, isThread, ok := channels.SplitKey(key, Name, threadPart)
 	switch {
-	case parent == "" || strings.Contains(parent, ":"):
+	case !ok:
 		return channels.Chat{}, false
 	case !isThread:
 		return channels.Chat{ID: parent}, true
-	case thread == "" || strings.Contains(thread, ":"):
-		return channels.Chat{}, false
 	}
 	return channels.Chat{ID: thread, Metadata: map[string]string{MetaThreadID: thread, MetaParentID: parent}}, true
 }

@@ -3,7 +3,6 @@ package telegram
 import (
 	"errors"
 	"net/url"
-	"strings"
 
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/config"
@@ -62,18 +61,12 @@ func SessionKey(c channels.Chat) string {
 
 // Target reads a session key of SessionKey back into its chat.
 func Target(key string) (channels.Chat, bool) {
-	rest, ok := strings.CutPrefix(key, Name+":")
-	if !ok || rest == "" {
-		return channels.Chat{}, false
-	}
-	chat, thread, topic := strings.Cut(rest, topicPart)
+	chat, thread, topic, ok := channels.SplitKey(key, Name, topicPart)
 	switch {
-	case chat == "" || strings.Contains(chat, ":"):
+	case !ok:
 		return channels.Chat{}, false
 	case !topic:
 		return channels.Chat{ID: chat}, true
-	case thread == "" || strings.Contains(thread, ":"):
-		return channels.Chat{}, false
 	}
 	return channels.Chat{ID: chat, Metadata: map[string]string{MetaThreadID: thread}}, true
 }
