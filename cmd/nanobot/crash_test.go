@@ -399,52 +399,73 @@ func TestKill9DuringDeliverySendsTheRecordedAnswer(t *testing.T) {
 // messages that queue up for a chat): one answer for both, nothing lost,
 // nothing answered twice.
 func TestKill9MidTurnOnDiscordThenRestart(t *testing.T) {
-	e := newGatewayEnv(t, "")
-	owner := e.addDiscord()
-	e.script.Func = hangOnceOn("first")
-	e.start()
-	e.dc.WaitReady(t, 1)
-	dm := e.dc.AddDM(owner)
-	say := func(text string) {
-		e.dc.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: owner, Content: text})
+	tests := []struct {
+		name string
+		// slow holds the download of the attachment of the message sent
+		// while down: its handling then lags far behind the resumed one's.
+		slow  time.Duration
+		files []discordfake.IncomingFile
+	}{
+		{name: "text"},
+		{name: "the later message's image downloads slowly", slow: 700 * time.Millisecond,
+			files: []discordfake.IncomingFile{{Name: "a.png", ContentType: "image/png", Data: crashTinyPNG}}},
 	}
-	say("first")
-	e.waitUntil("the model to be asked", func() bool { return e.requestsFor("first") == 1 })
-	e.kill9()
-	say("while down")
-
-	e.start()
-	answers := func() string {
-		var out []string
-		for _, m := range e.dc.Messages(dm) {
-			if !m.Deleted {
-				out = append(out, m.Content)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newGatewayEnv(t, "")
+			owner := e.addDiscord()
+			e.script.Func = hangOnceOn("first")
+			e.start()
+			e.dc.WaitReady(t, 1)
+			dm := e.dc.AddDM(owner)
+			say := func(text string, files ...discordfake.IncomingFile) {
+				e.dc.SendMessageCreate(discordfake.Incoming{ChannelID: dm, Author: owner, Content: text, Attachments: files})
 			}
-		}
-		return strings.Join(out, "|")
-	}
-	e.waitUntil("the answer after the restart", func() bool { return answers() == "answer to while down" })
-	say("third")
-	e.waitUntil("the third answer", func() bool { return answers() == "answer to while down|answer to third" })
-	e.stop()
+			say("first")
+			e.waitUntil("the model to be asked", func() bool { return e.requestsFor("first") == 1 })
+			e.kill9()
+			say("while down", tt.files...)
+			if tt.slow > 0 {
+				e.dc.Fail(discordfake.RouteAttachment, discordfake.Failure{Delay: tt.slow})
+			}
 
-	if got, want := answers(), "answer to while down|answer to third"; got != want {
-		t.Errorf("the DM shows %q, want %q", got, want)
-	}
-	if r := e.roles("discord:" + dm); r != "user,user,assistant,user,assistant" {
-		t.Errorf("session roles = %s, want each message once and one answer for the first two", r)
-	}
-	if n, m := e.requestsFor("first"), e.requestsFor("while down"); n != 1 || m != 1 {
-		t.Fatalf("model asked %d times ending with first (want 1: killed) and %d ending with the message sent while down (want 1)", n, m)
-	}
-	for _, r := range e.script.Requests() {
-		if strings.HasSuffix(r.LastUserText(), "\nwhile down") && !slices.ContainsFunc(r.Messages, func(m fakellm.Message) bool {
-			return m.Role == "user" && strings.HasSuffix(m.Text, "\nfirst")
-		}) {
-			t.Errorf("the resumed turn does not show the model the first message: %+v", r.Messages)
-		}
+			e.start()
+			answers := func() string {
+				var out []string
+				for _, m := range e.dc.Messages(dm) {
+					if !m.Deleted {
+						out = append(out, m.Content)
+					}
+				}
+				return strings.Join(out, "|")
+			}
+			e.waitUntil("the answer after the restart", func() bool { return answers() == "answer to while down" })
+			say("third")
+			e.waitUntil("the third answer", func() bool { return answers() == "answer to while down|answer to third" })
+			e.stop()
+
+			if got, want := answers(), "answer to while down|answer to third"; got != want {
+				t.Errorf("the DM shows %q, want %q", got, want)
+			}
+			if r := e.roles("discord:" + dm); r != "user,user,assistant,user,assistant" {
+				t.Errorf("session roles = %s, want each message once and one answer for the first two", r)
+			}
+			if n, m := e.requestsFor("first"), e.requestsFor("while down"); n != 1 || m != 1 {
+				t.Fatalf("model asked %d times ending with first (want 1: killed) and %d ending with the message sent while down (want 1)", n, m)
+			}
+			for _, r := range e.script.Requests() {
+				if strings.HasSuffix(r.LastUserText(), "\nwhile down") && !slices.ContainsFunc(r.Messages, func(m fakellm.Message) bool {
+					return m.Role == "user" && strings.HasSuffix(m.Text, "\nfirst")
+				}) {
+					t.Errorf("the resumed turn does not show the model the first message: %+v", r.Messages)
+				}
+			}
+		})
 	}
 }
+
+// crashTinyPNG is a 1×1 PNG.
+var crashTinyPNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82")
 
 // SIGKILL, and on disk what a crash in the middle of a journal write leaves:
 // a last line cut short (an append that never finished, so the batch in it

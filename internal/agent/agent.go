@@ -331,6 +331,8 @@ type Agent struct {
 	quitOnce sync.Once
 	// spareIdle is spareIdleTime; tests lengthen it.
 	spareIdle time.Duration
+	// backlogWait is backlogWaitTime; tests shorten it.
+	backlogWait time.Duration
 	// runCtx is Run's context: its end (shutdown past the grace period) is
 	// the only thing that cuts the publish of a final answer short.
 	runCtx context.Context
@@ -362,6 +364,9 @@ type sessionQueue struct {
 	// stopped says /stop cut the last turn short, so the next turn's
 	// message tells the model its previous answer was never given.
 	stopped bool
+	// arrived is signalled when a message is queued, for a session
+	// waiting for the rest of a backlog (InboundMessage.More).
+	arrived chan struct{}
 }
 
 // New returns an agent; it does no I/O.
@@ -380,24 +385,25 @@ func New(cfg Config, deps Deps, log *zap.Logger) *Agent {
 		obs = nopObserver{}
 	}
 	return &Agent{
-		redact:    redact,
-		cfg:       cfg,
-		model:     deps.Model,
-		store:     deps.Sessions,
-		tools:     deps.Tools,
-		out:       deps.Out,
-		prompt:    deps.Prompt,
-		now:       now,
-		log:       log,
-		obs:       obs,
-		budget:    deps.Budget,
-		started:   now(),
-		turns:     newTurnSlots(cfg.MaxConcurrentTurns, cfg.MaxGroupTurns, cfg.MaxTurnsPerGroup),
-		active:    make(map[string]*sessionQueue),
-		spare:     make(chan func()),
-		quit:      make(chan struct{}),
-		spareIdle: spareIdleTime,
-		runCtx:    context.Background(),
+		redact:      redact,
+		cfg:         cfg,
+		model:       deps.Model,
+		store:       deps.Sessions,
+		tools:       deps.Tools,
+		out:         deps.Out,
+		prompt:      deps.Prompt,
+		now:         now,
+		log:         log,
+		obs:         obs,
+		budget:      deps.Budget,
+		started:     now(),
+		turns:       newTurnSlots(cfg.MaxConcurrentTurns, cfg.MaxGroupTurns, cfg.MaxTurnsPerGroup),
+		active:      make(map[string]*sessionQueue),
+		spare:       make(chan func()),
+		quit:        make(chan struct{}),
+		spareIdle:   spareIdleTime,
+		backlogWait: backlogWaitTime,
+		runCtx:      context.Background(),
 
 		extra:       daemonCommands(deps.Commands, log),
 		memory:      deps.Memory,
@@ -459,7 +465,7 @@ func (a *Agent) enqueue(ctx context.Context, m bus.InboundMessage) {
 	a.mu.Lock()
 	q, ok := a.active[key]
 	if !ok {
-		q = &sessionQueue{}
+		q = &sessionQueue{arrived: make(chan struct{}, 1)}
 		a.active[key] = q
 		a.wg.Add(1)
 		a.runSession(ctx, func() { a.serve(ctx, key, q) })
@@ -471,6 +477,10 @@ func (a *Agent) enqueue(ctx context.Context, m bus.InboundMessage) {
 		q.pending = append([]bus.InboundMessage(nil), q.pending[over:]...)
 	}
 	a.mu.Unlock()
+	select {
+	case q.arrived <- struct{}{}:
+	default:
+	}
 	if len(dropped) > 0 {
 		for _, d := range dropped {
 			a.ack(d)
@@ -487,6 +497,36 @@ const (
 	spareIdleTime = time.Second
 	maxSpares     = 8
 )
+
+// backlogWaitTime bounds how long a session waits for the rest of a
+// backlog (InboundMessage.More) before it starts the turn with what came:
+// the rest follows within milliseconds unless the channel dropped it (a
+// stranger's message, a duplicate), and then the turn must not wait long.
+const backlogWaitTime = 2 * time.Second
+
+// awaitBacklog waits, with a.mu held on entry and on return, until the
+// last message queued on q is not marked More, the wait is over, or ctx
+// ends.
+func (a *Agent) awaitBacklog(ctx context.Context, q *sessionQueue) {
+	var timer *time.Timer
+	for len(q.pending) > 0 && q.pending[len(q.pending)-1].More {
+		if timer == nil {
+			timer = time.NewTimer(a.backlogWait)
+			defer timer.Stop()
+		}
+		a.mu.Unlock()
+		select {
+		case <-q.arrived:
+		case <-timer.C:
+			a.mu.Lock()
+			return
+		case <-ctx.Done():
+			a.mu.Lock()
+			return
+		}
+		a.mu.Lock()
+	}
+}
 
 // runSession runs f on a goroutine that has just finished a session's work,
 // if one is waiting, or on a new one, which waits spareIdle for more once f
@@ -536,6 +576,7 @@ func (a *Agent) serve(ctx context.Context, key string, q *sessionQueue) {
 	defer a.wg.Done()
 	for {
 		a.mu.Lock()
+		a.awaitBacklog(ctx, q)
 		if len(q.pending) == 0 || ctx.Err() != nil {
 			delete(a.active, key)
 			a.mu.Unlock()

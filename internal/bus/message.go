@@ -57,6 +57,13 @@ type InboundMessage struct {
 	// Content is never taken as a command, and tools that outlive the turn
 	// (spawn, cron) are not offered.
 	Ephemeral bool
+	// More says the channel is handing over several of this session's
+	// messages at once (a catch-up after a restart, a batch of updates)
+	// and the next one follows this one straight away. The agent starts no
+	// turn on a message marked More until the rest has come (for a moment
+	// at most), so what the user wrote while the bot was away is answered
+	// together, as a burst queued during a turn is.
+	More bool
 }
 
 // Key returns the session key: SessionKey if set, otherwise "channel:chat_id".

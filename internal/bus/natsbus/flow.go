@@ -67,6 +67,10 @@ func (b *Bus) holdInbound(ctx context.Context, msg jetstream.Msg) bool {
 		_ = msg.Nak()
 		return true
 	}
+	// A partition hands out one message at a time (MaxAckPending 1): the
+	// rest of a backlog comes only after this one's turn, so waiting for it
+	// (bus.InboundMessage.More) would only delay the answer.
+	m.More = false
 	h := &heldMsg{msg: msg, key: m.Key(), slot: true}
 	b.held.add(h)
 	m.Ack = func() { b.settle(h, true) }

@@ -79,6 +79,7 @@ type wireIn struct {
 	Model      string            `json:"model,omitempty"`
 	History    []llm.Message     `json:"history,omitempty"`
 	Ephemeral  bool              `json:"ephemeral,omitempty"`
+	More       bool              `json:"more,omitempty"`
 }
 
 func encodeIn(m bus.InboundMessage) ([]byte, error) {
@@ -86,7 +87,7 @@ func encodeIn(m bus.InboundMessage) ([]byte, error) {
 		Channel: m.Channel, SenderID: m.SenderID, SenderName: m.SenderName, ChatID: m.ChatID,
 		MessageID: m.MessageID, Content: m.Content, Media: m.Media, Metadata: m.Metadata,
 		SessionKey: m.SessionKey, Group: m.Group, Time: m.Time,
-		Model: m.Model, History: m.History, Ephemeral: m.Ephemeral,
+		Model: m.Model, History: m.History, Ephemeral: m.Ephemeral, More: m.More,
 	})
 }
 
@@ -99,7 +100,7 @@ func decodeIn(data []byte) (bus.InboundMessage, error) {
 		Channel: w.Channel, SenderID: w.SenderID, SenderName: w.SenderName, ChatID: w.ChatID,
 		MessageID: w.MessageID, Content: w.Content, Media: w.Media, Metadata: w.Metadata,
 		SessionKey: w.SessionKey, Group: w.Group, Time: w.Time,
-		Model: w.Model, History: w.History, Ephemeral: w.Ephemeral,
+		Model: w.Model, History: w.History, Ephemeral: w.Ephemeral, More: w.More,
 	}, nil
 }
 

@@ -164,25 +164,32 @@ func (c *Channel) catchUpChat(ctx context.Context, job catchUpJob) (int, error) 
 		}
 		return cmp.Compare(a.id, b.id)
 	})
+	// Handed over as one backlog: each but the last is marked as followed
+	// by more, so the agent answers them together
+	// (bus.InboundMessage.More), the resumed turn of a crash included.
 	queued := 0
+	var prev *discordgo.Message
+	flush := func(more bool) {
+		if prev != nil && c.queue(prev, more) {
+			queued++
+		}
+		prev = nil
+	}
 	for _, f := range todo {
 		m := f.m
+		if !f.edit && !c.fresh(m) {
+			continue
+		}
 		// The gates need the author's membership, which REST leaves out.
 		if m.GuildID != "" && m.Member == nil && len(c.cfg.AllowRoles) > 0 && m.Author != nil {
 			if member, err := c.sess.GuildMember(m.GuildID, m.Author.ID, discordgo.WithContext(ctx)); err == nil {
 				m.Member = member
 			}
 		}
-		if f.edit {
-			if c.queueEdit(m) {
-				queued++
-			}
-			continue
-		}
-		if c.receive(m) {
-			queued++
-		}
+		flush(true)
+		prev = m
 	}
+	flush(false)
 	return queued, nil
 }
 

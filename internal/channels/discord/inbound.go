@@ -47,18 +47,7 @@ func (c *Channel) onMessageUpdate(_ *discordgo.Session, e *discordgo.MessageUpda
 }
 
 // queueEdit queues an edit on its chat's lane; it reports whether it did.
-func (c *Channel) queueEdit(m *discordgo.Message) bool {
-	ctxp, lanes := c.runCtx.Load(), c.lanes.Load()
-	if ctxp == nil || lanes == nil {
-		return false
-	}
-	ctx := *ctxp
-	if err := lanes.Go(ctx, m.ChannelID, func() { c.handle(ctx, m) }); err != nil {
-		c.log.Info("edited message not handled: shutting down", zap.String("message", m.ID))
-		return false
-	}
-	return true
-}
+func (c *Channel) queueEdit(m *discordgo.Message) bool { return c.queue(m, false) }
 
 // receive queues a live or caught-up message on its chat's lane, waiting
 // while too many are pending, so a chat's messages keep their order and
@@ -66,11 +55,13 @@ func (c *Channel) queueEdit(m *discordgo.Message) bool {
 // it is not from a human, was seen before, or the channel is stopping (it
 // then stays pending, and the next start fetches it again).
 func (c *Channel) receive(m *discordgo.Message) bool {
+	return c.fresh(m) && c.queue(m, false)
+}
+
+// fresh reports whether m is a human's message not handled before; it
+// marks it seen.
+func (c *Channel) fresh(m *discordgo.Message) bool {
 	if !fromHuman(m, c.state.bot()) {
-		return false
-	}
-	ctxp, lanes := c.runCtx.Load(), c.lanes.Load()
-	if ctxp == nil || lanes == nil {
 		return false
 	}
 	if c.cursors != nil {
@@ -79,9 +70,20 @@ func (c *Channel) receive(m *discordgo.Message) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// queue puts m (a message or an edit) on its chat's lane; more marks it as
+// followed at once by another of the chat's (bus.InboundMessage.More). It
+// reports whether m was queued.
+func (c *Channel) queue(m *discordgo.Message, more bool) bool {
+	ctxp, lanes := c.runCtx.Load(), c.lanes.Load()
+	if ctxp == nil || lanes == nil {
+		return false
+	}
 	ctx := *ctxp
-	if err := lanes.Go(ctx, m.ChannelID, func() { c.handle(ctx, m) }); err != nil {
-		c.log.Info("inbound message not handled: shutting down", zap.String("message", m.ID))
+	if err := lanes.Go(ctx, m.ChannelID, func() { c.handle(ctx, m, more) }); err != nil {
+		c.log.Info("inbound message not handled: shutting down", zap.String("message", m.ID), zap.Bool("edit", m.EditedTimestamp != nil))
 		return false
 	}
 	return true
@@ -91,7 +93,7 @@ func (c *Channel) receive(m *discordgo.Message) bool {
 // access policy, dedupe, rate limits and /whoami. Attachments are fetched
 // only in Prepare, after the gate: a sender who is not allowed costs
 // nothing but this check.
-func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
+func (c *Channel) handle(ctx context.Context, m *discordgo.Message, more bool) {
 	bot := c.state.bot()
 	edit := m.EditedTimestamp != nil
 	in := bus.InboundMessage{
@@ -103,6 +105,7 @@ func (c *Channel) handle(ctx context.Context, m *discordgo.Message) {
 		Content:    m.Content,
 		Time:       m.Timestamp,
 		Metadata:   map[string]string{"is_group": "false"},
+		More:       more,
 	}
 	if edit {
 		// An edit is a message of its own (docs/channels.md#edited-messages):

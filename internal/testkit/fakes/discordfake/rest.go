@@ -49,6 +49,9 @@ type Failure struct {
 	Drop bool
 	// ChannelID, when set, limits the failure to calls for that channel.
 	ChannelID string
+	// Delay holds the call this long before it is answered (a slow CDN or
+	// API); with no Status and no Drop the call then succeeds.
+	Delay time.Duration
 }
 
 // Fail makes the next len(fs) matching calls of route fail, in order.
@@ -134,6 +137,16 @@ func (s *Server) wrap(route string, auth bool, h func(http.ResponseWriter, *http
 			}
 		}
 		s.mu.Unlock()
+		if f != nil && f.Delay > 0 {
+			select {
+			case <-time.After(f.Delay):
+			case <-r.Context().Done():
+				return
+			}
+			if f.Status == 0 && !f.Drop {
+				f = nil
+			}
+		}
 		rec.Header().Set("X-RateLimit-Bucket", fmt.Sprintf("%x", len(route)*7919))
 		rec.Header().Set("X-RateLimit-Limit", strconv.Itoa(rateLimitPerBucket))
 		switch {
