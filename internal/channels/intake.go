@@ -302,7 +302,8 @@ func (in *Intake) reply(ctx context.Context, m bus.InboundMessage, text string) 
 func whoamiText(m bus.InboundMessage, username string, allowed bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Your user id: `%s`", m.SenderID)
-	if username != "" {
+	// A Matrix id is its own @name: said once.
+	if username != "" && "@"+username != m.SenderID {
 		fmt.Fprintf(&b, " (@%s)", username)
 	}
 	fmt.Fprintf(&b, "\nThis chat: `%s`", m.ChatID)

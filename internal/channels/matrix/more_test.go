@@ -217,8 +217,8 @@ func TestPairingByDirectInvite(t *testing.T) {
 	bob := w.person("bob")
 	dm := bob.dm() // a stranger's direct invite is joined under pairing
 	bob.say(dm, "/whoami")
-	if got := bob.waitBot(dm, 1)[0].Content.Body; !strings.Contains(got, bob.id.String()) {
-		t.Errorf("/whoami answered %q, want the user id", got)
+	if got := bob.waitBot(dm, 1)[0].Content.Body; strings.Count(got, bob.id.String()) != 1 {
+		t.Errorf("/whoami answered %q, want the user id once", got)
 	}
 	bob.say(dm, "hello?")
 	code := bob.waitBot(dm, 2)[1].Content.Body
