@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -312,4 +313,65 @@ func TestStrangerRefused(t *testing.T) {
 			t.Errorf("the bot answered the stranger: %q", m.Content.Body)
 		}
 	}
+}
+
+// A crash in the middle of a turn: the message was handed to the agent and
+// the sync position moved past it, but no answer was delivered (no Ack).
+// What was on disk at that moment (copied while the turn hangs, as a
+// SIGKILL would leave it) makes the next start hand the message over
+// again, ahead of what was sent meanwhile, and marked as followed by it
+// (one backlog); once answered it is not handed over a third time.
+func TestCrashMidTurnHandsTheMessageOverAgain(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, dendrite.Options{})
+	data := t.TempDir()
+	hang := make(chan struct{})
+	e := w.start(setup{dataDir: data, agent: func(m bus.InboundMessage) reply {
+		if m.Content == "first" {
+			return reply{gate: hang, final: "late"}
+		}
+		return echo(m)
+	}})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hang) }) }
+	t.Cleanup(release) // before the env's own cleanup, which waits for the turn
+	alice := w.person("alice")
+	dm := alice.dm()
+	alice.say(dm, "first")
+	e.receivedIs("first")
+	path := filepath.Join(data, matrix.StateFile)
+	var crashed []byte
+	waitFor(t, "the position saved with the message unanswered", func() bool {
+		b, err := os.ReadFile(path)
+		crashed = b
+		return err == nil && strings.Contains(string(b), `"unanswered"`)
+	})
+	release()
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	alice.say(dm, "while down")
+	after := t.TempDir()
+	if err := os.WriteFile(filepath.Join(after, matrix.StateFile), crashed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := setup{dataDir: after}
+	e = w.start(s)
+	if m := e.receivedIs("first"); !m.More {
+		t.Error("the message handed over again is not marked as followed by more of the room's")
+	}
+	e.receivedIs("while down")
+	alice.waitBot(dm, 3) // late (the crashed run's), echo: first, echo: while down
+	waitFor(t, "the answers recorded", func() bool {
+		b, err := os.ReadFile(filepath.Join(after, matrix.StateFile))
+		return err == nil && !strings.Contains(string(b), `"unanswered"`)
+	})
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	e = w.start(s)
+	alice.say(dm, "third")
+	e.receivedIs("third")
 }

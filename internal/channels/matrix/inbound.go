@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,7 +21,7 @@ import (
 // reports whether the event is dealt with (published, or deliberately
 // dropped); false means the bus refused it (shutting down), and the next
 // start fetches it again.
-func (c *Channel) handleEvent(ctx context.Context, evt *event.Event) bool {
+func (c *Channel) handleEvent(ctx context.Context, evt *event.Event, more bool) bool {
 	if evt.Sender == c.bot {
 		return true
 	}
@@ -46,7 +47,22 @@ func (c *Channel) handleEvent(ctx context.Context, evt *event.Event) bool {
 	if !ok {
 		return true
 	}
+	a.Msg.More = more
+	// Held until answered (or dropped by the intake, which acknowledges
+	// it): saved with the sync position, so a crash mid-turn hands it
+	// over again at the next start (resume) instead of losing the answer.
+	room, eventID := evt.RoomID.String(), evt.ID.String()
+	if old, dropped := c.state.hold(room, eventID); dropped {
+		c.log.Warn("too many unanswered messages kept; the oldest will not be handed over again after a restart",
+			zap.String("room", old.Room), zap.String("event", old.Event))
+	}
+	// An Ack inside Admit (a message dropped, or answered at once) needs
+	// no save of its own: the sync loop saves after the batch.
+	var admitting atomic.Bool
+	admitting.Store(true)
+	a.Msg.Ack = func() { c.answered(eventID, !admitting.Load()) }
 	verdict, err := c.intake.Admit(ctx, a)
+	admitting.Store(false)
 	if errors.Is(err, context.Canceled) || (err != nil && ctx.Err() != nil) {
 		c.log.Info("inbound message not handed over: shutting down", zap.String("event", evt.ID.String()))
 		return false
@@ -62,6 +78,23 @@ func (c *Channel) handleEvent(ctx context.Context, evt *event.Event) bool {
 		}
 	}
 	return true
+}
+
+// stateSaveTimeout bounds a save of the sync state off the sync loop (a
+// KV bucket over the network when scaled out).
+const stateSaveTimeout = 10 * time.Second
+
+// answered drops a message from those to hand over again and saves that,
+// so a restart does not send its answer a second time.
+func (c *Channel) answered(eventID string, save bool) {
+	if !c.state.answered(eventID) || !save {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stateSaveTimeout)
+	defer cancel()
+	if err := c.state.save(ctx); err != nil {
+		c.log.Warn("matrix state not saved after an answer; a crash now sends that answer again", zap.Error(err))
+	}
 }
 
 // arrival builds the intake's Arrival for a message event: routing, group

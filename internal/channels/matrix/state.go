@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/nanobot-go/nanobot/internal/atomicfile"
@@ -39,16 +40,22 @@ func (f FileStore) Save(_ context.Context, data []byte) error {
 }
 
 // syncState is where the sync stands: the next_batch token up to which
-// every event was handled, and the events handled since it of a batch that
+// every event was handled, the events handled since it of a batch that
 // was cut short (by a stop), so that fetching that batch again after a
-// restart skips them. Saved when a batch is done and when Run ends, so a
-// clean restart neither loses nor repeats a message; a crash repeats at
-// most the batch in flight, and never loses one.
+// restart skips them, and the messages handed to the agent and not yet
+// answered, handed over again at the next start. Saved when a batch is
+// done, when an answer is delivered and when Run ends, so a clean restart
+// neither loses nor repeats a message; a crash repeats at most the batch
+// in flight, and a turn it cut is finished after the restart.
 type syncState struct {
 	store Store
 
-	mu  sync.Mutex
-	doc stateDoc
+	// saveMu orders the saves: the sync loop's and the acknowledgements'
+	// run on different goroutines, and a document taken earlier must not
+	// land after a later one.
+	saveMu sync.Mutex
+	mu     sync.Mutex
+	doc    stateDoc
 }
 
 type stateDoc struct {
@@ -60,7 +67,21 @@ type stateDoc struct {
 	Last map[string]string `json:"last,omitempty"`
 	// Told are the encrypted rooms already told they are not read.
 	Told []string `json:"encrypted_rooms_told,omitempty"`
+	// Unanswered are the messages handed to the agent whose answer was
+	// not delivered yet (their Ack has not come), oldest first: a crash
+	// or a stop before it does hands them over again at the next start.
+	Unanswered []heldEvent `json:"unanswered,omitempty"`
 }
+
+// heldEvent is a message handed over and not answered yet.
+type heldEvent struct {
+	Room  string `json:"room"`
+	Event string `json:"event"`
+}
+
+// maxUnanswered bounds the messages kept for a handing-over again: far
+// more than the turns a daemon runs at once; past it the oldest goes.
+const maxUnanswered = 512
 
 func newSyncState(store Store) *syncState { return &syncState{store: store} }
 
@@ -132,6 +153,40 @@ func (s *syncState) advance(next string) {
 	s.doc.NextBatch, s.doc.Done = next, nil
 }
 
+// hold records a message handed to the agent, until answered drops it.
+// It reports the oldest one dropped to make room, if any.
+func (s *syncState) hold(room, eventID string) (dropped heldEvent, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.doc.Unanswered {
+		if h.Event == eventID {
+			return heldEvent{}, false
+		}
+	}
+	s.doc.Unanswered = append(s.doc.Unanswered, heldEvent{Room: room, Event: eventID})
+	if len(s.doc.Unanswered) > maxUnanswered {
+		dropped, ok = s.doc.Unanswered[0], true
+		s.doc.Unanswered = slices.Delete(s.doc.Unanswered, 0, 1)
+	}
+	return dropped, ok
+}
+
+// answered drops a held message; it reports whether it was held.
+func (s *syncState) answered(eventID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.doc.Unanswered)
+	s.doc.Unanswered = slices.DeleteFunc(s.doc.Unanswered, func(h heldEvent) bool { return h.Event == eventID })
+	return len(s.doc.Unanswered) != n
+}
+
+// unanswered is a copy of the held messages, oldest first.
+func (s *syncState) unanswered() []heldEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.doc.Unanswered)
+}
+
 // tell reports whether room is yet to be told it is not read, and marks it.
 func (s *syncState) tell(room string) bool {
 	s.mu.Lock()
@@ -149,6 +204,8 @@ func (s *syncState) save(ctx context.Context) error {
 	if s.store == nil {
 		return nil
 	}
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
 	s.mu.Lock()
 	data, err := json.Marshal(s.doc)
 	s.mu.Unlock()

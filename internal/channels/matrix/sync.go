@@ -51,6 +51,7 @@ func syncFilter(limit int) string {
 func (c *Channel) syncLoop(ctx context.Context, lanes *channels.Lanes) error {
 	filter := syncFilter(c.timelineLimit)
 	var batch *mautrix.RespSync
+	resumed := false
 	for {
 		since := c.state.since()
 		err := c.retry(ctx, "sync", func() error {
@@ -75,7 +76,13 @@ func (c *Channel) syncLoop(ctx context.Context, lanes *channels.Lanes) error {
 			c.log.Info("matrix sync connected", zap.String("user", string(c.bot)))
 		}
 		c.setHealth(nil)
-		if !c.handleBatch(ctx, lanes, since, batch) {
+		var held map[id.RoomID][]*event.Event
+		if !resumed {
+			// The homeserver answers: first what an earlier run handed
+			// over and never answered, in each room ahead of the new.
+			held, resumed = c.resume(ctx), true
+		}
+		if !c.handleBatch(ctx, lanes, since, batch, held) {
 			return nil // stopped mid-batch: what was handled is in the state
 		}
 		c.state.advance(batch.NextBatch)
@@ -86,9 +93,13 @@ func (c *Channel) syncLoop(ctx context.Context, lanes *channels.Lanes) error {
 }
 
 // handleBatch handles one sync response: invites, membership changes and
-// room messages, each room's in order and rooms in parallel. It reports
-// whether every event was handled (false when ctx ended first).
-func (c *Channel) handleBatch(ctx context.Context, lanes *channels.Lanes, since string, b *mautrix.RespSync) bool {
+// room messages, each room's in order and rooms in parallel. resumed are
+// the messages an earlier run left unanswered (resume), per room: they go
+// first, and with what the batch brings for their room they are one
+// backlog (bus.InboundMessage.More), so the cut turn takes in what was
+// sent meanwhile. It reports whether every event was handled (false when
+// ctx ended first).
+func (c *Channel) handleBatch(ctx context.Context, lanes *channels.Lanes, since string, b *mautrix.RespSync, resumed map[id.RoomID][]*event.Event) bool {
 	for room, inv := range b.Rooms.Invite {
 		c.invited(ctx, room, inv)
 	}
@@ -101,6 +112,32 @@ func (c *Channel) handleBatch(ctx context.Context, lanes *channels.Lanes, since 
 	}
 	var wg sync.WaitGroup
 	complete := true
+	// dispatch queues a room's events on its lane; the resumed ones are
+	// not marked handled (they belong to no batch).
+	dispatch := func(room id.RoomID, items []queued) {
+		more := -1 // the last message of a backlog: the others are marked
+		if len(resumed[room]) > 0 {
+			for i, it := range items {
+				if c.isMessage(it.evt) {
+					more = i
+				}
+			}
+		}
+		for i, it := range items {
+			wg.Add(1)
+			err := lanes.Go(ctx, room.String(), func() {
+				defer wg.Done()
+				if c.handleEvent(ctx, it.evt, i < more && c.isMessage(it.evt)) && !it.resumed {
+					c.state.markHandled(room.String(), it.evt.ID.String())
+				}
+			})
+			if err != nil {
+				wg.Done()
+				complete = false
+				return
+			}
+		}
+	}
 	for room, jr := range b.Rooms.Join {
 		for _, evt := range jr.State.Events {
 			c.membership(room, evt)
@@ -113,27 +150,83 @@ func (c *Channel) handleBatch(ctx context.Context, lanes *channels.Lanes, since 
 		} else if jr.Timeline.Limited && jr.Timeline.PrevBatch != "" {
 			events = append(c.fillGap(ctx, room, jr.Timeline.PrevBatch, since), events...)
 		}
+		var items []queued
+		for _, evt := range resumed[room] {
+			items = append(items, queued{evt: evt, resumed: true})
+		}
 		for _, evt := range events {
 			evt.RoomID = room
 			if c.membership(room, evt) || evt.StateKey != nil || c.state.handled(evt.ID.String()) {
 				continue
 			}
-			wg.Add(1)
-			err := lanes.Go(ctx, room.String(), func() {
-				defer wg.Done()
-				if c.handleEvent(ctx, evt) {
-					c.state.markHandled(room.String(), evt.ID.String())
-				}
-			})
-			if err != nil {
-				wg.Done()
-				complete = false
-				break
-			}
+			items = append(items, queued{evt: evt})
 		}
+		dispatch(room, items)
+	}
+	for room, evts := range resumed {
+		if _, ok := b.Rooms.Join[room]; ok {
+			continue
+		}
+		items := make([]queued, 0, len(evts))
+		for _, evt := range evts {
+			items = append(items, queued{evt: evt, resumed: true})
+		}
+		dispatch(room, items)
 	}
 	wg.Wait()
 	return complete && ctx.Err() == nil
+}
+
+// queued is an event for a room's lane.
+type queued struct {
+	evt *event.Event
+	// resumed: handed over before, by an earlier run (resume).
+	resumed bool
+}
+
+// isMessage reports whether evt is a message from someone else, the kind
+// handleEvent hands to the agent.
+func (c *Channel) isMessage(evt *event.Event) bool {
+	return evt.Sender != c.bot && (evt.Type.Type == event.EventMessage.Type || evt.Type.Type == event.EventSticker.Type)
+}
+
+// resume fetches the messages an earlier run handed over and never saw
+// answered (a crash or a stop mid-turn), per room and oldest first, for
+// handleBatch to hand over again: the agent finds each in its session and
+// finishes the turn, or sends the answer it saved, instead of answering
+// twice (internal/agent/replay.go). A message the homeserver no longer
+// gives out (redacted, the room left) is dropped with a log line; one that
+// fails otherwise is kept for the next start.
+func (c *Channel) resume(ctx context.Context) map[id.RoomID][]*event.Event {
+	held := c.state.unanswered()
+	if len(held) == 0 {
+		return nil
+	}
+	out := map[id.RoomID][]*event.Event{}
+	n := 0
+	for _, h := range held {
+		evt, err := c.cli.GetEvent(ctx, id.RoomID(h.Room), id.EventID(h.Event))
+		if err != nil {
+			err = classify("fetch an unanswered message", err)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if perm := (*channels.PermanentError)(nil); errors.As(err, &perm) {
+				c.log.Warn("unanswered message no longer readable; not handing it over again",
+					zap.String("room", h.Room), zap.String("event", h.Event), zap.Error(err))
+				c.state.answered(h.Event)
+				continue
+			}
+			c.log.Warn("unanswered message not fetched; trying again at the next start",
+				zap.String("room", h.Room), zap.String("event", h.Event), zap.Error(err))
+			continue
+		}
+		evt.RoomID = id.RoomID(h.Room)
+		out[evt.RoomID] = append(out[evt.RoomID], evt)
+		n++
+	}
+	c.log.Info("handing over again the messages a restart left unanswered", zap.Int("messages", n))
+	return out
 }
 
 // joinedAt is the index of the bot's own join in a timeline, or -1.
