@@ -336,6 +336,34 @@ func TestKill9MidTurnThenRestart(t *testing.T) {
 	}
 }
 
+// SIGKILL while the model answers alice, who writes again while the daemon
+// is down: after the restart her first message comes back from the update
+// journal and the second from getUpdates, one backlog, so the resumed turn
+// takes in both and she gets one answer, as on Discord.
+func TestKill9MidTurnThenRestartWithAMessageSentWhileDown(t *testing.T) {
+	e := newGatewayEnv(t, "")
+	e.script.Func = hangOnceOn("first")
+	e.start()
+	first := e.say(alice, "first")
+	e.waitUntil("the model to be asked", func() bool { return e.requestsFor("first") == 1 })
+	e.tg.Wait(t, "the first message to be journaled", func() bool { return e.tg.Confirmed() > first })
+	e.kill9()
+	e.say(alice, "while down")
+
+	e.start()
+	e.waitVisible(alice, "answer to while down")
+	e.say(alice, "third")
+	e.waitVisible(alice, "answer to while down|answer to third")
+	e.stop()
+
+	if r := e.sessionRoles(alice); r != "user,user,assistant,user,assistant" {
+		t.Errorf("session roles = %s, want each message once and one answer for the first two", r)
+	}
+	if n, m := e.requestsFor("first"), e.requestsFor("while down"); n != 1 || m != 1 {
+		t.Errorf("model asked %d times ending with first (want 1: killed) and %d ending with the message sent while down (want 1)", n, m)
+	}
+}
+
 // SIGKILL after an answer was delivered and acknowledged: the restart does
 // not answer it again.
 func TestKill9AfterAnswerDoesNotRepeatIt(t *testing.T) {

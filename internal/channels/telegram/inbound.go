@@ -24,7 +24,7 @@ const (
 
 // handle turns one message (or an album's messages) into an arrival and runs
 // it through the intake. It runs on the chat's lane.
-func (c *Channel) handle(parts []*models.Update) {
+func (c *Channel) handle(parts []*models.Update, more bool) {
 	ctx := c.handCtx
 	ids := make([]int64, len(parts))
 	for i, u := range parts {
@@ -47,6 +47,7 @@ func (c *Channel) handle(parts []*models.Update) {
 	}
 	a := c.arrival(first, me)
 	a.Msg.Ack = ack
+	a.Msg.More = more
 	a.Said = said(msgs, me, first.EditDate != 0)
 	if a.Said.Text == "" && len(a.Said.Items) == 0 && a.Said.Reply == nil && !hasMedia(msgs) && isService(first) {
 		ack() // a member joined, a title changed: nobody said anything

@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -22,7 +23,7 @@ import (
 // bot is poll_timeout later (and /readyz, Docker's health and orchestrators
 // would wait that long for nothing). While a long poll is pending the
 // channel stays ready; a failure or a stall makes it not ready.
-func (c *Channel) poll(ctx context.Context) {
+func (c *Channel) poll(ctx context.Context, replay []json.RawMessage) {
 	if err := c.deleteWebhook(ctx); err != nil {
 		if ctx.Err() != nil {
 			return
@@ -48,6 +49,11 @@ func (c *Channel) poll(ctx context.Context) {
 		raw, err := c.getUpdates(cctx, offset, timeout)
 		stalled := errors.Is(cctx.Err(), context.DeadlineExceeded)
 		cancel()
+		if replay != nil && (err != nil || len(raw) == 0) {
+			// Nothing came with the replayed updates: they go alone.
+			c.acceptBacklog(ctx, replay)
+			replay = nil
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -71,8 +77,13 @@ func (c *Channel) poll(ctx context.Context) {
 		}
 		// The turns start while the batch is fsync'd; only a durable batch
 		// is confirmed, by the next getUpdates' offset.
-		for _, u := range fresh {
-			c.accept(ctx, u)
+		if replay != nil {
+			c.acceptBacklog(ctx, append(replay, fresh...))
+			replay = nil
+		} else {
+			for _, u := range fresh {
+				c.accept(ctx, u)
+			}
 		}
 		if err := syncJournal(); err != nil {
 			// Telegram redelivers the batch; the journal recognises it

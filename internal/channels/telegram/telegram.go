@@ -240,15 +240,18 @@ func (c *Channel) Run(ctx context.Context) error {
 	c.handCtx = context.WithoutCancel(ctx)
 	c.runMu.Unlock()
 
-	for _, raw := range c.journal.replay() {
-		c.log.Info("replaying an update received before the last shutdown but never recorded")
-		c.accept(ctx, raw)
+	// Updates received before the last shutdown and never answered come
+	// back; when polling they wait for the first getUpdates, so that with
+	// what was sent meanwhile they are one backlog (acceptBacklog).
+	replay := c.journal.replay()
+	if len(replay) > 0 {
+		c.log.Info("replaying updates received before the last shutdown but never answered", zap.Int("updates", len(replay)))
 	}
-
 	if c.cfg.Mode == "webhook" {
+		c.acceptBacklog(ctx, replay)
 		c.runWebhook(ctx)
 	} else {
-		c.poll(ctx)
+		c.poll(ctx, replay)
 	}
 
 	// Stop taking updates, hand over albums still collecting, then let the
@@ -310,17 +313,67 @@ func (c *Channel) setCommands(ctx context.Context) {
 // accept takes one update from Telegram (poll, webhook or replay): albums
 // are collected, everything else goes to its chat's lane.
 func (c *Channel) accept(ctx context.Context, raw json.RawMessage) {
+	if u, ok := c.decode(raw); ok {
+		c.dispatch(ctx, u, false)
+	}
+}
+
+// acceptBacklog takes the updates of a start — those replayed from the
+// journal and the first getUpdates' — as one backlog: in each chat (a
+// forum topic apart) every message but the last is marked as followed by
+// more (bus.InboundMessage.More), so a turn a restart cut is resumed with
+// what the user sent while the daemon was down, and answered once.
+func (c *Channel) acceptBacklog(ctx context.Context, raws []json.RawMessage) {
+	var ups []models.Update
+	for _, raw := range raws {
+		if u, ok := c.decode(raw); ok {
+			ups = append(ups, u)
+		}
+	}
+	last := map[string]int{}
+	for i, u := range ups {
+		if plain(u.Message) {
+			last[backlogKey(u.Message)] = i
+		}
+	}
+	for i, u := range ups {
+		c.dispatch(ctx, u, plain(u.Message) && i < last[backlogKey(u.Message)])
+	}
+}
+
+// plain reports a message handed over on its own (not an album's part,
+// which waits for the rest of its album).
+func plain(m *models.Message) bool { return m.MediaGroupID == "" || m.EditDate != 0 }
+
+// backlogKey tells a backlog's conversations apart: a chat, and in a forum
+// each topic.
+func backlogKey(m *models.Message) string {
+	key := strconv.FormatInt(m.Chat.ID, 10)
+	if m.IsTopicMessage {
+		key += "/" + strconv.Itoa(m.MessageThreadID)
+	}
+	return key
+}
+
+// decode reads an update; one that is not a message to handle is
+// acknowledged at once and reported false.
+func (c *Channel) decode(raw json.RawMessage) (models.Update, bool) {
 	u, err := decodeUpdate(raw)
 	if err != nil {
 		c.log.Warn("undecodable update skipped", zap.Error(err))
 		c.journal.ack(peekID(raw))
-		return
+		return models.Update{}, false
 	}
-	m := u.Message
-	if m == nil || liveLocationMoved(m) {
+	if m := u.Message; m == nil || liveLocationMoved(m) {
 		c.journal.ack(u.ID)
-		return
+		return models.Update{}, false
 	}
+	return u, true
+}
+
+// dispatch puts a decoded message on its chat's lane, or its album.
+func (c *Channel) dispatch(ctx context.Context, u models.Update, more bool) {
+	m := u.Message
 	c.runMu.RLock()
 	lanes, albums := c.lanes, c.albums
 	c.runMu.RUnlock()
@@ -328,13 +381,13 @@ func (c *Channel) accept(ctx context.Context, raw json.RawMessage) {
 		return // shutting down: stays in the journal, replayed next start
 	}
 	key := strconv.FormatInt(m.Chat.ID, 10)
-	run := func() { c.handle([]*models.Update{&u}) }
-	if m.MediaGroupID != "" && m.EditDate == 0 {
+	run := func() { c.handle([]*models.Update{&u}, more) }
+	if !plain(m) {
 		g := albums.add(&u)
 		if g == nil {
 			return // a later part: its album is in line already
 		}
-		run = func() { c.handle(g.collected()) }
+		run = func() { c.handle(g.collected(), false) }
 	}
 	if err := lanes.Go(ctx, key, run); err != nil {
 		c.log.Debug("update left for replay", zap.Int64("update", u.ID), zap.Error(err))
