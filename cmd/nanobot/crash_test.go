@@ -435,7 +435,7 @@ func TestKill9MidTurnOnDiscordThenRestart(t *testing.T) {
 		files []discordfake.IncomingFile
 	}{
 		{name: "text"},
-		{name: "the later message's image downloads slowly", slow: 700 * time.Millisecond,
+		{name: "the later message's image downloads slowly", slow: 400 * time.Millisecond,
 			files: []discordfake.IncomingFile{{Name: "a.png", ContentType: "image/png", Data: crashTinyPNG}}},
 	}
 	for _, tt := range tests {

@@ -225,7 +225,9 @@ func (c *Channel) resume(ctx context.Context) map[id.RoomID][]*event.Event {
 		out[evt.RoomID] = append(out[evt.RoomID], evt)
 		n++
 	}
-	c.log.Info("handing over again the messages a restart left unanswered", zap.Int("messages", n))
+	if n > 0 {
+		c.log.Info("handing over again the messages a restart left unanswered", zap.Int("messages", n))
+	}
 	return out
 }
 
