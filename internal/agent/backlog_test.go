@@ -26,16 +26,16 @@ func TestBacklogIsAnsweredAsOneTurn(t *testing.T) {
 		together bool
 	}{
 		{name: "three messages, the last unmarked: one turn",
-			wait: time.Minute,
-			msgs: []bus.InboundMessage{{Content: "first", More: true}, {Content: "second", More: true}, {Content: "third"}},
+			wait:  time.Minute,
+			msgs:  []bus.InboundMessage{{Content: "first", More: true}, {Content: "second", More: true}, {Content: "third"}},
 			turns: []string{"third"}, together: true},
 		{name: "the rest never comes: answered after the wait",
-			wait: 50 * time.Millisecond,
-			msgs: []bus.InboundMessage{{Content: "alone", More: true}},
+			wait:  50 * time.Millisecond,
+			msgs:  []bus.InboundMessage{{Content: "alone", More: true}},
 			turns: []string{"alone"}},
 		{name: "unmarked messages are not held",
-			wait: time.Minute,
-			msgs: []bus.InboundMessage{{Content: "one"}},
+			wait:  time.Minute,
+			msgs:  []bus.InboundMessage{{Content: "one"}},
 			turns: []string{"one"}},
 	}
 	for _, tt := range tests {
