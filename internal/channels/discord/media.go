@@ -3,13 +3,10 @@ package discord
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -17,9 +14,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nanobot-go/nanobot/internal/bytesize"
+	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
-	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // media is what the attachments of one inbound message became.
@@ -153,75 +150,20 @@ func isImage(mimeType string) bool {
 	return false
 }
 
-// outboundFiles turns image and file_ref parts into uploads. Paths are
-// resolved inside the workspace (symlinks cannot leave it) and never reach
-// sessions/.
+// outboundFiles turns image and file_ref parts into uploads
+// (channels.UploadOf: inside the workspace, never sessions/).
 func (c *Channel) outboundFiles(parts []llm.Part) ([]*discordgo.File, error) {
 	var files []*discordgo.File
 	for i, p := range parts {
-		switch {
-		case p.Kind == llm.PartImage && p.Image != nil && len(p.Image.Data) > 0:
-			ext := ".png"
-			if exts, _ := mime.ExtensionsByType(p.Image.MIME); len(exts) > 0 {
-				ext = exts[0]
-			}
-			files = append(files, &discordgo.File{Name: fmt.Sprintf("image-%d%s", i+1, ext),
-				ContentType: p.Image.MIME, Reader: bytes.NewReader(p.Image.Data)})
-		case p.Kind == llm.PartImage && p.Image != nil && p.Image.Path != "":
-			f, err := c.workspaceFile(p.Image.Path, "", p.Image.MIME)
-			if err != nil {
-				return nil, err
-			}
-			files = append(files, f)
-		case p.Kind == llm.PartFileRef && p.File != nil:
-			f, err := c.workspaceFile(p.File.Path, p.File.Name, p.File.MIME)
-			if err != nil {
-				return nil, err
-			}
-			files = append(files, f)
+		u, ok, err := channels.UploadOf(p, i, c.deps.Workspace, c.cfg.MaxMediaBytes)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			files = append(files, &discordgo.File{Name: u.Name, ContentType: u.MIME, Reader: bytes.NewReader(u.Data)})
 		}
 	}
 	return files, nil
-}
-
-func (c *Channel) workspaceFile(p, name, mimeType string) (*discordgo.File, error) {
-	if c.deps.Workspace == "" {
-		return nil, fmt.Errorf("file %s: no workspace configured", p)
-	}
-	rel := p
-	if filepath.IsAbs(p) {
-		r, err := filepath.Rel(c.deps.Workspace, p)
-		if err != nil {
-			return nil, fmt.Errorf("file %s: outside the workspace", p)
-		}
-		rel = r
-	}
-	rel = filepath.ToSlash(filepath.Clean(rel))
-	if !filepath.IsLocal(rel) || rel == "sessions" || strings.HasPrefix(rel, "sessions/") {
-		return nil, fmt.Errorf("file %s: not allowed (outside the workspace or in sessions/)", p)
-	}
-	// The daemon's confined access: no link out, no FIFO, nothing over the
-	// upload limit is read.
-	files, err := workspace.OpenFiles(c.deps.Workspace, nil)
-	if err != nil {
-		return nil, fmt.Errorf("open workspace: %w", err)
-	}
-	defer files.Close()
-	data, err := files.ReadFile(rel, c.cfg.MaxMediaBytes)
-	if errors.Is(err, workspace.ErrTooLarge) {
-		return nil, fmt.Errorf("file %s: over the %s upload limit", p, bytesize.Format(c.cfg.MaxMediaBytes))
-	} else if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("file %s: no such file", p)
-	} else if err != nil {
-		return nil, fmt.Errorf("file %s: %w", p, err)
-	}
-	if name == "" {
-		name = path.Base(rel)
-	}
-	if mimeType == "" {
-		mimeType = mime.TypeByExtension(path.Ext(name))
-	}
-	return &discordgo.File{Name: inbox.SafeName(name), ContentType: mimeType, Reader: bytes.NewReader(data)}, nil
 }
 
 // imageURLs returns the URLs of image parts that have no bytes or path; they

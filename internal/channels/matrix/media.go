@@ -2,12 +2,9 @@ package matrix
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
-	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -17,9 +14,9 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/bus"
 	"github.com/nanobot-go/nanobot/internal/bytesize"
+	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/inbox"
 	"github.com/nanobot-go/nanobot/internal/llm"
-	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // prepare fetches the image, voice message or file of an admitted message
@@ -138,73 +135,18 @@ type upload struct {
 	data       []byte
 }
 
-// outboundFiles reads the image and file_ref parts to upload. Paths are
-// resolved inside the workspace (no link out) and never reach sessions/.
+// outboundFiles reads the image and file_ref parts to upload
+// (channels.UploadOf: inside the workspace, never sessions/).
 func (c *Channel) outboundFiles(parts []llm.Part) ([]upload, error) {
 	var out []upload
 	for i, p := range parts {
-		switch {
-		case p.Kind == llm.PartImage && p.Image != nil && len(p.Image.Data) > 0:
-			ext := ".png"
-			if exts, _ := mime.ExtensionsByType(p.Image.MIME); len(exts) > 0 {
-				ext = exts[0]
-			}
-			out = append(out, upload{name: fmt.Sprintf("image-%d%s", i+1, ext), mime: p.Image.MIME, data: p.Image.Data})
-		case p.Kind == llm.PartImage && p.Image != nil && p.Image.Path != "":
-			u, err := c.workspaceFile(p.Image.Path, "", p.Image.MIME)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, u)
-		case p.Kind == llm.PartFileRef && p.File != nil:
-			u, err := c.workspaceFile(p.File.Path, p.File.Name, p.File.MIME)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, u)
+		u, ok, err := channels.UploadOf(p, i, c.deps.Workspace, c.cfg.MaxMediaBytes)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, upload{name: u.Name, mime: u.MIME, data: u.Data})
 		}
 	}
 	return out, nil
-}
-
-func (c *Channel) workspaceFile(p, name, mimeType string) (upload, error) {
-	if c.deps.Workspace == "" {
-		return upload{}, fmt.Errorf("file %s: no workspace configured", p)
-	}
-	rel := p
-	if filepath.IsAbs(p) {
-		r, err := filepath.Rel(c.deps.Workspace, p)
-		if err != nil {
-			return upload{}, fmt.Errorf("file %s: outside the workspace", p)
-		}
-		rel = r
-	}
-	rel = filepath.ToSlash(filepath.Clean(rel))
-	if !filepath.IsLocal(rel) || rel == "sessions" || strings.HasPrefix(rel, "sessions/") {
-		return upload{}, fmt.Errorf("file %s: not allowed (outside the workspace or in sessions/)", p)
-	}
-	files, err := workspace.OpenFiles(c.deps.Workspace, nil)
-	if err != nil {
-		return upload{}, fmt.Errorf("open workspace: %w", err)
-	}
-	defer files.Close()
-	data, err := files.ReadFile(rel, c.cfg.MaxMediaBytes)
-	switch {
-	case errors.Is(err, workspace.ErrTooLarge):
-		return upload{}, fmt.Errorf("file %s: over the %s upload limit", p, bytesize.Format(c.cfg.MaxMediaBytes))
-	case errors.Is(err, os.ErrNotExist):
-		return upload{}, fmt.Errorf("file %s: no such file", p)
-	case err != nil:
-		return upload{}, fmt.Errorf("file %s: %w", p, err)
-	}
-	if name == "" {
-		name = path.Base(rel)
-	}
-	if mimeType == "" {
-		mimeType = mime.TypeByExtension(path.Ext(name))
-	}
-	if mimeType == "" {
-		mimeType = "application/octet-stream"
-	}
-	return upload{name: inbox.SafeName(name), mime: mimeType, data: data}, nil
 }

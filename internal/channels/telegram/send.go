@@ -3,11 +3,8 @@ package telegram
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-telegram/bot"
@@ -15,7 +12,6 @@ import (
 
 	"github.com/nanobot-go/nanobot/internal/channels"
 	"github.com/nanobot-go/nanobot/internal/llm"
-	"github.com/nanobot-go/nanobot/internal/workspace"
 )
 
 // TypingInterval is how often Telegram's typing indicator must be renewed
@@ -94,7 +90,7 @@ func threadID(meta map[string]string) int {
 func (c *Channel) sendMedia(ctx context.Context, chat int64, thread int, reply *models.ReplyParameters, parts []llm.Part) (channels.Sent, error) {
 	var last channels.Sent
 	for i, p := range parts {
-		name, data, isImage, err := c.mediaBytes(p)
+		name, data, isImage, err := c.mediaBytes(p, i)
 		if err != nil {
 			return last, &channels.PermanentError{Err: fmt.Errorf("telegram send media %d: %w", i, err)}
 		}
@@ -116,46 +112,19 @@ func (c *Channel) sendMedia(ctx context.Context, chat int64, thread int, reply *
 	return last, nil
 }
 
-func (c *Channel) mediaBytes(p llm.Part) (name string, data []byte, image bool, err error) {
+// mediaBytes reads what a part attaches (channels.UploadOf: inside the
+// workspace, never sessions/, nothing over Telegram's limit read).
+func (c *Channel) mediaBytes(p llm.Part, i int) (name string, data []byte, image bool, err error) {
+	u, ok, err := channels.UploadOf(p, i, c.deps.Workspace, maxUploadBytes)
 	switch {
-	case p.Kind == llm.PartImage && p.Image != nil:
-		if len(p.Image.Data) > 0 {
-			return "image" + extFor(p.Image.MIME), p.Image.Data, true, nil
-		}
-		if p.Image.Path != "" {
-			data, err := c.readWorkspace(p.Image.Path)
-			return filepath.Base(p.Image.Path), data, true, err
-		}
+	case err != nil:
+		return "", nil, false, err
+	case !ok && p.Kind == llm.PartImage:
 		return "", nil, false, fmt.Errorf("image part has neither data nor a path (URLs are not uploaded)")
-	case p.Kind == llm.PartFileRef && p.File != nil:
-		data, err := c.readWorkspace(p.File.Path)
-		name := p.File.Name
-		if name == "" {
-			name = filepath.Base(p.File.Path)
-		}
-		return name, data, false, err
+	case !ok:
+		return "", nil, false, fmt.Errorf("part of kind %q cannot be sent", p.Kind)
 	}
-	return "", nil, false, fmt.Errorf("part of kind %q cannot be sent", p.Kind)
-}
-
-// readWorkspace reads a workspace-relative file through the daemon's
-// confined access (workspace.Files): a path that leaves the workspace, by
-// its text or a link, a FIFO or a device is refused, and nothing over
-// Telegram's 50 MB upload limit is read.
-func (c *Channel) readWorkspace(rel string) ([]byte, error) {
-	if c.deps.Workspace == "" {
-		return nil, fmt.Errorf("no workspace configured")
-	}
-	files, err := workspace.OpenFiles(c.deps.Workspace, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer files.Close()
-	data, err := files.ReadFile(strings.TrimPrefix(filepath.ToSlash(rel), "/"), maxUploadBytes)
-	if errors.Is(err, workspace.ErrTooLarge) {
-		return nil, fmt.Errorf("%s is larger than Telegram's 50 MB upload limit", rel)
-	}
-	return data, err
+	return u.Name, u.Data, u.Image, nil
 }
 
 // maxUploadBytes is Telegram's upload limit for a bot.
