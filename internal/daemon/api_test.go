@@ -74,9 +74,12 @@ func TestAPIToolTurnThroughTheGateway(t *testing.T) {
 	if len(files) != 1 {
 		t.Errorf("session files = %v", files)
 	}
-	if _, body := g.get("/metrics"); !strings.Contains(body, `nanobot_api_requests_total{key="e2e",outcome="ok"} 1`) {
-		t.Errorf("/metrics does not count the request by key name")
-	}
+	// Counted once the handler knows how the request ended, which is after
+	// the last byte the client read: looked for until it shows.
+	g.waitUntil("/metrics to count the request by key name", func() bool {
+		_, body := g.get("/metrics")
+		return strings.Contains(body, `nanobot_api_requests_total{key="e2e",outcome="ok"} 1`)
+	})
 	if _, err := client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "nanobot",
 		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}}}); err != nil {
 		t.Fatalf("one-off turn: %v", err)
