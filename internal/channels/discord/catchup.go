@@ -177,6 +177,9 @@ func (c *Channel) catchUpChat(ctx context.Context, job catchUpJob) (int, error) 
 	}
 	for _, f := range todo {
 		m := f.m
+		if !c.taking() {
+			break // stopping: what is not queued stays after the cursor
+		}
 		if !f.edit && !c.fresh(m) {
 			continue
 		}

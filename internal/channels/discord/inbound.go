@@ -55,8 +55,12 @@ func (c *Channel) queueEdit(m *discordgo.Message) bool { return c.queue(m, false
 // it is not from a human, was seen before, or the channel is stopping (it
 // then stays pending, and the next start fetches it again).
 func (c *Channel) receive(m *discordgo.Message) bool {
-	return c.fresh(m) && c.queue(m, false)
+	return c.taking() && c.fresh(m) && c.queue(m, false)
 }
+
+// taking reports whether the channel takes messages: one taken before or
+// after it does must not be marked seen, so that a catch-up fetches it.
+func (c *Channel) taking() bool { return c.runCtx.Load() != nil && c.lanes.Load() != nil }
 
 // fresh reports whether m is a human's message not handled before; it
 // marks it seen.

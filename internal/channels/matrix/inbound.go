@@ -22,16 +22,11 @@ import (
 // dropped); false means the bus refused it (shutting down), and the next
 // start fetches it again.
 func (c *Channel) handleEvent(ctx context.Context, evt *event.Event, more bool) bool {
-	if evt.Sender == c.bot {
-		return true
-	}
-	// Compared by name: the class the JSON leaves unset does not matter.
-	switch evt.Type.Type {
-	case event.EventEncrypted.Type:
+	if evt.Sender != c.bot && evt.Type.Type == event.EventEncrypted.Type {
 		c.encrypted(ctx, evt)
 		return true
-	case event.EventMessage.Type, event.EventSticker.Type:
-	default:
+	}
+	if !c.isMessage(evt) {
 		return true
 	}
 	evt.Type.Class = event.MessageEventType

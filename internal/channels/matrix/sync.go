@@ -185,7 +185,8 @@ type queued struct {
 }
 
 // isMessage reports whether evt is a message from someone else, the kind
-// handleEvent hands to the agent.
+// handleEvent hands to the agent. Types are compared by name: the class the
+// JSON leaves unset does not matter.
 func (c *Channel) isMessage(evt *event.Event) bool {
 	return evt.Sender != c.bot && (evt.Type.Type == event.EventMessage.Type || evt.Type.Type == event.EventSticker.Type)
 }

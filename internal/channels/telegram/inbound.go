@@ -84,12 +84,19 @@ func (c *Channel) arrival(m *models.Message, me *models.User) channels.Arrival {
 		Metadata:   meta,
 		Time:       time.Unix(int64(m.Date), 0).UTC(),
 	}
-	if m.IsTopicMessage && m.MessageThreadID != 0 {
-		thread := strconv.Itoa(m.MessageThreadID)
+	if thread := topic(m); thread != "" {
 		meta[MetaThreadID] = thread
 		in.SessionKey = SessionKey(channels.Chat{ID: chat, Metadata: meta})
 	}
 	return channels.Arrival{Msg: in, Username: m.From.Username, Group: group, Addressed: !group || addressed(m, me)}
+}
+
+// topic is the forum topic m was posted in, "" outside one.
+func topic(m *models.Message) string {
+	if m.IsTopicMessage && m.MessageThreadID != 0 {
+		return strconv.Itoa(m.MessageThreadID)
+	}
+	return ""
 }
 
 // hasMedia reports whether one of msgs carries what Prepare fetches.

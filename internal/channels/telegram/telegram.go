@@ -345,14 +345,9 @@ func (c *Channel) acceptBacklog(ctx context.Context, raws []json.RawMessage) {
 // which waits for the rest of its album).
 func plain(m *models.Message) bool { return m.MediaGroupID == "" || m.EditDate != 0 }
 
-// backlogKey tells a backlog's conversations apart: a chat, and in a forum
-// each topic.
+// backlogKey is the session m goes to: a backlog is one per session.
 func backlogKey(m *models.Message) string {
-	key := strconv.FormatInt(m.Chat.ID, 10)
-	if m.IsTopicMessage {
-		key += "/" + strconv.Itoa(m.MessageThreadID)
-	}
-	return key
+	return SessionKey(channels.Chat{ID: strconv.FormatInt(m.Chat.ID, 10), Metadata: map[string]string{MetaThreadID: topic(m)}})
 }
 
 // decode reads an update; one that is not a message to handle is
