@@ -148,18 +148,32 @@ func TestSendErrorsAreClassified(t *testing.T) {
 	dm := e.fake.AddDM(e.fake.NewUser("alice"))
 	ctx := context.Background()
 
-	e.fake.Fail(discordfake.RouteCreateMessage, discordfake.Failure{Status: 429, RetryAfter: 0.25})
+	// Limits far longer than a loaded machine can stall between two calls:
+	// the second call must find the route (and later every route) blocked.
+	e.fake.Fail(discordfake.RouteCreateMessage, discordfake.Failure{Status: 429, RetryAfter: 5})
 	_, err := e.ch.Send(ctx, channels.Outgoing{ChatID: dm, Text: "x"})
 	var rl *channels.RateLimitError
-	if !errors.As(err, &rl) || rl.RetryAfter != 250*time.Millisecond {
-		t.Fatalf("429: %v, want RateLimitError of 250ms", err)
+	if !errors.As(err, &rl) || rl.RetryAfter != 5*time.Second {
+		t.Fatalf("429: %v, want RateLimitError of 5s", err)
 	}
 	// The route stays blocked until retry_after passed: no second request.
-	before := len(e.fake.Requests())
+	posts := func() int {
+		n := 0
+		for _, r := range e.fake.Requests() {
+			if r.Route == discordfake.RouteCreateMessage && strings.Contains(r.Path, "/"+dm+"/") {
+				n++
+			}
+		}
+		return n
+	}
+	before := posts()
+	if before != 1 {
+		t.Fatalf("%d posts to the DM seen, want the rate-limited one", before)
+	}
 	if _, err := e.ch.Send(ctx, channels.Outgoing{ChatID: dm, Text: "x"}); !errors.As(err, &rl) {
 		t.Fatalf("send while limited: %v", err)
 	}
-	if after := len(e.fake.Requests()); after != before {
+	if after := posts(); after != before {
 		t.Errorf("a request reached Discord while the route was rate limited")
 	}
 
@@ -184,7 +198,7 @@ func TestSendErrorsAreClassified(t *testing.T) {
 	if !errors.As(err, &uo) {
 		t.Errorf("dropped after posting: %v, want UnknownOutcomeError", err)
 	}
-	e.fake.Fail(discordfake.RouteEditMessage, discordfake.Failure{Status: 429, RetryAfter: 1, Global: true})
+	e.fake.Fail(discordfake.RouteEditMessage, discordfake.Failure{Status: 429, RetryAfter: 5, Global: true})
 	if err := e.ch.Edit(ctx, channels.Sent{ChatID: other, MessageID: "1"}, "x", false); !errors.As(err, &rl) {
 		t.Errorf("global 429 on edit: %v", err)
 	}
